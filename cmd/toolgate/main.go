@@ -1,0 +1,70 @@
+// Command toolgate is a sidecar reverse proxy that enforces tool contracts
+// for LLM agents in front of existing HTTP backends.
+//
+// Usage:
+//
+//	toolgate [serve] -config FILE   run the proxy (the default command)
+//	toolgate check -config FILE     validate a policy and exit
+//	toolgate tools -config FILE     print the tool list as agents see it
+//	toolgate demo                   run the example backends behind toolgate
+//	toolgate -version               print the version
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches a command line and returns the exit code; main is the only
+// place that exits.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	for _, a := range args {
+		if a == "-version" || a == "--version" {
+			fmt.Fprintf(stdout, "toolgate %s (%s)\n", version, runtime.Version())
+			return 0
+		}
+	}
+	switch cmd {
+	case "serve":
+		return runServe(args, stdout, stderr)
+	case "check":
+		return runCheck(args, stdout, stderr)
+	case "tools":
+		return runTools(args, stdout, stderr)
+	case "demo":
+		return runDemo(args, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "toolgate %s (%s)\n", version, runtime.Version())
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "toolgate: unknown command %q\n", cmd)
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  toolgate [serve] -config FILE   run the proxy
+  toolgate check -config FILE     validate a policy (file or directory) and exit
+  toolgate tools -config FILE     print the tool list as agents see it
+  toolgate demo                   run the example backends behind toolgate
+  toolgate -version               print the version
+`)
+}

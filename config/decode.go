@@ -1,0 +1,363 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// duration is a time.Duration written in Go syntax ("800ms", "24h").
+type duration time.Duration
+
+// defaulter is implemented by spec structs that have defaults: the decoder
+// calls it on every struct it allocates, before decoding into it, so absent
+// keys keep their defaults and no zero value reaches the runtime.
+type defaulter interface{ setDefaults() }
+
+// decoder decodes yaml.Node trees into spec structs strictly: unknown keys,
+// duplicate keys and values of the wrong type are errors with positions.
+// It records the position of every value by its dotted path, so later
+// validation can point at the right line.
+type decoder struct {
+	file   string
+	env    func(string) (string, bool)
+	errs   Errors
+	pos    map[string]nodePos
+	expand bool
+}
+
+// nodePos is where a value starts, and how it was written (a CEL error's
+// column inside a quoted scalar is one further right).
+type nodePos struct {
+	Pos
+	style yaml.Style
+}
+
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	d.errs = append(d.errs, &Error{Pos: Pos{File: d.file, Line: n.Line, Column: n.Column}, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) record(n *yaml.Node, path string) {
+	d.pos[path] = nodePos{Pos: Pos{File: d.file, Line: n.Line, Column: n.Column}, style: n.Style}
+}
+
+var (
+	durationType = reflect.TypeOf(duration(0))
+	anyType      = reflect.TypeOf((*any)(nil)).Elem()
+)
+
+func joinPath(base, key string) string {
+	if base == "" {
+		return key
+	}
+	return base + "." + key
+}
+
+// decode decodes n into v (an addressable value).
+func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	d.record(n, path)
+	if v.Type() == anyType {
+		val, ok := d.decodeAny(n, path, 0)
+		if ok && val != nil {
+			v.Set(reflect.ValueOf(val))
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if isNull(n) {
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+			if df, ok := v.Interface().(defaulter); ok {
+				df.setDefaults()
+			}
+		}
+		d.decode(n, path, v.Elem())
+	case reflect.Struct:
+		d.decodeStruct(n, path, v)
+	case reflect.Map:
+		d.decodeMap(n, path, v)
+	case reflect.Slice:
+		d.decodeSlice(n, path, v)
+	default:
+		d.decodeScalar(n, path, v)
+	}
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if isNull(n) {
+			return "null"
+		}
+		return "a scalar"
+	}
+	return "an unexpected node"
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, path string, v reflect.Value) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
+		return
+	}
+	fields := map[string]int{}
+	var names []string
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		tag := t.Field(i).Tag.Get("yaml")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		fields[tag] = i
+		names = append(names, tag)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		name := key.Value
+		kp := joinPath(path, name)
+		if seen[name] {
+			d.errorf(key, kp, "duplicate key")
+			continue
+		}
+		seen[name] = true
+		idx, ok := fields[name]
+		if !ok {
+			d.errorf(key, kp, "unknown key (valid keys: %s)", strings.Join(names, ", "))
+			continue
+		}
+		d.decode(val, kp, v.Field(idx))
+	}
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, path string, v reflect.Value) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+	elem := v.Type().Elem()
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		kp := joinPath(path, key.Value)
+		if key.Kind != yaml.ScalarNode || key.Value == "" {
+			d.errorf(key, path, "keys must be non-empty strings")
+			continue
+		}
+		if v.MapIndex(reflect.ValueOf(key.Value)).IsValid() {
+			d.errorf(key, kp, "duplicate key")
+			continue
+		}
+		ev := reflect.New(elem).Elem()
+		if elem.Kind() == reflect.Pointer && !isNull(val) {
+			ev.Set(reflect.New(elem.Elem()))
+			if df, ok := ev.Interface().(defaulter); ok {
+				df.setDefaults()
+			}
+		}
+		d.record(key, kp+"#key")
+		d.decode(val, kp, ev)
+		v.SetMapIndex(reflect.ValueOf(key.Value), ev)
+	}
+}
+
+func (d *decoder) decodeSlice(n *yaml.Node, path string, v reflect.Value) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, path, "must be a list, not %s", kindName(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, item := range n.Content {
+		ev := s.Index(i)
+		if ev.Kind() == reflect.Pointer || ev.Kind() == reflect.Struct {
+			ptr := reflect.New(v.Type().Elem())
+			if df, ok := ptr.Interface().(defaulter); ok {
+				df.setDefaults()
+			}
+			ev.Set(ptr.Elem())
+		}
+		d.decode(item, fmt.Sprintf("%s[%d]", path, i), ev)
+	}
+	v.Set(s)
+}
+
+// scalar returns a scalar node's text with ${VAR} expanded.
+func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n, path, "must be a scalar value, not %s", kindName(n))
+		return "", false
+	}
+	if !d.expand || !strings.Contains(n.Value, "$") {
+		return n.Value, true
+	}
+	out, err := expandEnv(n.Value, d.env)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return "", false
+	}
+	return out, true
+}
+
+func (d *decoder) decodeScalar(n *yaml.Node, path string, v reflect.Value) {
+	if isNull(n) {
+		d.errorf(n, path, "must not be empty")
+		return
+	}
+	s, ok := d.scalar(n, path)
+	if !ok {
+		return
+	}
+	if v.Type() == durationType {
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			d.errorf(n, path, "%q is not a duration (use Go syntax such as 800ms, 30s, 24h)", s)
+			return
+		}
+		if dur < 0 {
+			d.errorf(n, path, "must not be negative")
+			return
+		}
+		v.SetInt(int64(dur))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil || (n.Tag != "!!bool" && s == n.Value) {
+			d.errorf(n, path, "%q is not a boolean (use true or false)", s)
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v.OverflowInt(i) {
+			d.errorf(n, path, "%q is not an integer", s)
+			return
+		}
+		v.SetInt(i)
+	case reflect.Uint32, reflect.Uint, reflect.Uint64:
+		u, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v.OverflowUint(u) {
+			d.errorf(n, path, "%q is not a non-negative integer", s)
+			return
+		}
+		v.SetUint(u)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.errorf(n, path, "%q is not a number", s)
+			return
+		}
+		v.SetFloat(f)
+	default:
+		d.errorf(n, path, "cannot decode into %s", v.Type())
+	}
+}
+
+// maxAnyDepth bounds nesting of free-form values (argument schemas), so a
+// hostile policy cannot exhaust the stack.
+const maxAnyDepth = 64
+
+// decodeAny decodes a free-form value (an argument schema) into JSON-shaped
+// Go values: map[string]any, []any, string, json.Number, bool and nil.
+// ${VAR} is not expanded here: schemas hold regular expressions, and
+// secrets have no business in them.
+func (d *decoder) decodeAny(n *yaml.Node, path string, depth int) (any, bool) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if depth > maxAnyDepth {
+		d.errorf(n, path, "nested too deep")
+		return nil, false
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		ok := true
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			if key.Kind != yaml.ScalarNode {
+				d.errorf(key, path, "keys must be strings")
+				ok = false
+				continue
+			}
+			kp := joinPath(path, key.Value)
+			if _, dup := m[key.Value]; dup {
+				d.errorf(key, kp, "duplicate key")
+				ok = false
+				continue
+			}
+			d.record(val, kp)
+			v, vok := d.decodeAny(val, kp, depth+1)
+			ok = ok && vok
+			m[key.Value] = v
+		}
+		return m, ok
+	case yaml.SequenceNode:
+		a := make([]any, 0, len(n.Content))
+		ok := true
+		for i, item := range n.Content {
+			v, vok := d.decodeAny(item, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			ok = ok && vok
+			a = append(a, v)
+		}
+		return a, ok
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return nil, true
+		case "!!bool":
+			b, err := strconv.ParseBool(n.Value)
+			if err != nil {
+				d.errorf(n, path, "%q is not a boolean", n.Value)
+				return nil, false
+			}
+			return b, true
+		case "!!int", "!!float":
+			f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				d.errorf(n, path, "%q is not a JSON number", n.Value)
+				return nil, false
+			}
+			if n.Tag == "!!int" {
+				if i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); err == nil {
+					return json.Number(strconv.FormatInt(i, 10)), true
+				}
+			}
+			return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), true
+		default:
+			return n.Value, true
+		}
+	}
+	d.errorf(n, path, "unsupported YAML value")
+	return nil, false
+}

@@ -1,0 +1,714 @@
+// Package config reads policy files: strict YAML decoding with positions,
+// defaults, ${VAR} expansion, merging of a directory of files, validation
+// of every cross-reference, and compilation into an immutable
+// policy.Snapshot. Every error names the file, line, column and key.
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Options tune loading. The zero value reads the process environment.
+type Options struct {
+	// LookupEnv resolves ${VAR}; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+}
+
+// maxPolicyBytes bounds one policy file, so a wrong path (a log file, a
+// binary) fails fast instead of being parsed.
+const maxPolicyBytes = 8 << 20
+
+// Load reads the policy at path (a file, or a directory whose *.yaml and
+// *.yml files are merged) and compiles it. The error, when not nil, is
+// Errors (every problem found) or an I/O error.
+func Load(path string, opts Options) (*policy.Snapshot, error) {
+	files, err := policyFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	sources := make([]source, 0, len(files))
+	for _, f := range files {
+		data, err := readLimited(f)
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, source{name: f, data: data})
+	}
+	return Compile(sources, opts)
+}
+
+// Source is one policy file's name (used in error positions) and content.
+type source struct {
+	name string
+	data []byte
+}
+
+// CompileSource compiles one policy document held in memory; name is used in
+// error positions.
+func CompileSource(name string, data []byte, opts Options) (*policy.Snapshot, error) {
+	return Compile([]source{{name: name, data: data}}, opts)
+}
+
+func readLimited(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxPolicyBytes {
+		return nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
+	}
+	buf := make([]byte, 0, st.Size()+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			break
+		}
+		if len(buf) == cap(buf) {
+			if len(buf) > maxPolicyBytes {
+				return nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+	return buf, nil
+}
+
+// policyFiles lists the files of a policy path. In a directory, names that
+// start with "." are skipped: Kubernetes mounts a ConfigMap as symlinks to
+// a hidden "..data" directory.
+func policyFiles(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		full := filepath.Join(path, name)
+		fst, err := os.Stat(full) // follows symlinks
+		if err != nil {
+			return nil, err
+		}
+		if fst.Mode()&fs.ModeType != 0 {
+			continue
+		}
+		files = append(files, full)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no *.yaml policy files in directory", path)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// Compile decodes, merges, validates and compiles policy sources.
+func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	c := &compiler{pos: map[string]nodePos{}}
+	sum := sha256.New()
+	var specs []fileWithName
+	for _, src := range sources {
+		fmt.Fprintf(sum, "%s\x00%d\x00", filepath.Base(src.name), len(src.data))
+		sum.Write(src.data)
+		spec, ok := c.decodeFile(src, lookup)
+		if ok {
+			specs = append(specs, fileWithName{name: src.name, spec: spec})
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, c.errs.sorted()
+	}
+	merged := c.merge(specs)
+	if len(c.errs) > 0 {
+		return nil, c.errs.sorted()
+	}
+	snap := c.compile(merged)
+	if len(c.errs) > 0 {
+		return nil, c.errs.sorted()
+	}
+	snap.Checksum = hex.EncodeToString(sum.Sum(nil))
+	for _, src := range sources {
+		snap.Sources = append(snap.Sources, src.name)
+	}
+	return snap, nil
+}
+
+type fileWithName struct {
+	name string
+	spec *fileSpec
+}
+
+type compiler struct {
+	errs  Errors
+	pos   map[string]nodePos
+	files []string
+}
+
+func (c *compiler) decodeFile(src source, lookup func(string) (string, bool)) (*fileSpec, bool) {
+	c.files = append(c.files, src.name)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src.data, &doc); err != nil {
+		c.errs = append(c.errs, yamlSyntaxError(src.name, err))
+		return nil, false
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		c.errs = append(c.errs, &Error{Pos: Pos{File: src.name, Line: 1, Column: 1}, Msg: "the policy file is empty"})
+		return nil, false
+	}
+	d := &decoder{file: src.name, env: lookup, pos: c.pos, expand: true}
+	spec := &fileSpec{}
+	root := doc.Content[0]
+	d.decode(root, "", reflect.ValueOf(spec).Elem())
+	c.errs = append(c.errs, d.errs...)
+	if len(d.errs) > 0 {
+		return nil, false
+	}
+	if spec.Version != 1 {
+		if !hasKey(root, "version") {
+			c.errs = append(c.errs, &Error{Pos: Pos{File: src.name, Line: root.Line, Column: root.Column}, Path: "version", Msg: "is required (version: 1)"})
+		} else {
+			c.errorAt("version", "must be 1 (got %d)", spec.Version)
+		}
+		return nil, false
+	}
+	return spec, true
+}
+
+func hasKey(n *yaml.Node, key string) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlSyntaxError gives a YAML syntax error the file:line:col shape.
+func yamlSyntaxError(file string, err error) *Error {
+	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{Pos: Pos{File: file, Line: line, Column: 1}, Msg: "invalid YAML: " + m[2]}
+	}
+	return &Error{Pos: Pos{File: file, Line: 1, Column: 1}, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// errorAt reports an error at the value of path, or at the nearest enclosing
+// key that exists when path itself was not written.
+func (c *compiler) errorAt(path, format string, args ...any) {
+	c.errs = append(c.errs, &Error{Pos: c.lookup(path).Pos, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *compiler) lookup(path string) nodePos {
+	p := path
+	for {
+		if np, ok := c.pos[p]; ok {
+			return np
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	if len(c.files) > 0 {
+		return nodePos{Pos: Pos{File: c.files[0], Line: 1, Column: 1}}
+	}
+	return nodePos{}
+}
+
+// merge joins the files of a directory: a tool, upstream, caller or identity
+// defined twice is an error; server, state and access.default may be set in
+// one file only.
+func (c *compiler) merge(files []fileWithName) *fileSpec {
+	out := &fileSpec{Version: 1, Upstreams: map[string]*upstreamSpec{}, Tools: map[string]*toolSpec{}}
+	var serverFile, stateFile, defaultFile string
+	for _, f := range files {
+		s := f.spec
+		if s.Server != nil {
+			if serverFile != "" {
+				c.errorAt("server", "server is already set in %s; set it in one file only", serverFile)
+			}
+			serverFile, out.Server = f.name, s.Server
+		}
+		if s.State != nil {
+			if stateFile != "" {
+				c.errorAt("state", "state is already set in %s; set it in one file only", stateFile)
+			}
+			stateFile, out.State = f.name, s.State
+		}
+		for name, u := range s.Upstreams {
+			if _, dup := out.Upstreams[name]; dup {
+				c.errorAt("upstreams."+name+"#key", "upstream %s is defined twice", name)
+				continue
+			}
+			out.Upstreams[name] = u
+		}
+		for name, t := range s.Tools {
+			if _, dup := out.Tools[name]; dup {
+				c.errorAt("tools."+name+"#key", "tool %s is defined twice", name)
+				continue
+			}
+			out.Tools[name] = t
+		}
+		if s.Access != nil {
+			if out.Access == nil {
+				out.Access = &accessSpec{Identities: map[string]string{}, Callers: map[string]*callerSpec{}}
+			}
+			if s.Access.Default != "" {
+				if defaultFile != "" {
+					c.errorAt("access.default", "access.default is already set in %s; set it in one file only", defaultFile)
+				}
+				defaultFile, out.Access.Default = f.name, s.Access.Default
+			}
+			for id, name := range s.Access.Identities {
+				if _, dup := out.Access.Identities[id]; dup {
+					c.errorAt("access.identities."+id+"#key", "identity %s is mapped twice", id)
+					continue
+				}
+				out.Access.Identities[id] = name
+			}
+			for name, cs := range s.Access.Callers {
+				if _, dup := out.Access.Callers[name]; dup {
+					c.errorAt("access.callers."+name+"#key", "caller %s is defined twice", name)
+					continue
+				}
+				out.Access.Callers[name] = cs
+			}
+		}
+	}
+	if out.Server == nil {
+		out.Server = &serverSpec{}
+		out.Server.setDefaults()
+	}
+	if out.State == nil {
+		out.State = &stateSpec{}
+		out.State.setDefaults()
+	}
+	return out
+}
+
+var headerNameRE = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
+
+func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
+	snap := &policy.Snapshot{
+		Upstreams: map[string]*policy.Upstream{},
+		Tools:     map[string]*contracts.Contract{},
+	}
+	snap.Server = c.server(f.Server, f.Upstreams)
+	snap.State = c.state(f.State)
+	cat, err := contracts.NewCatalog(snap.Server.Messages)
+	if err != nil {
+		c.errorAt("server.messages", "%q is not a message catalogue (want en or zh)", snap.Server.Messages)
+		cat, _ = contracts.NewCatalog("en")
+	}
+	snap.Catalog = cat
+	for _, name := range sortedKeys(f.Upstreams) {
+		if u := c.upstream(name, f.Upstreams[name]); u != nil {
+			snap.Upstreams[name] = u
+		}
+	}
+	env, err := contracts.NewRuleEnv()
+	if err != nil {
+		c.errorAt("tools", "%v", err)
+		return snap
+	}
+	for _, name := range sortedKeys(f.Tools) {
+		if t := c.tool(env, name, f.Tools[name], f.Upstreams); t != nil {
+			snap.Tools[name] = t
+			snap.ToolNames = append(snap.ToolNames, name)
+		}
+	}
+	snap.Access = c.access(f.Access, f.Tools)
+	return snap
+}
+
+func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) policy.Server {
+	out := policy.Server{
+		Listen:              s.Listen,
+		AdminListen:         s.AdminListen,
+		CallerHeader:        textproto.CanonicalMIMEHeaderKey(s.CallerHeader),
+		CallerFrom:          s.CallerFrom,
+		MaxRequestBytes:     s.MaxRequestBytes,
+		MaxResponseBytes:    s.MaxResponseBytes,
+		ObservationMaxChars: s.ObservationMaxChars,
+		Messages:            s.Messages,
+		HTTPStatus:          s.HTTPStatus,
+		Transparent:         s.Transparent,
+	}
+	if s.Listen == "" {
+		c.errorAt("server.listen", "must not be empty")
+	}
+	if s.AdminListen == "" {
+		c.errorAt("server.admin_listen", "must not be empty")
+	} else if s.AdminListen == s.Listen {
+		c.errorAt("server.admin_listen", "must differ from server.listen: the admin port is never served on the agent port")
+	}
+	if !headerNameRE.MatchString(s.CallerHeader) {
+		c.errorAt("server.caller_header", "%q is not a valid header name", s.CallerHeader)
+	}
+	if s.CallerFrom != policy.CallerFromHeader && s.CallerFrom != policy.CallerFromXFCC {
+		c.errorAt("server.caller_from", "%q is not valid (want header or xfcc)", s.CallerFrom)
+	}
+	if s.MaxRequestBytes <= 0 {
+		c.errorAt("server.max_request_bytes", "must be positive")
+	}
+	if s.MaxResponseBytes <= 0 {
+		c.errorAt("server.max_response_bytes", "must be positive")
+	}
+	if s.ObservationMaxChars < 64 {
+		c.errorAt("server.observation_max_chars", "must be at least 64")
+	}
+	if s.HTTPStatus != policy.HTTPStatusMapped && s.HTTPStatus != policy.HTTPStatusAlways200 {
+		c.errorAt("server.http_status", "%q is not valid (want mapped or always_200)", s.HTTPStatus)
+	}
+	for i, p := range s.Passthrough {
+		path := fmt.Sprintf("server.passthrough[%d]", i)
+		if !strings.HasPrefix(p.Prefix, "/") {
+			c.errorAt(path+".prefix", "must start with /")
+		}
+		if _, ok := upstreams[p.Upstream]; !ok {
+			c.errorAt(path+".upstream", "upstream %q is not defined", p.Upstream)
+		}
+		out.Passthrough = append(out.Passthrough, policy.Passthrough{Prefix: p.Prefix, Upstream: p.Upstream})
+	}
+	return out
+}
+
+func (c *compiler) state(s *stateSpec) policy.State {
+	switch s.Backend {
+	case policy.BackendMemory:
+	case policy.BackendRedis:
+		if s.RedisURL == "" {
+			c.errorAt("state.redis_url", "is required with backend redis")
+		} else if u, err := url.Parse(s.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			c.errorAt("state.redis_url", "must be a redis://, rediss:// or unix:// URL")
+		}
+	default:
+		c.errorAt("state.backend", "%q is not valid (want memory or redis)", s.Backend)
+	}
+	if s.MaxKeys <= 0 {
+		c.errorAt("state.max_keys", "must be positive")
+	}
+	return policy.State{Backend: s.Backend, RedisURL: s.RedisURL, MaxKeys: s.MaxKeys}
+}
+
+func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
+	base := "upstreams." + name
+	if s == nil {
+		c.errorAt(base, "must not be empty")
+		return nil
+	}
+	n := len(c.errs)
+	u, err := url.Parse(s.URL)
+	switch {
+	case s.URL == "":
+		c.errorAt(base+".url", "is required")
+	case err != nil:
+		c.errorAt(base+".url", "%q is not a URL", s.URL)
+	case u.Scheme != "http" && u.Scheme != "https":
+		c.errorAt(base+".url", "must be an http:// or https:// URL")
+	case u.Host == "":
+		c.errorAt(base+".url", "has no host")
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		c.errorAt(base+".url", "must not carry a query, fragment or credentials (use headers for credentials)")
+	}
+	if s.Timeout <= 0 {
+		c.errorAt(base+".timeout", "must be positive")
+	}
+	if s.MaxConcurrent <= 0 {
+		c.errorAt(base+".max_concurrent", "must be positive")
+	}
+	headers := http.Header{}
+	for _, k := range sortedKeys(s.Headers) {
+		if !headerNameRE.MatchString(k) {
+			c.errorAt(base+".headers."+k, "%q is not a valid header name", k)
+			continue
+		}
+		if strings.ContainsAny(s.Headers[k], "\r\n\x00") {
+			c.errorAt(base+".headers."+k, "header value must not contain CR, LF or NUL")
+			continue
+		}
+		headers.Set(k, s.Headers[k])
+	}
+	up := &policy.Upstream{
+		Name:          name,
+		URL:           u,
+		Timeout:       time.Duration(s.Timeout),
+		MaxConcurrent: s.MaxConcurrent,
+		Headers:       headers,
+		Breaker:       policy.DefaultBreakerSettings(),
+		Retries:       policy.DefaultRetrySettings(),
+	}
+	if b := s.Breaker; b != nil {
+		if b.FailureRatio < 0 || b.FailureRatio > 1 {
+			c.errorAt(base+".breaker.failure_ratio", "must be between 0 and 1")
+		}
+		if b.OpenFor <= 0 {
+			c.errorAt(base+".breaker.open_for", "must be positive")
+		}
+		if b.HalfOpenRequests == 0 {
+			c.errorAt(base+".breaker.half_open_requests", "must be at least 1")
+		}
+		up.Breaker = policy.BreakerSettings{
+			ConsecutiveFailures: b.ConsecutiveFailures,
+			FailureRatio:        b.FailureRatio,
+			MinRequests:         b.MinRequests,
+			Window:              time.Duration(b.Window),
+			OpenFor:             time.Duration(b.OpenFor),
+			HalfOpenRequests:    b.HalfOpenRequests,
+		}
+	}
+	if r := s.Retries; r != nil {
+		if r.Attempts < 1 || r.Attempts > 10 {
+			c.errorAt(base+".retries.attempts", "must be between 1 and 10 (the total number of attempts)")
+		}
+		if r.MaxBackoff < r.Backoff {
+			c.errorAt(base+".retries.max_backoff", "must not be less than backoff")
+		}
+		up.Retries = policy.RetrySettings{Attempts: r.Attempts, Backoff: time.Duration(r.Backoff), MaxBackoff: time.Duration(r.MaxBackoff)}
+	}
+	if len(c.errs) > n {
+		return nil
+	}
+	return up
+}
+
+func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstreams map[string]*upstreamSpec) *contracts.Contract {
+	base := "tools." + name
+	if t == nil {
+		c.errorAt(base, "must not be empty")
+		return nil
+	}
+	n := len(c.errs)
+	if strings.TrimSpace(t.Description) == "" {
+		c.errorAt(base+".description", "is required: agents choose tools by their description")
+	}
+	up, ok := upstreams[t.Upstream]
+	switch {
+	case t.Upstream == "":
+		c.errorAt(base+".upstream", "is required")
+	case !ok:
+		c.errorAt(base+".upstream", "upstream %q is not defined", t.Upstream)
+	}
+	if t.Request == nil {
+		c.errorAt(base+".request", "is required (method and path of the backend call)")
+	}
+	if t.Cost < 0 || math.IsInf(t.Cost, 0) {
+		c.errorAt(base+".cost", "must not be negative")
+	}
+	if t.Idempotency != nil && !t.SideEffect {
+		c.errorAt(base+".idempotency", "only applies to tools with side_effect: true")
+	}
+	if t.Idempotency != nil && t.Idempotency.ForwardHeader != "" && !headerNameRE.MatchString(t.Idempotency.ForwardHeader) {
+		c.errorAt(base+".idempotency.forward_header", "%q is not a valid header name", t.Idempotency.ForwardHeader)
+	}
+	spec := contracts.ContractSpec{
+		Name:        name,
+		Description: strings.TrimSpace(t.Description),
+		Upstream:    t.Upstream,
+		SideEffect:  t.SideEffect,
+		Cost:        t.Cost,
+		Timeout:     time.Duration(t.Timeout),
+		Args:        t.Args,
+		Messages:    t.Messages,
+	}
+	if spec.Args == nil {
+		spec.Args = map[string]any{"type": "object", "additionalProperties": false}
+	}
+	if spec.Timeout == 0 && ok && up != nil {
+		spec.Timeout = time.Duration(up.Timeout)
+	}
+	if t.Request != nil {
+		spec.Request = contracts.BindingSpec{Method: t.Request.Method, Path: t.Request.Path, Query: t.Request.Query, Body: t.Request.Body}
+		if t.Request.Path == "" {
+			c.errorAt(base+".request.path", "is required")
+		}
+	}
+	if t.Response != nil {
+		spec.Response.Data, spec.Response.Empty = t.Response.Data, t.Response.Empty
+	}
+	for i, e := range t.Errors {
+		rule := contracts.ErrorRuleSpec{When: e.When, Status: contracts.Status(e.Status), Retryable: e.Retryable}
+		if e.SideEffect != "" {
+			se, ok := contracts.ParseSideEffect(e.SideEffect)
+			if !ok {
+				c.errorAt(fmt.Sprintf("%s.errors[%d].side_effect", base, i), "%q is not valid (want none, done or unknown)", e.SideEffect)
+			}
+			rule.SideEffect = &se
+		}
+		spec.Response.Errors = append(spec.Response.Errors, rule)
+	}
+	if t.Idempotency != nil {
+		spec.Idempotency = contracts.IdempotencySpec{TTL: time.Duration(t.Idempotency.TTL), ForwardHeader: t.Idempotency.ForwardHeader}
+	}
+	if len(c.errs) > n {
+		return nil
+	}
+	contract, err := contracts.Compile(env, spec)
+	if err != nil {
+		var fe *contracts.FieldError
+		if !errors.As(err, &fe) {
+			c.errorAt(base, "%v", err)
+			return nil
+		}
+		path := base
+		if fe.Field != "" {
+			path = base + "." + fe.Field
+		}
+		np := c.lookup(path)
+		pos := np.Pos
+		if fe.Line == 1 && fe.Column > 0 && (np.style == 0 || np.style == yaml.DoubleQuotedStyle || np.style == yaml.SingleQuotedStyle) {
+			pos.Column += fe.Column - 1
+			if np.style != 0 {
+				pos.Column++ // the opening quote
+			}
+		} else if fe.Line > 1 && (np.style == yaml.LiteralStyle || np.style == yaml.FoldedStyle) {
+			pos.Line += fe.Line
+			pos.Column = 1
+		}
+		c.errs = append(c.errs, &Error{Pos: pos, Path: path, Msg: fe.Msg})
+		return nil
+	}
+	return contract
+}
+
+func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Access {
+	out := policy.Access{DefaultAllow: true, Identities: map[string]string{}, Callers: map[string]*policy.Caller{}}
+	if a == nil {
+		return out
+	}
+	switch a.Default {
+	case "", "allow":
+	case "deny":
+		out.DefaultAllow = false
+	default:
+		c.errorAt("access.default", "%q is not valid (want allow or deny)", a.Default)
+	}
+	for _, name := range sortedKeys(a.Callers) {
+		base := "access.callers." + name
+		cs := a.Callers[name]
+		if cs == nil {
+			c.errorAt(base, "must not be empty (list the caller's tools)")
+			continue
+		}
+		caller := &policy.Caller{Name: name, ToolRates: map[string]policy.RateSettings{}}
+		for i, tool := range cs.Tools {
+			if tool == "*" {
+				caller.Tools = append(caller.Tools, tool)
+				continue
+			}
+			if _, ok := tools[tool]; !ok {
+				c.errorAt(fmt.Sprintf("%s.tools[%d]", base, i), "tool %q is not defined", tool)
+				continue
+			}
+			caller.Tools = append(caller.Tools, tool)
+		}
+		if cs.Rate != nil {
+			if r, ok := c.rate(base+".rate", cs.Rate); ok {
+				caller.Rate = &r
+			}
+		}
+		for _, tool := range sortedKeys(cs.ToolRates) {
+			if _, ok := tools[tool]; !ok {
+				c.errorAt(base+".tool_rates."+tool+"#key", "tool %q is not defined", tool)
+				continue
+			}
+			if cs.ToolRates[tool] == nil {
+				c.errorAt(base+".tool_rates."+tool, "must set rps and burst")
+				continue
+			}
+			if r, ok := c.rate(base+".tool_rates."+tool, cs.ToolRates[tool]); ok {
+				caller.ToolRates[tool] = r
+			}
+		}
+		if b := cs.Budget; b != nil {
+			if b.Cost <= 0 {
+				c.errorAt(base+".budget.cost", "must be positive")
+			}
+			if b.Per <= 0 {
+				c.errorAt(base+".budget.per", "must be a positive duration")
+			}
+			caller.Budget = &policy.BudgetSettings{Cost: b.Cost, Per: time.Duration(b.Per)}
+		}
+		out.Callers[name] = caller
+	}
+	for _, id := range sortedKeys(a.Identities) {
+		name := a.Identities[id]
+		if !strings.HasPrefix(id, "spiffe://") {
+			c.errorAt("access.identities."+id+"#key", "identity %q is not a SPIFFE ID (spiffe://...)", id)
+		}
+		if _, ok := a.Callers[name]; !ok {
+			c.errorAt("access.identities."+id, "caller %q is not defined in access.callers", name)
+		}
+		out.Identities[id] = name
+	}
+	return out
+}
+
+func (c *compiler) rate(path string, r *rateSpec) (policy.RateSettings, bool) {
+	ok := true
+	if r.RPS <= 0 {
+		c.errorAt(path+".rps", "must be positive")
+		ok = false
+	}
+	if r.Burst < 1 {
+		c.errorAt(path+".burst", "must be at least 1")
+		ok = false
+	}
+	return policy.RateSettings{RPS: r.RPS, Burst: r.Burst}, ok
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

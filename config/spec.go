@@ -1,0 +1,167 @@
+package config
+
+import (
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// fileSpec is one policy file as written. Defaults are set by the
+// setDefaults methods, which the decoder calls when it allocates a section.
+type fileSpec struct {
+	Version   int                      `yaml:"version"`
+	Server    *serverSpec              `yaml:"server"`
+	State     *stateSpec               `yaml:"state"`
+	Upstreams map[string]*upstreamSpec `yaml:"upstreams"`
+	Tools     map[string]*toolSpec     `yaml:"tools"`
+	Access    *accessSpec              `yaml:"access"`
+}
+
+type serverSpec struct {
+	Listen              string            `yaml:"listen"`
+	AdminListen         string            `yaml:"admin_listen"`
+	CallerHeader        string            `yaml:"caller_header"`
+	CallerFrom          string            `yaml:"caller_from"`
+	MaxRequestBytes     int64             `yaml:"max_request_bytes"`
+	MaxResponseBytes    int64             `yaml:"max_response_bytes"`
+	ObservationMaxChars int               `yaml:"observation_max_chars"`
+	Messages            string            `yaml:"messages"`
+	HTTPStatus          string            `yaml:"http_status"`
+	Transparent         bool              `yaml:"transparent"`
+	Passthrough         []passthroughSpec `yaml:"passthrough"`
+}
+
+func (s *serverSpec) setDefaults() {
+	*s = serverSpec{
+		Listen:              ":8080",
+		AdminListen:         ":9090",
+		CallerHeader:        "X-Toolgate-Caller",
+		CallerFrom:          policy.CallerFromHeader,
+		MaxRequestBytes:     64 << 10,
+		MaxResponseBytes:    1 << 20,
+		ObservationMaxChars: 1800,
+		Messages:            "en",
+		HTTPStatus:          policy.HTTPStatusMapped,
+	}
+}
+
+type passthroughSpec struct {
+	Prefix   string `yaml:"prefix"`
+	Upstream string `yaml:"upstream"`
+}
+
+type stateSpec struct {
+	Backend  string `yaml:"backend"`
+	RedisURL string `yaml:"redis_url"`
+	MaxKeys  int    `yaml:"max_keys"`
+}
+
+func (s *stateSpec) setDefaults() {
+	*s = stateSpec{Backend: policy.BackendMemory, MaxKeys: 100000}
+}
+
+type upstreamSpec struct {
+	URL           string            `yaml:"url"`
+	Timeout       duration          `yaml:"timeout"`
+	MaxConcurrent int               `yaml:"max_concurrent"`
+	Headers       map[string]string `yaml:"headers"`
+	Breaker       *breakerSpec      `yaml:"breaker"`
+	Retries       *retriesSpec      `yaml:"retries"`
+}
+
+func (u *upstreamSpec) setDefaults() {
+	*u = upstreamSpec{Timeout: duration(2 * time.Second), MaxConcurrent: 256}
+}
+
+type breakerSpec struct {
+	ConsecutiveFailures uint32   `yaml:"consecutive_failures"`
+	FailureRatio        float64  `yaml:"failure_ratio"`
+	MinRequests         uint32   `yaml:"min_requests"`
+	Window              duration `yaml:"window"`
+	OpenFor             duration `yaml:"open_for"`
+	HalfOpenRequests    uint32   `yaml:"half_open_requests"`
+}
+
+func (b *breakerSpec) setDefaults() {
+	d := policy.DefaultBreakerSettings()
+	*b = breakerSpec{
+		ConsecutiveFailures: d.ConsecutiveFailures,
+		FailureRatio:        d.FailureRatio,
+		MinRequests:         d.MinRequests,
+		Window:              duration(d.Window),
+		OpenFor:             duration(d.OpenFor),
+		HalfOpenRequests:    d.HalfOpenRequests,
+	}
+}
+
+type retriesSpec struct {
+	Attempts   int      `yaml:"attempts"`
+	Backoff    duration `yaml:"backoff"`
+	MaxBackoff duration `yaml:"max_backoff"`
+}
+
+func (r *retriesSpec) setDefaults() {
+	d := policy.DefaultRetrySettings()
+	*r = retriesSpec{Attempts: d.Attempts, Backoff: duration(d.Backoff), MaxBackoff: duration(d.MaxBackoff)}
+}
+
+type toolSpec struct {
+	Description string            `yaml:"description"`
+	Upstream    string            `yaml:"upstream"`
+	SideEffect  bool              `yaml:"side_effect"`
+	Cost        float64           `yaml:"cost"`
+	Timeout     duration          `yaml:"timeout"`
+	Args        any               `yaml:"args"`
+	Request     *requestSpec      `yaml:"request"`
+	Response    *responseSpec     `yaml:"response"`
+	Errors      []errorRuleSpec   `yaml:"errors"`
+	Messages    map[string]string `yaml:"messages"`
+	Idempotency *idempotencySpec  `yaml:"idempotency"`
+}
+
+type requestSpec struct {
+	Method string            `yaml:"method"`
+	Path   string            `yaml:"path"`
+	Query  map[string]string `yaml:"query"`
+	Body   map[string]string `yaml:"body"`
+}
+
+type responseSpec struct {
+	Data  string `yaml:"data"`
+	Empty string `yaml:"empty"`
+}
+
+type errorRuleSpec struct {
+	When       string `yaml:"when"`
+	Status     string `yaml:"status"`
+	Retryable  *bool  `yaml:"retryable"`
+	SideEffect string `yaml:"side_effect"`
+}
+
+type idempotencySpec struct {
+	TTL           duration `yaml:"ttl"`
+	ForwardHeader string   `yaml:"forward_header"`
+}
+
+type accessSpec struct {
+	Default    string                 `yaml:"default"`
+	Identities map[string]string      `yaml:"identities"`
+	Callers    map[string]*callerSpec `yaml:"callers"`
+}
+
+type callerSpec struct {
+	Tools     []string             `yaml:"tools"`
+	Rate      *rateSpec            `yaml:"rate"`
+	ToolRates map[string]*rateSpec `yaml:"tool_rates"`
+	Budget    *budgetSpec          `yaml:"budget"`
+}
+
+type rateSpec struct {
+	RPS   float64 `yaml:"rps"`
+	Burst int     `yaml:"burst"`
+}
+
+type budgetSpec struct {
+	Cost float64  `yaml:"cost"`
+	Per  duration `yaml:"per"`
+}

@@ -1,0 +1,174 @@
+package contracts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// IdempotencyKeyArg is the argument that carries the idempotency key for
+// clients that cannot set headers. It is added to the published schema of
+// side-effecting tools and stripped before validation and binding.
+const IdempotencyKeyArg = "idempotency_key"
+
+// MaxToolNameLength is the longest tool name: MCP clients refuse longer ones.
+const MaxToolNameLength = 64
+
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// ContractSpec is one tool as written in the policy file, after decoding.
+type ContractSpec struct {
+	Name        string
+	Description string
+	Upstream    string
+	SideEffect  bool
+	Cost        float64
+	Timeout     time.Duration
+	Args        any // the argument schema document
+	Request     BindingSpec
+	Response    RulesSpec
+	Messages    map[string]string
+	Idempotency IdempotencySpec
+}
+
+// IdempotencySpec tunes idempotency for a side-effecting tool.
+type IdempotencySpec struct {
+	TTL           time.Duration // how long results are kept; default 24h
+	ForwardHeader string        // header that forwards the key to a backend that dedupes on it
+}
+
+// Contract is a compiled, immutable tool contract.
+type Contract struct {
+	Name        string
+	Description string
+	Upstream    string
+	SideEffect  bool
+	Cost        float64
+	Timeout     time.Duration
+	Schema      *Schema
+	Binding     *Binding
+	Rules       *Rules
+	Templates   Templates
+	Idempotency IdempotencySpec
+
+	published json.RawMessage
+}
+
+// FieldError is a contract that does not compile. Field is the path of the
+// faulty key inside the tool ("args", "request.path", "response.data",
+// "errors[0].when", "messages.empty"); Line and Column, when set, are
+// 1-based positions inside that key's expression.
+type FieldError struct {
+	Field  string
+	Line   int
+	Column int
+	Msg    string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// DefaultIdempotencyTTL is how long idempotency records are kept by default.
+const DefaultIdempotencyTTL = 24 * time.Hour
+
+// Compile compiles spec. The error, when not nil, is a *FieldError.
+func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
+	if !toolNamePattern.MatchString(spec.Name) {
+		return nil, &FieldError{Field: "", Msg: fmt.Sprintf("tool name %q may only contain letters, digits, '_', '.' and '-'", spec.Name)}
+	}
+	if len(spec.Name) > MaxToolNameLength {
+		return nil, &FieldError{Field: "", Msg: fmt.Sprintf("tool name %q is longer than %d characters", spec.Name, MaxToolNameLength)}
+	}
+	c := &Contract{
+		Name:        spec.Name,
+		Description: spec.Description,
+		Upstream:    spec.Upstream,
+		SideEffect:  spec.SideEffect,
+		Cost:        spec.Cost,
+		Timeout:     spec.Timeout,
+		Idempotency: spec.Idempotency,
+	}
+	if c.Cost < 0 {
+		return nil, &FieldError{Field: "cost", Msg: "must not be negative"}
+	}
+	if c.Idempotency.TTL == 0 {
+		c.Idempotency.TTL = DefaultIdempotencyTTL
+	}
+	var err error
+	if c.Schema, err = CompileSchema(spec.Args); err != nil {
+		field := "args"
+		var se *SchemaError
+		if errors.As(err, &se) && len(se.Location) > 0 {
+			field += "." + strings.Join(se.Location, ".")
+		}
+		return nil, &FieldError{Field: field, Msg: err.Error()}
+	}
+	if spec.SideEffect && c.Schema.HasProperty(IdempotencyKeyArg) {
+		return nil, &FieldError{Field: "args", Msg: IdempotencyKeyArg + " is reserved: toolgate adds it to side-effecting tools"}
+	}
+	if c.Binding, err = CompileBinding(spec.Request, c.Schema); err != nil {
+		var be *BindError
+		if errors.As(err, &be) {
+			return nil, &FieldError{Field: "request." + be.Field, Msg: be.Msg}
+		}
+		return nil, &FieldError{Field: "request", Msg: err.Error()}
+	}
+	if c.Rules, err = CompileRules(env, spec.Response); err != nil {
+		var re *RuleError
+		if errors.As(err, &re) {
+			field := re.Field
+			if field == "data" || field == "empty" {
+				field = "response." + field
+			}
+			return nil, &FieldError{Field: field, Line: re.Line, Column: re.Column, Msg: re.Msg}
+		}
+		return nil, &FieldError{Field: "response", Msg: err.Error()}
+	}
+	if c.Templates, err = CompileTemplates(spec.Messages); err != nil {
+		var re *RuleError
+		if errors.As(err, &re) {
+			return nil, &FieldError{Field: "messages." + re.Field, Msg: re.Msg}
+		}
+		return nil, &FieldError{Field: "messages", Msg: err.Error()}
+	}
+	if c.published, err = publishSchema(c.Schema, spec.SideEffect); err != nil {
+		return nil, &FieldError{Field: "args", Msg: err.Error()}
+	}
+	return c, nil
+}
+
+// PublishedSchema is the argument schema agents see: the contract's schema,
+// plus a required idempotency_key string for side-effecting tools.
+func (c *Contract) PublishedSchema() json.RawMessage { return c.published }
+
+func publishSchema(s *Schema, sideEffect bool) (json.RawMessage, error) {
+	if !sideEffect {
+		return s.JSON(), nil
+	}
+	doc := make(map[string]any, len(s.Document())+2)
+	for k, v := range s.Document() {
+		doc[k] = v
+	}
+	props := map[string]any{}
+	if p, ok := doc["properties"].(map[string]any); ok {
+		for k, v := range p {
+			props[k] = v
+		}
+	}
+	props[IdempotencyKeyArg] = map[string]any{
+		"type":        "string",
+		"minLength":   1,
+		"maxLength":   255,
+		"pattern":     "^[\\x20-\\x7e]+$",
+		"description": "A unique key for this action. Reuse the same key only to retry the same call; it runs at most once per key.",
+	}
+	doc["properties"] = props
+	var required []any
+	if r, ok := doc["required"].([]any); ok {
+		required = append(required, r...)
+	}
+	doc["required"] = append(required, IdempotencyKeyArg)
+	return json.Marshal(doc)
+}

@@ -1,0 +1,304 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// Languages are the built-in message catalogues.
+func Languages() []string { return []string{"en", "zh"} }
+
+// Catalog renders the built-in one-sentence messages in one language.
+//
+// A message tells the model what happened and what to do. It never contains
+// a backend host, port, URL or body: the only inputs are the tool name, the
+// status, the HTTP code, a wait time, an argument error built from the
+// caller's own arguments, and operator-written detail.
+type Catalog struct {
+	lang    string
+	entries map[string]string
+}
+
+// NewCatalog returns the catalogue for lang ("en" or "zh").
+func NewCatalog(lang string) (*Catalog, error) {
+	switch lang {
+	case "", "en":
+		return &Catalog{lang: "en", entries: catalogEN()}, nil
+	case "zh":
+		return &Catalog{lang: "zh", entries: catalogZH()}, nil
+	}
+	return nil, fmt.Errorf("unknown message catalogue %q (want en or zh)", lang)
+}
+
+// Lang is the catalogue's language.
+func (c *Catalog) Lang() string { return c.lang }
+
+// Message renders the message for an outcome of tool. sideEffect says the
+// tool has side effects, which changes what the model is told to do after an
+// unknown outcome.
+func (c *Catalog) Message(tool string, sideEffect bool, o *Outcome) string {
+	key := string(o.Reason)
+	if sideEffect {
+		suffix := ""
+		switch {
+		case o.Effect == SideEffectUnknown && o.Retryable:
+			suffix = ":unknown_dedupe"
+		case o.Effect == SideEffectUnknown:
+			suffix = ":unknown"
+		case o.Effect == SideEffectDone:
+			suffix = ":done"
+		}
+		if _, ok := c.entries[key+suffix]; ok {
+			key += suffix
+		}
+	}
+	if o.Reason == ReasonRule {
+		key = "rule:" + string(o.Status)
+	}
+	msg, ok := c.entries[key]
+	if !ok {
+		msg = c.entries["status:"+string(o.Status)]
+	}
+	if strings.IndexByte(msg, '{') < 0 {
+		return msg
+	}
+	return c.expand(msg, tool, o)
+}
+
+func (c *Catalog) expand(msg, tool string, o *Outcome) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '{')
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		j := strings.IndexByte(msg[i:], '}')
+		if j < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		switch msg[i+1 : i+j] {
+		case "tool":
+			b.WriteString(tool)
+		case "code":
+			b.WriteString(strconv.Itoa(o.HTTPCode))
+		case "retry":
+			b.WriteString(c.wait(o.RetryAfter))
+		case "arg":
+			if o.Arg != nil {
+				b.WriteString(o.Arg.Text(c.lang))
+			} else if c.lang == "zh" {
+				b.WriteString("参数不符合约定")
+			} else {
+				b.WriteString("the arguments do not match the contract")
+			}
+		case "detail":
+			b.WriteString(o.Detail)
+		default:
+			b.WriteString(msg[i : i+j+1])
+		}
+		msg = msg[i+j+1:]
+	}
+}
+
+// wait renders a wait time a model can act on ("in 30 seconds").
+func (c *Catalog) wait(d time.Duration) string {
+	secs := int64(math.Ceil(d.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	if c.lang == "zh" {
+		if secs >= 120 {
+			return strconv.FormatInt((secs+59)/60, 10) + " 分钟后"
+		}
+		return strconv.FormatInt(secs, 10) + " 秒后"
+	}
+	if secs >= 120 {
+		return "in " + strconv.FormatInt((secs+59)/60, 10) + " minutes"
+	}
+	if secs == 1 {
+		return "in 1 second"
+	}
+	return "in " + strconv.FormatInt(secs, 10) + " seconds"
+}
+
+func catalogEN() map[string]string {
+	return map[string]string{
+		"ok":                             "The call succeeded.",
+		"empty":                          "The call succeeded but found nothing; try broader or different arguments.",
+		"schema":                         "Invalid arguments: {arg}; fix it and call again.",
+		"bad_json":                       "The arguments must be one JSON object ({detail}); send a valid JSON object.",
+		"too_large":                      "The arguments are larger than the allowed {detail} bytes; send less data.",
+		"key_missing":                    "This tool has side effects and needs an idempotency key (Idempotency-Key header or idempotency_key argument); add a new unique key and call again.",
+		"key_malformed":                  "The idempotency key must be 1 to 255 printable ASCII characters; send a valid key.",
+		"key_conflict":                   "The Idempotency-Key header and the idempotency_key argument differ; send one key.",
+		"key_mismatch":                   "This idempotency key was already used with different arguments; use a new key.",
+		"unknown_tool":                   "There is no tool named {tool}; call one of the listed tools.",
+		"denied":                         "This caller is not allowed to use {tool}; do not retry, use another tool.",
+		"budget":                         "This caller's cost budget is spent; it resets {retry}, do not retry before then.",
+		"rate_limited":                   "This caller is sending calls too fast; retry the same call {retry}.",
+		"rejected":                       "The service rejected the arguments (HTTP {code}); change them before calling again.",
+		"unauthorized":                   "The service refused this call (HTTP {code}); retrying will not help.",
+		"missing":                        "The service found nothing at the requested identifiers (HTTP {code}); check them before calling again.",
+		"request_timeout":                "The service timed out reading the request; retry the same call.",
+		"throttled":                      "The service is rate limiting calls; retry the same call {retry}.",
+		"unavailable":                    "The service is temporarily unavailable; retry the same call {retry}.",
+		"server_error":                   "The service failed (HTTP {code}); retry the same call later.",
+		"server_error:unknown":           "The service failed (HTTP {code}) after receiving the call, so it may or may not have acted; check before repeating it.",
+		"server_error:unknown_dedupe":    "The service failed (HTTP {code}) after receiving the call; retry with the same idempotency key, which cannot act twice.",
+		"gateway_timeout":                "The service timed out (HTTP 504); retry the same call later.",
+		"gateway_timeout:unknown":        "The service timed out (HTTP 504) after receiving the call, so it may or may not have acted; check before repeating it.",
+		"gateway_timeout:unknown_dedupe": "The service timed out (HTTP 504) after receiving the call; retry with the same idempotency key, which cannot act twice.",
+		"not_implemented":                "The service does not support this call (HTTP {code}); retrying will not help.",
+		"unexpected":                     "The service gave an unexpected answer (HTTP {code}); retrying will not help.",
+		"unexpected:unknown":             "The service gave an unexpected answer (HTTP {code}), so it may or may not have acted; check before repeating it.",
+		"bad_response":                   "The service answered but its response could not be read; retrying will not help.",
+		"bad_response:done":              "The action was performed but its response could not be read; do not repeat it.",
+		"connect":                        "The service could not be reached and nothing was sent; retry the same call {retry}.",
+		"reset":                          "The connection to the service broke before the call was sent; retry the same call.",
+		"reset:unknown":                  "The connection to the service broke after the call was sent, so it may or may not have acted; check before repeating it.",
+		"reset:unknown_dedupe":           "The connection to the service broke after the call was sent; retry with the same idempotency key, which cannot act twice.",
+		"deadline":                       "The service did not answer within {detail}; retry the same call.",
+		"deadline:unknown":               "The service did not answer within {detail} after receiving the call, so it may or may not have acted; check before repeating it.",
+		"deadline:unknown_dedupe":        "The service did not answer within {detail}; retry with the same idempotency key, which cannot act twice.",
+		"tls":                            "The service's certificate is not trusted (a configuration fault); retrying will not help.",
+		"circuit_open":                   "The service is failing and calls to it are paused; retry the same call {retry}.",
+		"bulkhead":                       "Too many calls to this service are in progress; retry the same call {retry}.",
+		"canceled":                       "The call was cancelled before the service answered.",
+		"store_unavailable":              "The idempotency store is unavailable, so nothing was sent; retry the same call {retry}.",
+		"in_flight_timeout":              "An earlier call with this idempotency key is still running; retry with the same key later to get its result.",
+		"outcome_lost":                   "An earlier call with this idempotency key was interrupted, so it may or may not have acted; check before repeating it with a new key.",
+		"retry_after_long":               "The service asked to wait longer than this call may take; retry the same call {retry}.",
+		"rule:ok":                        "The call succeeded.",
+		"rule:empty":                     "The call succeeded but found nothing; try broader or different arguments.",
+		"rule:bad_args":                  "The service rejected the arguments; change them before calling again.",
+		"rule:forbidden":                 "The service refused this call for lack of permission; retrying will not help.",
+		"rule:not_found":                 "The service found nothing at the requested identifiers; check them before calling again.",
+		"rule:timeout":                   "The service timed out; retry the same call later.",
+		"rule:upstream":                  "The service reported a failure; retry the same call later.",
+		"status:ok":                      "The call succeeded.",
+		"status:empty":                   "The call succeeded but found nothing.",
+		"status:bad_args":                "The arguments were rejected; change them before calling again.",
+		"status:forbidden":               "This call is not allowed; retrying will not help.",
+		"status:not_found":               "Nothing was found; check the identifiers.",
+		"status:timeout":                 "The call timed out.",
+		"status:upstream":                "The service failed.",
+	}
+}
+
+func catalogZH() map[string]string {
+	return map[string]string{
+		"ok":                             "调用成功。",
+		"empty":                          "调用成功，但没有找到结果；请尝试更宽泛或不同的参数。",
+		"schema":                         "参数错误：{arg}；请修正后重试。",
+		"bad_json":                       "参数必须是一个 JSON 对象（{detail}）；请发送有效的 JSON 对象。",
+		"too_large":                      "参数超过了允许的 {detail} 字节；请减少数据量。",
+		"key_missing":                    "该工具有副作用，必须提供幂等键（Idempotency-Key 请求头或 idempotency_key 参数）；请添加一个新的唯一键后重试。",
+		"key_malformed":                  "幂等键必须是 1 到 255 个可打印 ASCII 字符；请发送有效的键。",
+		"key_conflict":                   "Idempotency-Key 请求头与 idempotency_key 参数不一致；请只发送一个键。",
+		"key_mismatch":                   "该幂等键已被用于不同的参数；请使用新的键。",
+		"unknown_tool":                   "不存在名为 {tool} 的工具；请调用已列出的工具。",
+		"denied":                         "当前身份无权使用 {tool}，重试无用；请改用其他工具。",
+		"budget":                         "当前身份的费用预算已用完；预算将在 {retry}重置，在此之前不要重试。",
+		"rate_limited":                   "当前身份调用过于频繁；请在 {retry}原样重试。",
+		"rejected":                       "服务拒绝了这些参数（HTTP {code}）；请修改参数后再调用。",
+		"unauthorized":                   "服务拒绝了此次调用（HTTP {code}），重试无用。",
+		"missing":                        "服务未找到所请求的对象（HTTP {code}）；请检查标识后再调用。",
+		"request_timeout":                "服务读取请求超时；这是瞬时问题，可原样重试。",
+		"throttled":                      "服务正在限流；请在 {retry}原样重试。",
+		"unavailable":                    "服务暂时不可用；请在 {retry}原样重试。",
+		"server_error":                   "服务出错（HTTP {code}）；请稍后原样重试。",
+		"server_error:unknown":           "服务在收到请求后出错（HTTP {code}），操作可能已执行也可能未执行；重复之前请先确认。",
+		"server_error:unknown_dedupe":    "服务在收到请求后出错（HTTP {code}）；请使用相同的幂等键重试，不会重复执行。",
+		"gateway_timeout":                "服务超时（HTTP 504）；请稍后原样重试。",
+		"gateway_timeout:unknown":        "服务在收到请求后超时（HTTP 504），操作可能已执行也可能未执行；重复之前请先确认。",
+		"gateway_timeout:unknown_dedupe": "服务在收到请求后超时（HTTP 504）；请使用相同的幂等键重试，不会重复执行。",
+		"not_implemented":                "服务不支持此调用（HTTP {code}），重试无用。",
+		"unexpected":                     "服务返回了意外的应答（HTTP {code}），重试无用。",
+		"unexpected:unknown":             "服务返回了意外的应答（HTTP {code}），操作可能已执行也可能未执行；重复之前请先确认。",
+		"bad_response":                   "服务已应答，但应答内容无法读取，重试无用。",
+		"bad_response:done":              "操作已执行，但应答内容无法读取；不要重复执行。",
+		"connect":                        "无法连接到服务，请求未发送；请在 {retry}原样重试。",
+		"reset":                          "请求发送前与服务的连接中断；可原样重试。",
+		"reset:unknown":                  "请求发送后与服务的连接中断，操作可能已执行也可能未执行；重复之前请先确认。",
+		"reset:unknown_dedupe":           "请求发送后与服务的连接中断；请使用相同的幂等键重试，不会重复执行。",
+		"deadline":                       "服务在 {detail} 内没有应答，这是瞬时问题，可原样重试。",
+		"deadline:unknown":               "服务收到请求后在 {detail} 内没有应答，操作可能已执行也可能未执行；重复之前请先确认。",
+		"deadline:unknown_dedupe":        "服务在 {detail} 内没有应答；请使用相同的幂等键重试，不会重复执行。",
+		"tls":                            "服务的证书不受信任（配置问题），重试无用。",
+		"circuit_open":                   "服务持续出错，调用已暂停；请在 {retry}原样重试。",
+		"bulkhead":                       "对该服务的并发调用过多；请在 {retry}原样重试。",
+		"canceled":                       "调用在服务应答前被取消。",
+		"store_unavailable":              "幂等存储不可用，请求未发送；请在 {retry}原样重试。",
+		"in_flight_timeout":              "使用该幂等键的上一次调用仍在进行；请稍后用相同的键重试以获取结果。",
+		"outcome_lost":                   "使用该幂等键的上一次调用被中断，操作可能已执行也可能未执行；请先确认，再用新的键重复。",
+		"retry_after_long":               "服务要求等待的时间超过了本次调用的时限；请在 {retry}原样重试。",
+		"rule:ok":                        "调用成功。",
+		"rule:empty":                     "调用成功，但没有找到结果。",
+		"rule:bad_args":                  "服务拒绝了这些参数；请修改后再调用。",
+		"rule:forbidden":                 "当前身份无权访问该数据源，重试无用。",
+		"rule:not_found":                 "服务未找到所请求的对象；请检查标识。",
+		"rule:timeout":                   "服务超时，这是瞬时问题，可稍后原样重试。",
+		"rule:upstream":                  "服务报告了错误；请稍后原样重试。",
+		"status:ok":                      "调用成功。",
+		"status:empty":                   "调用成功，但没有找到结果。",
+		"status:bad_args":                "参数被拒绝；请修改后再调用。",
+		"status:forbidden":               "此调用不被允许，重试无用。",
+		"status:not_found":               "未找到；请检查标识。",
+		"status:timeout":                 "调用超时。",
+		"status:upstream":                "服务出错。",
+	}
+}
+
+// Templates are a tool's own messages, one Go text/template per status,
+// executed with .args (the arguments) and .data (the envelope data).
+type Templates map[Status]*template.Template
+
+// CompileTemplates parses per-status message templates. Templates run with
+// missingkey=zero, so a missing argument renders empty instead of failing.
+func CompileTemplates(specs map[string]string) (Templates, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	t := make(Templates, len(specs))
+	for name, text := range specs {
+		st, ok := ParseStatus(name)
+		if !ok {
+			return nil, &RuleError{Field: name, Msg: fmt.Sprintf("%q is not a status", name)}
+		}
+		tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
+		if err != nil {
+			return nil, &RuleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+		}
+		t[st] = tpl
+	}
+	return t, nil
+}
+
+// Render executes the template for status, if any. A template that fails at
+// run time yields ok=false so the catalogue message is used instead.
+func (t Templates) Render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
+	tpl := t[status]
+	if tpl == nil {
+		return "", false
+	}
+	var decoded any
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &decoded); err != nil {
+			decoded = nil
+		}
+	}
+	var buf bytes.Buffer
+	if err := tpl.Execute(&buf, map[string]any{"args": args, "data": decoded}); err != nil {
+		return "", false
+	}
+	return strings.Join(strings.Fields(buf.String()), " "), true
+}

@@ -1,0 +1,447 @@
+package contracts
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/interpreter"
+)
+
+// RulesSpec holds a tool's response rules as written in the policy: CEL
+// expressions over `status` (int), `headers` (map of lower-case header name
+// to its first value), `body` (the parsed JSON answer, null when absent or
+// not JSON) and `args` (the call's arguments).
+type RulesSpec struct {
+	Data   string          // shapes envelope data; default: the body as is
+	Empty  string          // bool: the 2xx answer found nothing; default: data is null, "", [] or {}
+	Errors []ErrorRuleSpec // first match wins, before the default table
+}
+
+// ErrorRuleSpec classifies answers the default table would get wrong, such
+// as a 200 carrying an error code.
+type ErrorRuleSpec struct {
+	When       string
+	Status     Status
+	Retryable  *bool       // default: the status's default for this answer
+	SideEffect *SideEffect // default: none for a 2xx answer, else the table's value
+}
+
+// Rules are compiled, type-checked response rules.
+type Rules struct {
+	data      cel.Program
+	dataOrder []string // key order of a top-level map literal in Data
+	empty     cel.Program
+	errors    []errorRule
+	uses      usage
+}
+
+type errorRule struct {
+	prg        cel.Program
+	status     Status
+	retryable  *bool
+	sideEffect *SideEffect
+}
+
+// usage records which variables any rule reads, so a call only prepares
+// what the rules need (no header map when no rule reads headers).
+type usage struct {
+	headers, body, args bool
+}
+
+// RuleError is a rule that does not compile. Field is "data", "empty" or
+// "errors[i].when"; Line and Column are 1-based within the expression.
+type RuleError struct {
+	Field  string
+	Line   int
+	Column int
+	Msg    string
+}
+
+func (e *RuleError) Error() string { return e.Field + ": " + e.Msg }
+
+// RuleEnv is the CEL environment rules are compiled in. Build it once per
+// policy load and share it between tools.
+type RuleEnv struct {
+	env *cel.Env
+}
+
+// NewRuleEnv creates the rule environment.
+func NewRuleEnv() (*RuleEnv, error) {
+	env, err := cel.NewEnv(
+		cel.Variable("status", cel.IntType),
+		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable("body", cel.DynType),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cel environment: %w", err)
+	}
+	return &RuleEnv{env: env}, nil
+}
+
+// ruleCostLimit bounds one evaluation. Rules are written by the operator but
+// run over backend answers, which may be huge; a runaway comprehension ends
+// in an error (classified as an unreadable answer) instead of burning CPU.
+const ruleCostLimit = 1_000_000
+
+// CompileRules compiles and type-checks spec. The error, when not nil, is a
+// *RuleError.
+func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
+	r := &Rules{}
+	var err error
+	if spec.Data != "" {
+		var ast *cel.Ast
+		if r.data, ast, err = re.compile("data", spec.Data, nil); err != nil {
+			return nil, err
+		}
+		r.dataOrder = mapLiteralOrder(ast)
+		r.uses.add(ast)
+	}
+	if spec.Empty != "" {
+		var ast *cel.Ast
+		if r.empty, ast, err = re.compile("empty", spec.Empty, cel.BoolType); err != nil {
+			return nil, err
+		}
+		r.uses.add(ast)
+	}
+	for i, e := range spec.Errors {
+		field := fmt.Sprintf("errors[%d].when", i)
+		if e.When == "" {
+			return nil, &RuleError{Field: field, Msg: "an error rule needs a when expression"}
+		}
+		if _, ok := ParseStatus(string(e.Status)); !ok {
+			return nil, &RuleError{Field: fmt.Sprintf("errors[%d].status", i), Msg: fmt.Sprintf("%q is not a status", e.Status)}
+		}
+		prg, ast, err := re.compile(field, e.When, cel.BoolType)
+		if err != nil {
+			return nil, err
+		}
+		r.uses.add(ast)
+		r.errors = append(r.errors, errorRule{prg: prg, status: e.Status, retryable: e.Retryable, sideEffect: e.SideEffect})
+	}
+	return r, nil
+}
+
+func (re *RuleEnv) compile(field, expr string, want *cel.Type) (cel.Program, *cel.Ast, error) {
+	ast, iss := re.env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		first := iss.Errors()[0]
+		e := &RuleError{Field: field, Msg: strings.TrimPrefix(first.Message, "ERROR: ")}
+		if first.Location != nil {
+			e.Line, e.Column = first.Location.Line(), first.Location.Column()+1
+		}
+		return nil, nil, e
+	}
+	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
+		return nil, nil, &RuleError{Field: field, Line: 1, Column: 1,
+			Msg: fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType())}
+	}
+	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(ruleCostLimit), cel.InterruptCheckFrequency(1000))
+	if err != nil {
+		return nil, nil, &RuleError{Field: field, Msg: err.Error()}
+	}
+	return prg, ast, nil
+}
+
+func (u *usage) add(ast *cel.Ast) {
+	for _, ref := range ast.NativeRep().ReferenceMap() {
+		switch ref.Name {
+		case "headers":
+			u.headers = true
+		case "body":
+			u.body = true
+		case "args":
+			u.args = true
+		}
+	}
+}
+
+// mapLiteralOrder returns the keys of a top-level map literal with constant
+// string keys, in the order written, so data keeps the operator's key order.
+func mapLiteralOrder(ast *cel.Ast) []string {
+	e := ast.NativeRep().Expr()
+	if e.Kind() != celast.MapKind {
+		return nil
+	}
+	var keys []string
+	for _, entry := range e.AsMap().Entries() {
+		k := entry.AsMapEntry().Key()
+		if k.Kind() != celast.LiteralKind {
+			return nil
+		}
+		s, ok := k.AsLiteral().(types.String)
+		if !ok {
+			return nil
+		}
+		keys = append(keys, string(s))
+	}
+	return keys
+}
+
+// NeedsBody reports whether any rule reads the parsed body.
+func (r *Rules) NeedsBody() bool { return r != nil && r.uses.body }
+
+// HasData reports whether a data expression shapes the envelope's data.
+func (r *Rules) HasData() bool { return r != nil && r.data != nil }
+
+// RuleInput is what rules see of one backend answer.
+type RuleInput struct {
+	Status int
+	Header http.Header
+	Body   any            // parsed JSON; nil when absent or not JSON
+	Args   map[string]any // validated arguments
+}
+
+// activation resolves rule variables lazily, so an unused header map is
+// never built.
+type activation struct {
+	in      *RuleInput
+	headers map[string]string
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "status":
+		return int64(a.in.Status), true
+	case "body":
+		return a.in.Body, true
+	case "args":
+		if a.in.Args == nil {
+			return map[string]any{}, true
+		}
+		return normalizeNumbers(a.in.Args), true
+	case "headers":
+		if a.headers == nil {
+			a.headers = make(map[string]string, len(a.in.Header))
+			for k, v := range a.in.Header {
+				if len(v) > 0 {
+					a.headers[strings.ToLower(k)] = v[0]
+				}
+			}
+		}
+		return a.headers, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+// MatchedRule is the classification an error rule chose.
+type MatchedRule struct {
+	Status     Status
+	Retryable  *bool
+	SideEffect *SideEffect
+}
+
+// MatchError runs the error rules in order and returns the first match.
+// A rule that fails to evaluate (a missing field, a type mismatch) does not
+// match: the rules describe error shapes, and a body of another shape is not
+// that error.
+func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool) {
+	if r == nil || len(r.errors) == 0 {
+		return MatchedRule{}, false
+	}
+	act := &activation{in: in}
+	for _, rule := range r.errors {
+		out, _, err := rule.prg.Eval(act)
+		if err != nil {
+			continue
+		}
+		if b, ok := out.(types.Bool); ok && bool(b) {
+			return MatchedRule{Status: rule.status, Retryable: rule.retryable, SideEffect: rule.sideEffect}, true
+		}
+	}
+	return MatchedRule{}, false
+}
+
+// ErrRuleEval wraps a data or empty rule that failed on a 2xx answer: the
+// answer does not have the shape the contract promises.
+var ErrRuleEval = errors.New("response rule failed")
+
+// Data evaluates the data expression and appends its JSON to dst. Without a
+// data expression it returns ok=false and the caller uses the body as is.
+func (r *Rules) Data(dst []byte, in *RuleInput) ([]byte, bool, error) {
+	if r == nil || r.data == nil {
+		return dst, false, nil
+	}
+	out, _, err := r.data.Eval(&activation{in: in})
+	if err != nil {
+		return dst, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+	}
+	if types.IsError(out) {
+		return dst, true, fmt.Errorf("%w: data: %v", ErrRuleEval, out)
+	}
+	dst, err = appendCEL(dst, out, r.dataOrder, 0)
+	if err != nil {
+		return dst, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+	}
+	return dst, true, nil
+}
+
+// Empty evaluates the empty expression; ok is false when there is none.
+func (r *Rules) Empty(in *RuleInput) (empty bool, ok bool, err error) {
+	if r == nil || r.empty == nil {
+		return false, false, nil
+	}
+	out, _, err := r.empty.Eval(&activation{in: in})
+	if err != nil {
+		return false, true, fmt.Errorf("%w: empty: %v", ErrRuleEval, err)
+	}
+	b, isBool := out.(types.Bool)
+	if !isBool {
+		return false, true, fmt.Errorf("%w: empty: not a bool", ErrRuleEval)
+	}
+	return bool(b), true, nil
+}
+
+const maxCELDepth = 256
+
+// appendCEL appends a CEL value as JSON. Map keys come out in order when
+// given (a top-level literal's order), otherwise sorted, so output is
+// deterministic.
+func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error) {
+	if depth > maxCELDepth {
+		return dst, errors.New("value nested too deep")
+	}
+	switch t := v.(type) {
+	case types.Null:
+		return append(dst, "null"...), nil
+	case types.Bool:
+		return strconv.AppendBool(dst, bool(t)), nil
+	case types.Int:
+		return strconv.AppendInt(dst, int64(t), 10), nil
+	case types.Uint:
+		return strconv.AppendUint(dst, uint64(t), 10), nil
+	case types.Double:
+		f := float64(t)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return append(dst, "null"...), nil
+		}
+		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return strconv.AppendInt(dst, int64(f), 10), nil
+		}
+		return appendJSONFloat(dst, f), nil
+	case types.String:
+		return AppendJSONString(dst, string(t)), nil
+	case types.Bytes:
+		return AppendJSONString(dst, base64.StdEncoding.EncodeToString([]byte(t))), nil
+	case types.Timestamp:
+		return AppendJSONString(dst, t.Time.UTC().Format(time.RFC3339Nano)), nil
+	case types.Duration:
+		return AppendJSONString(dst, t.Duration.String()), nil
+	}
+	if types.IsError(v) || types.IsUnknown(v) {
+		return dst, fmt.Errorf("%v", v)
+	}
+	if m, ok := v.(traits.Mapper); ok {
+		return appendCELMap(dst, m, order, depth)
+	}
+	if l, ok := v.(traits.Lister); ok {
+		dst = append(dst, '[')
+		n, _ := l.Size().(types.Int)
+		for i := types.Int(0); i < n; i++ {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendCEL(dst, l.Get(i), nil, depth+1); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, ']'), nil
+	}
+	return dst, fmt.Errorf("cannot represent %s as JSON", v.Type().TypeName())
+}
+
+func appendCELMap(dst []byte, m traits.Mapper, order []string, depth int) ([]byte, error) {
+	var keys []string
+	it := m.Iterator()
+	for it.HasNext() == types.True {
+		k := it.Next()
+		s, ok := k.(types.String)
+		if !ok {
+			return dst, fmt.Errorf("map key %v is not a string", k)
+		}
+		keys = append(keys, string(s))
+	}
+	if order != nil {
+		rank := make(map[string]int, len(order))
+		for i, k := range order {
+			rank[k] = i
+		}
+		sort.SliceStable(keys, func(i, j int) bool {
+			ri, iok := rank[keys[i]]
+			rj, jok := rank[keys[j]]
+			switch {
+			case iok && jok:
+				return ri < rj
+			case iok != jok:
+				return iok
+			default:
+				return keys[i] < keys[j]
+			}
+		})
+	} else {
+		sort.Strings(keys)
+	}
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendJSONString(dst, k)
+		dst = append(dst, ':')
+		var err error
+		if dst, err = appendCEL(dst, m.Get(types.String(k)), nil, depth+1); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, '}'), nil
+}
+
+// normalizeNumbers converts json.Number (how arguments are decoded, to keep
+// their precision for the schema) into int64 or float64, which CEL compares
+// as numbers.
+func normalizeNumbers(v map[string]any) map[string]any {
+	out := make(map[string]any, len(v))
+	for k, e := range v {
+		out[k] = normalizeNumber(e)
+	}
+	return out
+}
+
+func normalizeNumber(v any) any {
+	switch t := v.(type) {
+	case interface{ Int64() (int64, error) }:
+		if i, err := t.Int64(); err == nil {
+			return i
+		}
+		if f, ok := t.(interface{ Float64() (float64, error) }); ok {
+			if x, err := f.Float64(); err == nil {
+				return x
+			}
+		}
+		return v
+	case map[string]any:
+		return normalizeNumbers(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = normalizeNumber(e)
+		}
+		return out
+	}
+	return v
+}

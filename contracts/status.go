@@ -1,0 +1,90 @@
+// Package contracts holds what a tool call promises its caller: the closed set
+// of statuses, the result envelope and its observation string, and the
+// compiled tool contract (argument schema, request binding, CEL response rules,
+// message templates) together with the default classification table that
+// turns a backend's answer or a transport failure into a status.
+//
+// Everything here is compiled once when a policy is loaded; per call, only the
+// arguments and the backend's answer are parsed. The package imports nothing
+// else of toolgate.
+package contracts
+
+import "strings"
+
+// Status is the outcome class of a tool call. The set is closed: a caller can
+// switch over it exhaustively.
+type Status string
+
+// The statuses, in the order DESIGN.md lists them.
+const (
+	StatusOK        Status = "ok"
+	StatusEmpty     Status = "empty"
+	StatusBadArgs   Status = "bad_args"
+	StatusForbidden Status = "forbidden"
+	StatusNotFound  Status = "not_found"
+	StatusTimeout   Status = "timeout"
+	StatusUpstream  Status = "upstream"
+)
+
+// Statuses returns every status, in a stable order.
+func Statuses() []Status {
+	return []Status{StatusOK, StatusEmpty, StatusBadArgs, StatusForbidden, StatusNotFound, StatusTimeout, StatusUpstream}
+}
+
+// ParseStatus returns the status named s, or false when s is not one.
+func ParseStatus(s string) (Status, bool) {
+	for _, st := range Statuses() {
+		if string(st) == s {
+			return st, true
+		}
+	}
+	return "", false
+}
+
+// Success reports whether the call did what was asked (ok or empty).
+func (s Status) Success() bool { return s == StatusOK || s == StatusEmpty }
+
+// Tag is the status in upper case inside brackets, the observation's prefix.
+func (s Status) Tag() string { return "[" + strings.ToUpper(string(s)) + "]" }
+
+// HTTPStatus is the HTTP status code of the status in `mapped` mode. The
+// `upstream` status answers 503 only when nothing happened at the backend and
+// a retry may succeed; the caller passes that fact in.
+func (s Status) HTTPStatus(retryLater bool) int {
+	switch s {
+	case StatusOK, StatusEmpty:
+		return 200
+	case StatusBadArgs:
+		return 400
+	case StatusForbidden:
+		return 403
+	case StatusNotFound:
+		return 404
+	case StatusTimeout:
+		return 504
+	default:
+		if retryLater {
+			return 503
+		}
+		return 502
+	}
+}
+
+// SideEffect says whether the call changed anything at the backend.
+type SideEffect string
+
+// The side-effect values of the envelope.
+const (
+	SideEffectNone    SideEffect = "none"
+	SideEffectDone    SideEffect = "done"
+	SideEffectUnknown SideEffect = "unknown"
+)
+
+// ParseSideEffect returns the side effect named s, or false.
+func ParseSideEffect(s string) (SideEffect, bool) {
+	switch SideEffect(s) {
+	case SideEffectNone, SideEffectDone, SideEffectUnknown:
+		return SideEffect(s), true
+	}
+	return "", false
+}

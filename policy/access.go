@@ -1,0 +1,120 @@
+package policy
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Allows reports whether caller may call tool: a listed caller by its tool
+// list ("*" is every tool), anyone else by access.default.
+func (a *Access) Allows(caller, tool string) bool {
+	c, ok := a.Callers[caller]
+	if !ok {
+		return a.DefaultAllow
+	}
+	for _, t := range c.Tools {
+		if t == "*" || t == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// Identify returns the caller named by a request's headers: the caller
+// header, or with caller_from xfcc the SPIFFE ID of the last element of
+// Envoy's x-forwarded-client-cert mapped through access.identities. An
+// absent, malformed or unmapped identity is "" (an unlisted caller).
+func (a *Access) Identify(s Server, h http.Header) string {
+	if s.CallerFrom == CallerFromXFCC {
+		id := XFCCURI(h.Get("X-Forwarded-Client-Cert"))
+		if id == "" {
+			return ""
+		}
+		return a.Identities[id]
+	}
+	v := h.Get(s.CallerHeader)
+	if len(v) > 128 {
+		return ""
+	}
+	return v
+}
+
+// XFCCURI returns the URI field of the last element of an
+// x-forwarded-client-cert value (the certificate of the hop nearest to
+// toolgate), or "" when the value is malformed or has no URI. Values may be
+// double-quoted, with backslash escapes, and contain , ; = inside quotes.
+func XFCCURI(v string) string {
+	if v == "" || len(v) > 16<<10 {
+		return ""
+	}
+	elems, ok := splitXFCC(v, ',')
+	if !ok || len(elems) == 0 {
+		return ""
+	}
+	pairs, ok := splitXFCC(elems[len(elems)-1], ';')
+	if !ok {
+		return ""
+	}
+	uri := ""
+	for _, p := range pairs {
+		k, val, found := strings.Cut(p, "=")
+		if !found {
+			return ""
+		}
+		if !strings.EqualFold(strings.TrimSpace(k), "URI") {
+			continue
+		}
+		val, ok := unquoteXFCC(strings.TrimSpace(val))
+		if !ok {
+			return ""
+		}
+		uri = val
+	}
+	return uri
+}
+
+// splitXFCC splits s at sep outside double quotes.
+func splitXFCC(s string, sep byte) ([]string, bool) {
+	var out []string
+	inQuote, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && inQuote:
+			i++
+		case c == '"':
+			inQuote = !inQuote
+		case c == sep && !inQuote:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	if inQuote {
+		return nil, false
+	}
+	return append(out, s[start:]), true
+}
+
+func unquoteXFCC(v string) (string, bool) {
+	if !strings.HasPrefix(v, `"`) {
+		return v, !strings.Contains(v, `"`)
+	}
+	if len(v) < 2 || !strings.HasSuffix(v, `"`) {
+		return "", false
+	}
+	var b strings.Builder
+	inner := v[1 : len(v)-1]
+	for i := 0; i < len(inner); i++ {
+		c := inner[i]
+		if c == '\\' {
+			if i+1 >= len(inner) {
+				return "", false
+			}
+			i++
+			c = inner[i]
+		} else if c == '"' {
+			return "", false
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), true
+}

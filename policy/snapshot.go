@@ -1,0 +1,131 @@
+// Package policy holds the rules around a call: the compiled policy snapshot
+// (server settings, upstreams, tools, callers), circuit breakers and the
+// retry policy, access control, rate limits and cost budgets, and the
+// idempotency stores.
+//
+// A Snapshot is immutable once built; the runtime state that must survive a
+// reload (breakers, limiters, budgets, idempotency records) is kept outside
+// it, keyed by the names the snapshot uses.
+package policy
+
+import (
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/toolgate/toolgate/contracts"
+)
+
+// Snapshot is one compiled policy: everything a call needs to know, checked
+// and compiled at load time.
+type Snapshot struct {
+	Server    Server
+	State     State
+	Upstreams map[string]*Upstream
+	Tools     map[string]*contracts.Contract
+	ToolNames []string // sorted
+	Access    Access
+	Catalog   *contracts.Catalog
+	Checksum  string   // SHA-256 of the policy files' contents
+	Sources   []string // the files the policy was read from
+}
+
+// Tool returns the named tool's contract, or nil.
+func (s *Snapshot) Tool(name string) *contracts.Contract { return s.Tools[name] }
+
+// Server is the `server` section.
+type Server struct {
+	Listen              string
+	AdminListen         string
+	CallerHeader        string
+	CallerFrom          string // "header" or "xfcc"
+	MaxRequestBytes     int64
+	MaxResponseBytes    int64
+	ObservationMaxChars int
+	Messages            string // catalogue language
+	HTTPStatus          string // "mapped" or "always_200"
+	Transparent         bool
+	Passthrough         []Passthrough
+}
+
+// The values of Server.HTTPStatus.
+const (
+	HTTPStatusMapped    = "mapped"
+	HTTPStatusAlways200 = "always_200"
+)
+
+// The values of Server.CallerFrom.
+const (
+	CallerFromHeader = "header"
+	CallerFromXFCC   = "xfcc"
+)
+
+// Passthrough forwards requests under a path prefix untouched, in
+// transparent mode.
+type Passthrough struct {
+	Prefix   string
+	Upstream string
+}
+
+// State is the `state` section: where idempotency records and shared
+// budgets live.
+type State struct {
+	Backend  string // "memory" or "redis"
+	RedisURL string
+	MaxKeys  int
+}
+
+// The values of State.Backend.
+const (
+	BackendMemory = "memory"
+	BackendRedis  = "redis"
+)
+
+// Upstream is one backend service.
+type Upstream struct {
+	Name          string
+	URL           *url.URL
+	Timeout       time.Duration
+	MaxConcurrent int
+	Headers       http.Header
+	Breaker       BreakerSettings
+	Retries       RetrySettings
+}
+
+// Access is the `access` section.
+type Access struct {
+	DefaultAllow bool
+	Identities   map[string]string // SPIFFE ID -> caller name
+	Callers      map[string]*Caller
+}
+
+// Caller is one entry of access.callers.
+type Caller struct {
+	Name  string
+	Tools []string // tool names, or "*"
+	Rate  *RateSettings
+	// ToolRates overrides Rate per tool.
+	ToolRates map[string]RateSettings
+	Budget    *BudgetSettings
+}
+
+// RateSettings is a token bucket: rps tokens per second, up to burst.
+type RateSettings struct {
+	RPS   float64
+	Burst int
+}
+
+// BudgetSettings caps the sum of call costs over a fixed window.
+type BudgetSettings struct {
+	Cost float64
+	Per  time.Duration
+}
+
+// CallerLabel is the caller's name as a metric label: callers the policy
+// does not name are "unknown", so label values stay bounded.
+func (a *Access) CallerLabel(caller string) string {
+	if _, ok := a.Callers[caller]; ok {
+		return caller
+	}
+	return "unknown"
+}

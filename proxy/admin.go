@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// AdminOptions configure the admin handler.
+type AdminOptions struct {
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	// Ready reports whether the instance should receive traffic (a valid
+	// policy is loaded, the state store answers, not draining); nil means
+	// always ready.
+	Ready func(ctx context.Context) error
+	// Reload re-reads the policy for POST /-/reload; nil disables it.
+	Reload func() error
+	// Config describes the loaded policy for GET /v1/config.
+	Config func() any
+}
+
+// AdminHandler returns the admin handler: /metrics, /healthz, /readyz,
+// POST /-/reload and GET /v1/config. It is served on its own port only.
+func AdminHandler(opts AdminOptions) http.Handler {
+	mux := http.NewServeMux()
+	if opts.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if opts.Ready != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := opts.Ready(ctx); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte("not ready: " + err.Error() + "\n"))
+				return
+			}
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	if opts.Reload != nil {
+		mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			if err := opts.Reload(); err != nil {
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(err.Error() + "\n"))
+				return
+			}
+			_, _ = w.Write([]byte("reloaded\n"))
+		})
+	}
+	if opts.Config != nil {
+		mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(opts.Config())
+		})
+	}
+	return mux
+}

@@ -1,0 +1,555 @@
+// Package proxy is toolgate's core pipeline and its HTTP front ends.
+//
+// Core.Call is a plain function of a context and a Request: every front end
+// (the tool endpoint, MCP, transparent routes, Envoy ext_proc) only decodes
+// its input into a Request and encodes the Result. Each stage of the
+// pipeline returns a contracts.Outcome; one function, finish, turns the
+// outcome into the envelope, the metrics and the log line.
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Options are the Core's collaborators. Zero values: a fresh registry, a
+// discarding logger, time.Now and version "dev".
+type Options struct {
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
+	Now      func() time.Time
+	Version  string
+}
+
+// Core runs tool calls against the current policy snapshot.
+type Core struct {
+	state   atomic.Pointer[state]
+	swapMu  sync.Mutex
+	metrics *Metrics
+	logger  *slog.Logger
+	now     func() time.Time
+	version string
+}
+
+// state is a snapshot with its runtime: upstream clients, breakers and
+// per-tool metric children. Calls load it once and finish on it, so a
+// reload never changes a call midway.
+type state struct {
+	snap      *policy.Snapshot
+	upstreams map[string]*upstream
+	tools     map[string]*tool
+	unknown   *toolMetrics
+}
+
+// tool is a contract with everything resolved that a call needs.
+type tool struct {
+	contract *contracts.Contract
+	upstream *upstream
+	baseURL  url.URL // scheme and host of the upstream, path prefix trimmed
+	prefix   string
+	header   http.Header // static request headers
+	metrics  *toolMetrics
+}
+
+// NewCore creates a core serving snap.
+func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	c := &Core{
+		metrics: NewMetrics(opts.Registry, opts.Version),
+		logger:  opts.Logger,
+		now:     opts.Now,
+		version: opts.Version,
+	}
+	if err := c.Swap(snap); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Metrics returns the core's metrics.
+func (c *Core) Metrics() *Metrics { return c.metrics }
+
+// Snapshot returns the policy snapshot new calls run on.
+func (c *Core) Snapshot() *policy.Snapshot { return c.state.Load().snap }
+
+// Swap makes snap the policy for new calls. Calls in flight finish on the
+// snapshot they started with. Upstream runtimes (connection pools,
+// breakers, bulkheads) whose settings did not change are carried over.
+func (c *Core) Swap(snap *policy.Snapshot) error {
+	if snap == nil {
+		return errors.New("nil policy snapshot")
+	}
+	c.swapMu.Lock()
+	defer c.swapMu.Unlock()
+	prev := c.state.Load()
+	st := &state{
+		snap:      snap,
+		upstreams: make(map[string]*upstream, len(snap.Upstreams)),
+		tools:     make(map[string]*tool, len(snap.Tools)),
+		unknown:   newToolMetrics(c.metrics, "unknown", snap),
+	}
+	for name, cfg := range snap.Upstreams {
+		var old *upstream
+		if prev != nil {
+			old = prev.upstreams[name]
+		}
+		st.upstreams[name] = newUpstream(cfg, c.metrics, old)
+	}
+	for name, contract := range snap.Tools {
+		up := st.upstreams[contract.Upstream]
+		if up == nil {
+			return fmt.Errorf("tool %s: upstream %q is not defined", name, contract.Upstream)
+		}
+		t := &tool{contract: contract, upstream: up, metrics: newToolMetrics(c.metrics, name, snap)}
+		t.baseURL = url.URL{Scheme: up.cfg.URL.Scheme, Host: up.cfg.URL.Host}
+		t.prefix = strings.TrimSuffix(up.cfg.URL.Path, "/")
+		t.header = up.cfg.Headers.Clone()
+		if t.header == nil {
+			t.header = http.Header{}
+		}
+		t.header.Set("User-Agent", "toolgate/"+c.version)
+		t.header.Set("Accept", "application/json")
+		if contract.Binding.HasBody() {
+			t.header.Set("Content-Type", "application/json")
+		}
+		st.tools[name] = t
+	}
+	c.state.Store(st)
+	return nil
+}
+
+// Request is one tool call as a front end decoded it.
+type Request struct {
+	Tool string
+	// Body holds the arguments as a JSON object (HTTP, transparent mode).
+	// When nil, Args is used (MCP hands over decoded arguments).
+	Body []byte
+	Args map[string]any
+	// BodyTooLarge says the front end stopped reading a body over
+	// server.max_request_bytes.
+	BodyTooLarge bool
+	// Caller is the caller's identity as the front end resolved it; empty
+	// for none.
+	Caller string
+	// CallID is the request's X-Request-Id, or empty for a fresh id.
+	CallID string
+	// IdempotencyKey is the raw Idempotency-Key header, if any.
+	IdempotencyKey string
+	// Front names the front end for the log line: http, mcp, transparent,
+	// extproc.
+	Front string
+	// LogAttrs are extra fields for the log line (the MCP method).
+	LogAttrs []slog.Attr
+}
+
+// Result is a finished call.
+type Result struct {
+	Envelope contracts.Envelope
+	Reason   contracts.Reason
+	// RetryLater: nothing happened at the backend and a retry may succeed
+	// (503 with Retry-After in mapped mode).
+	RetryLater bool
+}
+
+// HTTPStatus is the result's HTTP status in mapped mode.
+func (r *Result) HTTPStatus() int {
+	if r.Reason == contracts.ReasonTooLarge {
+		return http.StatusRequestEntityTooLarge
+	}
+	return r.Envelope.Status.HTTPStatus(r.RetryLater)
+}
+
+// call is the state of one call while the pipeline runs.
+type call struct {
+	st       *state
+	tool     *tool
+	req      *Request
+	args     map[string]any
+	callID   string
+	caller   string
+	start    time.Time
+	attempts int
+	sent     bool // the backend may have received the request
+	upCode   string
+}
+
+// Call runs one tool call through the pipeline and always returns a result.
+func (c *Core) Call(ctx context.Context, req *Request) *Result {
+	st := c.state.Load()
+	cl := &call{st: st, req: req, start: c.now(), callID: callID(req.CallID)}
+	cl.caller = st.snap.Access.CallerLabel(req.Caller)
+	cl.tool = st.tools[req.Tool]
+	if cl.tool == nil {
+		return c.finish(ctx, cl, contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool))
+	}
+	ctx, cancel := context.WithTimeout(ctx, cl.tool.contract.Timeout)
+	defer cancel()
+	return c.finish(ctx, cl, c.run(ctx, cl))
+}
+
+// run is the pipeline, in order. Every stage either passes or returns the
+// outcome that ends the call.
+func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
+	t := cl.tool
+	args, o, ok := decodeArgs(cl.req, cl.st.snap.Server.MaxRequestBytes)
+	if !ok {
+		kind := ViolationSchema
+		if o.Reason == contracts.ReasonTooLarge {
+			kind = ViolationSize
+		}
+		t.metrics.violation(kind)
+		return o
+	}
+	cl.args = args
+	if t.contract.SideEffect {
+		// The key argument belongs to toolgate, never to the backend.
+		delete(args, contracts.IdempotencyKeyArg)
+	}
+	if err := t.contract.Schema.Validate(args); err != nil {
+		t.metrics.violation(ViolationSchema)
+		return argOutcome(err)
+	}
+	bound, err := t.contract.Binding.Bind(args)
+	if err != nil {
+		t.metrics.violation(ViolationSchema)
+		return argOutcome(err)
+	}
+	return c.execute(ctx, cl, bound)
+}
+
+func argOutcome(err error) contracts.Outcome {
+	o := contracts.Reject(contracts.StatusBadArgs, contracts.ReasonSchema)
+	var ae *contracts.ArgError
+	if errors.As(err, &ae) {
+		o.Arg = ae
+	}
+	return o
+}
+
+// decodeArgs turns the request's arguments into a JSON object with numbers
+// kept as json.Number, so the schema sees exactly what was sent.
+func decodeArgs(req *Request, limit int64) (map[string]any, contracts.Outcome, bool) {
+	if req.BodyTooLarge || int64(len(req.Body)) > limit {
+		o := contracts.Reject(contracts.StatusBadArgs, contracts.ReasonTooLarge)
+		o.Detail = fmt.Sprint(limit)
+		return nil, o, false
+	}
+	if req.Body == nil {
+		if req.Args == nil {
+			return map[string]any{}, contracts.Outcome{}, true
+		}
+		return req.Args, contracts.Outcome{}, true
+	}
+	body := bytes.TrimSpace(req.Body)
+	if len(body) == 0 {
+		return map[string]any{}, contracts.Outcome{}, true
+	}
+	args, err := parseArgs(body)
+	if err != nil {
+		o := contracts.Reject(contracts.StatusBadArgs, contracts.ReasonBadJSON)
+		o.Detail = err.Error()
+		return nil, o, false
+	}
+	return args, contracts.Outcome{}, true
+}
+
+// execute sends the bound request with the breaker, the bulkhead and safe
+// retries, and classifies the final answer.
+func (c *Core) execute(ctx context.Context, cl *call, bound contracts.Bound) contracts.Outcome {
+	t := cl.tool
+	up := t.upstream
+	retries := up.cfg.Retries
+	var last contracts.Outcome
+	for n := 1; ; n++ {
+		o, final := c.attempt(ctx, cl, bound)
+		last = o
+		if final || n >= retries.Attempts || !safeToRetry(t.contract, o) {
+			return last
+		}
+		delay := retries.Delay(n+1, nil)
+		if o.RetryAfter > delay {
+			delay = o.RetryAfter
+		}
+		deadline, _ := ctx.Deadline()
+		if c.now().Add(delay).After(deadline) {
+			return last // retry_after_ms tells the agent when to come back
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return last
+		case <-timer.C:
+		}
+	}
+}
+
+// safeToRetry: a read-only tool may resend any retryable failure; a
+// side-effecting call only one that never reached the backend.
+func safeToRetry(ct *contracts.Contract, o contracts.Outcome) bool {
+	if !o.Retryable || o.Reason == contracts.ReasonCircuitOpen || o.Reason == contracts.ReasonBulkhead || o.Reason == contracts.ReasonCanceled {
+		return false
+	}
+	return !ct.SideEffect || o.Effect == contracts.SideEffectNone
+}
+
+// attempt runs one backend attempt; final says the outcome must not be
+// retried whatever its class (a success, or an answer the rules classified).
+func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (contracts.Outcome, bool) {
+	t := cl.tool
+	up := t.upstream
+	done, wait, err := up.breaker.Allow()
+	if err != nil {
+		up.codes.circuit.Inc()
+		cl.upCode = "circuit_open"
+		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonCircuitOpen)
+		o.Retryable, o.RetryAfter = true, wait
+		return o, false
+	}
+	select {
+	case up.slots <- struct{}{}:
+	default:
+		done(policy.VerdictIgnored)
+		cl.upCode = "bulkhead"
+		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonBulkhead)
+		o.Retryable, o.RetryAfter = true, time.Second
+		return o, false
+	}
+	cl.attempts++
+	req := c.newRequest(ctx, cl, bound)
+	ct := t.contract
+	dedupes := ct.Idempotency.ForwardHeader != ""
+	a := up.send(ctx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, dedupes)
+	<-up.slots
+	done(a.verdict)
+	if a.sent {
+		cl.sent = true
+	}
+	if a.code != 0 {
+		cl.upCode = fmt.Sprint(a.code)
+	} else {
+		cl.upCode = string(a.outcome.Reason)
+	}
+	if a.code == 0 || a.outcome.Reason == contracts.ReasonBadResponse || a.outcome.Reason == contracts.ReasonDeadline {
+		return a.outcome, false
+	}
+	return c.classify(cl, &a)
+}
+
+func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) *http.Request {
+	t := cl.tool
+	u := t.baseURL
+	// Opaque carries the path exactly as the binding escaped it.
+	u.Opaque = t.prefix + bound.Path
+	u.RawQuery = bound.Query
+	req := &http.Request{
+		Method:     t.contract.Binding.Method(),
+		URL:        &u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     t.header.Clone(),
+		Host:       u.Host,
+	}
+	req = req.WithContext(ctx)
+	if bound.Body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(bound.Body))
+		req.ContentLength = int64(len(bound.Body))
+		body := bound.Body
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	req.Header.Set("X-Request-Id", cl.callID)
+	return req
+}
+
+// classify applies the contract's rules and the default table to an answer.
+func (c *Core) classify(cl *call, a *attempt) (contracts.Outcome, bool) {
+	ct := cl.tool.contract
+	rules := ct.Rules
+	dedupes := ct.Idempotency.ForwardHeader != ""
+	success := a.code >= 200 && a.code < 300
+	in := contracts.RuleInput{Status: a.code, Header: a.header, Args: cl.args}
+	body := bytes.TrimSpace(a.body)
+	validJSON := len(body) > 0 && json.Valid(body)
+	if validJSON && (rules.NeedsBody() || rules.HasData()) {
+		var v any
+		if err := json.Unmarshal(body, &v); err == nil {
+			in.Body = v
+		}
+	}
+	if m, ok := rules.MatchError(&in); ok {
+		return contracts.ApplyRule(m, a.code, ct.SideEffect, dedupes, retryAfter(a.header, c.now())), true
+	}
+	if !success {
+		return a.outcome, false
+	}
+	if len(body) > 0 && !validJSON {
+		return contracts.BadResponse(a.code), true
+	}
+	o := contracts.Outcome{Status: contracts.StatusOK, Reason: contracts.ReasonOK, Effect: contracts.SideEffectDone, HTTPCode: a.code}
+	data, shaped, err := rules.Data(nil, &in)
+	if err != nil {
+		return contracts.BadResponse(a.code), true
+	}
+	if !shaped && len(body) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, body); err != nil {
+			return contracts.BadResponse(a.code), true
+		}
+		data = buf.Bytes()
+	}
+	if string(data) == "null" {
+		data = nil
+	}
+	o.Data = data
+	empty, ruled, err := rules.Empty(&in)
+	if err != nil {
+		return contracts.BadResponse(a.code), true
+	}
+	if !ruled {
+		// Without a rule, "nothing found" is data that holds nothing. A
+		// side-effecting call that answered without a body (204) did its job.
+		empty = isEmptyJSON(data) && (len(body) > 0 || !ct.SideEffect)
+	}
+	if empty {
+		o.Status, o.Reason = contracts.StatusEmpty, contracts.ReasonEmpty
+	}
+	return o, true
+}
+
+func isEmptyJSON(data []byte) bool {
+	switch string(data) {
+	case "", "null", "[]", "{}", `""`:
+		return true
+	}
+	return false
+}
+
+// finish renders the outcome into the envelope, records metrics and writes
+// the log line. It is the only place that does.
+func (c *Core) finish(ctx context.Context, cl *call, o contracts.Outcome) *Result {
+	st := cl.st
+	res := &Result{Reason: o.Reason, RetryLater: o.RetryLater()}
+	env := &res.Envelope
+	env.Status = o.Status
+	env.Tool = cl.req.Tool
+	env.CallID = cl.callID
+	env.Data = o.Data
+	env.Retryable = o.Retryable
+	env.SideEffect = contracts.SideEffectNone
+	sideEffect := cl.tool != nil && cl.tool.contract.SideEffect
+	if sideEffect {
+		env.SideEffect = o.Effect
+	}
+	env.SideEffectDone = env.SideEffect == contracts.SideEffectDone
+	if o.RetryAfter > 0 && o.Retryable || o.Reason == contracts.ReasonBudget {
+		env.RetryAfterMS = o.RetryAfter.Milliseconds()
+		if env.RetryAfterMS == 0 && o.RetryAfter > 0 {
+			env.RetryAfterMS = 1
+		}
+	}
+	metrics := st.unknown
+	if cl.tool != nil {
+		metrics = cl.tool.metrics
+		if cl.sent {
+			env.Cost = cl.tool.contract.Cost
+		}
+	}
+	env.Message = c.message(st, cl, &o)
+	env.Observation = contracts.Observation(env.Status, env.Message, env.Data, st.snap.Server.ObservationMaxChars)
+
+	elapsed := c.now().Sub(cl.start)
+	metrics.record(env.Status, cl.caller, elapsed, env.Cost)
+	if c.logger.Enabled(ctx, slog.LevelInfo) {
+		c.log(ctx, cl, res, elapsed)
+	}
+	return res
+}
+
+func (c *Core) message(st *state, cl *call, o *contracts.Outcome) string {
+	name := cl.req.Tool
+	if cl.tool != nil {
+		if msg, ok := cl.tool.contract.Templates.Render(o.Status, cl.args, o.Data); ok && msg != "" {
+			return msg
+		}
+		name = cl.tool.contract.Name
+	} else {
+		name = printableName(name)
+	}
+	if o.Reason == contracts.ReasonDeadline && o.Detail == "" && cl.tool != nil {
+		o.Detail = cl.tool.contract.Timeout.String()
+	}
+	return st.snap.Catalog.Message(name, cl.tool != nil && cl.tool.contract.SideEffect, o)
+}
+
+// printableName makes an unknown tool name safe to repeat in a message.
+func printableName(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func (c *Core) log(ctx context.Context, cl *call, res *Result, elapsed time.Duration) {
+	env := &res.Envelope
+	attrs := make([]slog.Attr, 0, 12+len(cl.req.LogAttrs))
+	attrs = append(attrs,
+		slog.String("tool", cl.metricsName()),
+		slog.String("status", string(env.Status)),
+		slog.String("reason", string(res.Reason)),
+		slog.String("caller", cl.caller),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.String("call_id", env.CallID),
+		slog.String("front", cl.req.Front),
+	)
+	if cl.tool != nil {
+		attrs = append(attrs, slog.String("upstream", cl.tool.contract.Upstream))
+	}
+	if cl.upCode != "" {
+		attrs = append(attrs, slog.String("upstream_code", cl.upCode), slog.Int("attempts", cl.attempts))
+	}
+	if env.Replayed {
+		attrs = append(attrs, slog.Bool("replayed", true))
+	}
+	attrs = append(attrs, cl.req.LogAttrs...)
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
+}
+
+func (cl *call) metricsName() string {
+	if cl.tool == nil {
+		return "unknown"
+	}
+	return cl.tool.contract.Name
+}

@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Handler returns the agent-facing HTTP handler: POST /v1/tools/{tool} and
+// GET /v1/tools. It never serves an admin path.
+func (c *Core) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/tools/{tool}", c.serveCall)
+	mux.HandleFunc("GET /v1/tools", c.serveList)
+	mux.HandleFunc("/", c.serveNoRoute)
+	return mux
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
+	snap := c.Snapshot()
+	body, tooLarge, err := readRequestBody(r, snap.Server.MaxRequestBytes)
+	if err != nil {
+		// The client went away or sent a broken body; there is nobody to
+		// answer, but the connection must not be reused.
+		w.Header().Set("Connection", "close")
+		tooLarge = false
+		body = nil
+	}
+	req := &Request{
+		Tool:           r.PathValue("tool"),
+		Body:           body,
+		BodyTooLarge:   tooLarge,
+		Caller:         c.Identify(r.Header),
+		CallID:         r.Header.Get("X-Request-Id"),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Front:          "http",
+	}
+	if body == nil && !tooLarge {
+		req.Body = []byte{}
+	}
+	res := c.Call(r.Context(), req)
+	c.writeResult(w, snap, res)
+}
+
+// readRequestBody reads at most limit bytes. The size is found by reading,
+// not by trusting Content-Length; a declared length over the limit is
+// refused without reading.
+func readRequestBody(r *http.Request, limit int64) ([]byte, bool, error) {
+	if r.ContentLength > limit {
+		return nil, true, nil
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 512), limit+1)))
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if n > limit {
+		return nil, true, nil
+	}
+	return buf.Bytes(), false, nil
+}
+
+// writeResult encodes a result as the HTTP answer.
+func (c *Core) writeResult(w http.ResponseWriter, snap *policy.Snapshot, res *Result) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Toolgate-Status", string(res.Envelope.Status))
+	h.Set("Cache-Control", "no-store")
+	if res.Envelope.Replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	code := http.StatusOK
+	if snap.Server.HTTPStatus != policy.HTTPStatusAlways200 {
+		code = res.HTTPStatus()
+		if code == http.StatusServiceUnavailable {
+			secs := (res.Envelope.RetryAfterMS + 999) / 1000
+			if secs < 1 {
+				secs = 1
+			}
+			h.Set("Retry-After", strconv.FormatInt(secs, 10))
+		}
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	b := res.Envelope.AppendJSON(buf.AvailableBuffer())
+	b = append(b, '\n')
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+	if cap(b) <= 64<<10 {
+		buf.Write(b[:0]) // keep the grown array
+		bufPool.Put(buf)
+	}
+}
+
+// ToolInfo is one entry of GET /v1/tools, in the shape function-calling
+// APIs take.
+type ToolInfo struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	SideEffect  bool            `json:"side_effect"`
+}
+
+// Tools lists the tools caller may use, sorted by name.
+func (c *Core) Tools(caller string) []ToolInfo {
+	snap := c.Snapshot()
+	return ToolList(snap, func(name string) bool { return snap.Access.Allows(caller, name) })
+}
+
+// ToolList lists the tools of snap that allow accepts, sorted by name.
+func ToolList(snap *policy.Snapshot, allow func(name string) bool) []ToolInfo {
+	out := make([]ToolInfo, 0, len(snap.ToolNames))
+	for _, name := range snap.ToolNames {
+		if !allow(name) {
+			continue
+		}
+		ct := snap.Tools[name]
+		out = append(out, ToolInfo{Name: name, Description: ct.Description, Parameters: ct.PublishedSchema(), SideEffect: ct.SideEffect})
+	}
+	return out
+}
+
+func (c *Core) serveList(w http.ResponseWriter, r *http.Request) {
+	tools := c.Tools(c.Identify(r.Header))
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(map[string]any{"tools": tools})
+}
+
+func (c *Core) serveNoRoute(w http.ResponseWriter, r *http.Request) {
+	snap := c.Snapshot()
+	o := contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool)
+	res := c.render(r, o)
+	c.writeResult(w, snap, res)
+}
+
+// render makes the envelope for a request that never reached a tool
+// (an unknown route), through the same finish as every call.
+func (c *Core) render(r *http.Request, o contracts.Outcome) *Result {
+	st := c.state.Load()
+	cl := &call{st: st, req: &Request{Tool: "", Front: "http"}, start: c.now(), callID: callID(r.Header.Get("X-Request-Id"))}
+	cl.caller = st.snap.Access.CallerLabel(c.Identify(r.Header))
+	return c.finish(r.Context(), cl, o)
+}
+
+// Identify resolves the caller of a request from its headers, by the
+// policy's caller_header.
+func (c *Core) Identify(h http.Header) string {
+	snap := c.Snapshot()
+	return snap.Access.Identify(snap.Server, h)
+}

@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// upstream is the runtime of one backend: a pooled transport, a breaker and
+// a bulkhead. It outlives policy reloads while its settings stay the same,
+// so connections and breaker state are kept.
+type upstream struct {
+	cfg     *policy.Upstream
+	client  *http.Client
+	breaker *policy.Breaker
+	slots   chan struct{} // bulkhead: one token per call in flight
+	codes   upstreamCodes
+}
+
+// upstreamCodes caches metric children for the codes every upstream sees,
+// so recording an attempt does not hash label values.
+type upstreamCodes struct {
+	byCode   map[int]counter
+	timeout  counter
+	reset    counter
+	connect  counter
+	circuit  counter
+	other    func(string) counter
+	duration observer
+}
+
+type counter interface{ Inc() }
+type observer interface{ Observe(float64) }
+
+func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream) *upstream {
+	u := &upstream{cfg: cfg}
+	if prev != nil && sameTransport(prev.cfg, cfg) {
+		u.client = prev.client
+	} else {
+		u.client = &http.Client{
+			Transport: newTransport(cfg),
+			// Redirects are answers to classify, not to follow: following
+			// one could resend a side effect somewhere else.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if prev != nil && prev.cfg.Breaker == cfg.Breaker {
+		u.breaker = prev.breaker
+	} else {
+		gauge := m.CircuitState.WithLabelValues(cfg.Name)
+		u.breaker = policy.NewBreaker(cfg.Name, cfg.Breaker, policy.BreakerOptions{
+			OnStateChange: func(_ string, to policy.BreakerState) { gauge.Set(float64(to)) },
+		})
+		gauge.Set(float64(u.breaker.State()))
+	}
+	if prev != nil && cap(prev.slots) == cfg.MaxConcurrent {
+		u.slots = prev.slots
+	} else {
+		u.slots = make(chan struct{}, cfg.MaxConcurrent)
+	}
+	name := cfg.Name
+	u.codes = upstreamCodes{
+		byCode:   map[int]counter{},
+		timeout:  m.UpstreamRequests.WithLabelValues(name, "timeout"),
+		reset:    m.UpstreamRequests.WithLabelValues(name, "reset"),
+		connect:  m.UpstreamRequests.WithLabelValues(name, "connect"),
+		circuit:  m.UpstreamRequests.WithLabelValues(name, "circuit_open"),
+		other:    func(code string) counter { return m.UpstreamRequests.WithLabelValues(name, code) },
+		duration: m.UpstreamDuration.WithLabelValues(name),
+	}
+	for _, code := range []int{200, 201, 204, 400, 404, 429, 500, 502, 503, 504} {
+		u.codes.byCode[code] = m.UpstreamRequests.WithLabelValues(name, strconv.Itoa(code))
+	}
+	return u
+}
+
+func (c *upstreamCodes) count(code int) {
+	if ctr, ok := c.byCode[code]; ok {
+		ctr.Inc()
+		return
+	}
+	c.other(strconv.Itoa(code)).Inc()
+}
+
+func sameTransport(a, b *policy.Upstream) bool {
+	return a.URL.String() == b.URL.String() && a.MaxConcurrent == b.MaxConcurrent
+}
+
+func newTransport(cfg *policy.Upstream) *http.Transport {
+	return &http.Transport{
+		Proxy: nil, // a sidecar talks to its backend directly, never through HTTP_PROXY
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          cfg.MaxConcurrent,
+		MaxIdleConnsPerHost:   cfg.MaxConcurrent,
+		MaxConnsPerHost:       0,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: 0,
+		ForceAttemptHTTP2:     cfg.URL.Scheme == "https",
+		DisableCompression:    true, // bodies are bounded by max_response_bytes as sent
+		ResponseHeaderTimeout: 0,    // the call's deadline bounds everything
+	}
+}
+
+// attempt is one request to the backend and what came of it.
+type attempt struct {
+	outcome contracts.Outcome
+	code    int // HTTP status, 0 without an answer
+	header  http.Header
+	body    []byte
+	sent    bool // the request may have reached the backend
+	verdict policy.Verdict
+}
+
+// send performs one attempt. It never returns an error: every failure is
+// classified into the attempt's outcome.
+func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool) attempt {
+	var wrote, gotConn atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { gotConn.Store(true) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) { wrote.Store(info.Err == nil) },
+	}
+	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	start := time.Now()
+	resp, err := u.client.Do(req)
+	if err != nil {
+		u.codes.duration.Observe(time.Since(start).Seconds())
+		f := transportFailure(ctx, err, gotConn.Load())
+		a := attempt{outcome: contracts.ClassifyTransport(f, wrote.Load(), sideEffect, dedupes), sent: wrote.Load()}
+		a.verdict = policy.VerdictFailure
+		switch f {
+		case contracts.FailConnect:
+			u.codes.connect.Inc()
+		case contracts.FailDeadline:
+			u.codes.timeout.Inc()
+		case contracts.FailCanceled:
+			u.codes.reset.Inc()
+			a.verdict = policy.VerdictIgnored
+		default:
+			u.codes.reset.Inc()
+		}
+		return a
+	}
+	body, readErr := readBody(resp.Body, maxBody)
+	resp.Body.Close()
+	u.codes.duration.Observe(time.Since(start).Seconds())
+	a := attempt{code: resp.StatusCode, header: resp.Header, body: body, sent: true}
+	u.codes.count(resp.StatusCode)
+	success := resp.StatusCode >= 200 && resp.StatusCode < 300
+	switch {
+	case readErr == nil:
+	case errors.Is(readErr, errBodyTooLarge):
+		if success {
+			a.outcome = contracts.BadResponse(resp.StatusCode)
+			a.verdict = policy.VerdictSuccess
+			return a
+		}
+		a.body = nil // an oversized error body is not read by the rules
+	default:
+		f := transportFailure(ctx, readErr, true)
+		if success {
+			// The backend acted; only its answer is lost.
+			a.outcome = contracts.BadResponse(resp.StatusCode)
+			if f == contracts.FailDeadline {
+				a.outcome = contracts.Outcome{Status: contracts.StatusTimeout, Reason: contracts.ReasonDeadline,
+					Effect: contracts.SideEffectDone, Retryable: !sideEffect, HTTPCode: resp.StatusCode}
+			}
+			a.verdict = policy.VerdictFailure
+			return a
+		}
+		a.body = nil
+	}
+	a.verdict = breakerVerdict(resp.StatusCode)
+	if !success {
+		a.outcome = contracts.ClassifyHTTP(resp.StatusCode, sideEffect, dedupes, retryAfter(resp.Header, time.Now()))
+	}
+	return a
+}
+
+func breakerVerdict(code int) policy.Verdict {
+	switch {
+	case code == 500 || code == 502 || code == 503 || code == 504:
+		return policy.VerdictFailure
+	case code == 501 || code == 505 || (code >= 400 && code < 500):
+		return policy.VerdictIgnored
+	case code > 505:
+		return policy.VerdictFailure
+	default:
+		return policy.VerdictSuccess
+	}
+}
+
+var errBodyTooLarge = errors.New("response body too large")
+
+// readBody reads at most max bytes; a longer body is errBodyTooLarge. The
+// length is found by reading, never by trusting Content-Length.
+func readBody(r io.Reader, max int64) ([]byte, error) {
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > max {
+		return nil, errBodyTooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// transportFailure maps a transport error to a failure class. Each branch
+// says why.
+func transportFailure(ctx context.Context, err error, gotConn bool) contracts.Failure {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The agent hung up: not the backend's fault, not a breaker failure.
+		return contracts.FailCanceled
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		// Our deadline passed, whatever the transport was doing.
+		return contracts.FailDeadline
+	case isTLSTrust(err):
+		// A certificate we do not trust is a configuration fault.
+		return contracts.FailTLS
+	case isDialError(err) || !gotConn:
+		// No connection was made, so nothing was sent.
+		return contracts.FailConnect
+	default:
+		// The connection broke after it was made: reset, EOF, malformed answer.
+		return contracts.FailReset
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+func isTLSTrust(err error) bool {
+	var (
+		unknownAuth x509.UnknownAuthorityError
+		hostname    x509.HostnameError
+		invalid     x509.CertificateInvalidError
+		verify      *tls.CertificateVerificationError
+	)
+	return errors.As(err, &unknownAuth) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify)
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date).
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		if secs > 86400 {
+			secs = 86400
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
