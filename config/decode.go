@@ -30,6 +30,18 @@ type decoder struct {
 	errs   Errors
 	pos    map[string]nodePos
 	expand bool
+	nodes  int // values decoded, aliases expanded: bounds "billion laughs" documents
+}
+
+// maxNodes bounds the values one policy file may expand to.
+const maxNodes = 200000
+
+func (d *decoder) budget(n *yaml.Node, path string) bool {
+	d.nodes++
+	if d.nodes == maxNodes+1 {
+		d.errorf(n, path, "the document expands to more than %d values (aliases?)", maxNodes)
+	}
+	return d.nodes <= maxNodes
 }
 
 // nodePos is where a value starts, and how it was written (a CEL error's
@@ -63,6 +75,9 @@ func joinPath(base, key string) string {
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if !d.budget(n, path) {
+		return
 	}
 	d.record(n, path)
 	if v.Type() == anyType {
@@ -297,6 +312,9 @@ func (d *decoder) decodeAny(n *yaml.Node, path string, depth int) (any, bool) {
 	}
 	if depth > maxAnyDepth {
 		d.errorf(n, path, "nested too deep")
+		return nil, false
+	}
+	if !d.budget(n, path) {
 		return nil, false
 	}
 	switch n.Kind {

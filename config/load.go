@@ -241,7 +241,7 @@ func yamlSyntaxError(file string, err error) *Error {
 // errorAt reports an error at the value of path, or at the nearest enclosing
 // key that exists when path itself was not written.
 func (c *compiler) errorAt(path, format string, args ...any) {
-	c.errs = append(c.errs, &Error{Pos: c.lookup(path).Pos, Path: path, Msg: fmt.Sprintf(format, args...)})
+	c.errs = append(c.errs, &Error{Pos: c.lookup(path).Pos, Path: strings.TrimSuffix(path, "#key"), Msg: fmt.Sprintf(format, args...)})
 }
 
 func (c *compiler) lookup(path string) nodePos {
@@ -597,11 +597,12 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 			c.errorAt(base, "%v", err)
 			return nil
 		}
-		path := base
+		path, at := base, base+"#key"
 		if fe.Field != "" {
 			path = base + "." + fe.Field
+			at = path
 		}
-		np := c.lookup(path)
+		np := c.lookup(at)
 		pos := np.Pos
 		if fe.Line == 1 && fe.Column > 0 && (np.style == 0 || np.style == yaml.DoubleQuotedStyle || np.style == yaml.SingleQuotedStyle) {
 			pos.Column += fe.Column - 1

@@ -100,8 +100,10 @@ func NewBreaker(name string, s BreakerSettings, opts BreakerOptions) *Breaker {
 			if s.ConsecutiveFailures > 0 && c.ConsecutiveFailures >= s.ConsecutiveFailures {
 				return true
 			}
-			if s.MinRequests > 0 && c.Requests >= s.MinRequests && s.FailureRatio > 0 {
-				return float64(c.TotalFailures)/float64(c.Requests) >= s.FailureRatio
+			// Excluded calls (4xx, cancellations) say nothing about health.
+			counted := c.Requests - min(c.TotalExclusions, c.Requests)
+			if s.MinRequests > 0 && counted >= s.MinRequests && s.FailureRatio > 0 {
+				return float64(c.TotalFailures)/float64(counted) >= s.FailureRatio
 			}
 			return false
 		},

@@ -35,6 +35,9 @@ type Options struct {
 	Logger   *slog.Logger
 	Now      func() time.Time
 	Version  string
+	// Transport, when set, makes the round tripper of each upstream
+	// instead of a pooled http.Transport (tests, embedding).
+	Transport func(*policy.Upstream) http.RoundTripper
 }
 
 // Core runs tool calls against the current policy snapshot.
@@ -45,6 +48,7 @@ type Core struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	version string
+	newRT   func(*policy.Upstream) http.RoundTripper
 }
 
 // state is a snapshot with its runtime: upstream clients, breakers and
@@ -86,6 +90,7 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		logger:  opts.Logger,
 		now:     opts.Now,
 		version: opts.Version,
+		newRT:   opts.Transport,
 	}
 	if err := c.Swap(snap); err != nil {
 		return nil, err
@@ -120,7 +125,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		if prev != nil {
 			old = prev.upstreams[name]
 		}
-		st.upstreams[name] = newUpstream(cfg, c.metrics, old)
+		st.upstreams[name] = newUpstream(cfg, c.metrics, old, c.newRT)
 	}
 	for name, contract := range snap.Tools {
 		up := st.upstreams[contract.Upstream]
@@ -142,7 +147,24 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		st.tools[name] = t
 	}
 	c.state.Store(st)
+	if prev != nil {
+		// Connection pools no tool uses any more are closed; calls in
+		// flight on them finish, only idle connections go.
+		for name, up := range prev.upstreams {
+			if next := st.upstreams[name]; next == nil || next.client != up.client {
+				up.client.CloseIdleConnections()
+			}
+		}
+	}
 	return nil
+}
+
+// Close releases idle backend connections. Calls in flight are not
+// interrupted.
+func (c *Core) Close() {
+	for _, up := range c.state.Load().upstreams {
+		up.client.CloseIdleConnections()
+	}
 }
 
 // Request is one tool call as a front end decoded it.

@@ -45,13 +45,19 @@ type upstreamCodes struct {
 type counter interface{ Inc() }
 type observer interface{ Observe(float64) }
 
-func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream) *upstream {
+func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*policy.Upstream) http.RoundTripper) *upstream {
 	u := &upstream{cfg: cfg}
 	if prev != nil && sameTransport(prev.cfg, cfg) {
 		u.client = prev.client
 	} else {
+		var rt http.RoundTripper
+		if newRT != nil {
+			rt = newRT(cfg)
+		} else {
+			rt = newTransport(cfg)
+		}
 		u.client = &http.Client{
-			Transport: newTransport(cfg),
+			Transport: rt,
 			// Redirects are answers to classify, not to follow: following
 			// one could resend a side effect somewhere else.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -1,0 +1,211 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+// TestInvalidPolicies pins the exact messages users read: every file under
+// testdata/invalid is paired with the output `toolgate check` must print.
+func TestInvalidPolicies(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			want, err := os.ReadFile(strings.TrimSuffix(f, ".yaml") + ".err")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Load(f, Options{LookupEnv: noEnv})
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("Load = %v, want config.Errors", err)
+			}
+			if got := errs.Error() + "\n"; got != string(want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", got, want)
+			}
+			for _, e := range errs {
+				if e.Pos.Line == 0 || e.Pos.Column == 0 {
+					t.Errorf("error without a position: %v", e)
+				}
+			}
+		})
+	}
+}
+
+func TestExamplePolicyLoads(t *testing.T) {
+	snap, err := Load("../examples/policy.yaml", Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Tools) != 2 || snap.Catalog == nil || snap.Checksum == "" {
+		t.Fatalf("snapshot = %+v", snap)
+	}
+	search := snap.Tools["search_articles"]
+	if search.Timeout != 500*time.Millisecond || search.Cost != 0.001 {
+		t.Errorf("search contract = %+v", search)
+	}
+	notify := snap.Tools["send_notification"]
+	if notify.Timeout != 2*time.Second || notify.Idempotency.TTL != 24*time.Hour || notify.Idempotency.ForwardHeader != "Idempotency-Key" {
+		t.Errorf("notify contract = %+v", notify)
+	}
+	up := snap.Upstreams["search"]
+	if up.Retries.Attempts != 2 || up.Breaker.ConsecutiveFailures != 5 || up.MaxConcurrent != 256 {
+		t.Errorf("search upstream = %+v", up)
+	}
+}
+
+func TestDirectoryMergesFilesAndExpandsEnv(t *testing.T) {
+	env := func(k string) (string, bool) {
+		if k == "TOOLGATE_TEST_TOKEN" {
+			return "s3cret", true
+		}
+		return "", false
+	}
+	snap, err := Load("testdata/dir", Options{LookupEnv: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(snap.ToolNames, ","); got != "search_articles,send_notification" {
+		t.Errorf("tools = %s", got)
+	}
+	if len(snap.Sources) != 3 {
+		t.Errorf("sources = %v", snap.Sources)
+	}
+	h := snap.Upstreams["search"].Headers
+	if h.Get("Authorization") != "Bearer s3cret" || h.Get("X-Literal") != "${NOT_EXPANDED}" {
+		t.Errorf("headers = %v", h)
+	}
+	if snap.Access.DefaultAllow {
+		t.Error("access.default from 30-notify.yaml was not applied")
+	}
+	ops := snap.Access.Callers["ops-agent"]
+	if ops == nil || ops.Rate.RPS != 5 || ops.ToolRates["send_notification"].Burst != 1 || ops.Budget.Per != time.Hour {
+		t.Errorf("ops-agent = %+v", ops)
+	}
+	if snap.Server.Listen != "127.0.0.1:0" || snap.Server.MaxRequestBytes != 65536 || snap.State.Backend != policy.BackendMemory {
+		t.Errorf("server = %+v state = %+v", snap.Server, snap.State)
+	}
+	// Defaults of an absent section.
+	if snap.Server.ObservationMaxChars != 1800 || snap.Server.CallerHeader != "X-Toolgate-Caller" {
+		t.Errorf("defaults not applied: %+v", snap.Server)
+	}
+}
+
+func TestDirectoryRejectsDuplicatesAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", "version: 1\nserver: {listen: ':1'}\nupstreams:\n  search: {url: 'http://127.0.0.1:1'}\n")
+	write("b.yaml", "version: 1\nserver: {listen: ':2'}\nupstreams:\n  search: {url: 'http://127.0.0.1:2'}\n")
+	_, err := Load(dir, Options{LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	msg := err.Error()
+	for _, want := range []string{"b.yaml:2:9: server: server is already set in", "b.yaml:4:3: upstreams.search: upstream search is defined twice"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("errors %q lack %q", msg, want)
+		}
+	}
+}
+
+func TestKubernetesConfigMapLayoutIsRead(t *testing.T) {
+	// A mounted ConfigMap: files are symlinks into a hidden ..data
+	// directory, which is itself a symlink to a timestamped directory.
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..2026_11_30_00_00_00.000000001")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	policyYAML, err := os.ReadFile("../examples/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "policy.yaml"), policyYAML, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..data/policy.yaml", filepath.Join(dir, "policy.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := Load(dir, Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Sources) != 1 || len(snap.Tools) != 2 {
+		t.Errorf("sources = %v", snap.Sources)
+	}
+}
+
+func TestChecksumFollowsContent(t *testing.T) {
+	a, err := CompileSource("p.yaml", []byte("version: 1\n"), Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := CompileSource("p.yaml", []byte("version: 1\n"), Options{LookupEnv: noEnv})
+	c, _ := CompileSource("p.yaml", []byte("version: 1 # changed\n"), Options{LookupEnv: noEnv})
+	if a.Checksum != b.Checksum || a.Checksum == c.Checksum {
+		t.Errorf("checksums %s %s %s", a.Checksum, b.Checksum, c.Checksum)
+	}
+}
+
+// FuzzDecodePolicy: no policy document, however broken, panics the loader;
+// a rejected one always explains itself with positions.
+func FuzzDecodePolicy(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/invalid/*.yaml")
+	seeds = append(seeds, "../examples/policy.yaml")
+	for _, s := range seeds {
+		if b, err := os.ReadFile(s); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("version: 1\ntools: {a: *x}\n"))
+	f.Add([]byte("a: &a [*a]\n"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		_, err := CompileSource("fuzz.yaml", doc, Options{LookupEnv: noEnv})
+		if err == nil {
+			return
+		}
+		var errs Errors
+		if !errors.As(err, &errs) || len(errs) == 0 {
+			t.Fatalf("error is %T %v, not config.Errors", err, err)
+		}
+		for _, e := range errs {
+			if e.Pos.File != "fuzz.yaml" || e.Pos.Line < 1 {
+				t.Fatalf("error without a position: %v", e)
+			}
+		}
+	})
+}
+
+func TestAliasBombIsRefused(t *testing.T) {
+	doc := "version: 1\nupstreams: {s: {url: 'http://127.0.0.1:1'}}\ntools:\n  t:\n    description: d\n    upstream: s\n    request: {path: /}\n    args:\n      a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+	for i := 1; i < 12; i++ {
+		prev := "*a" + string(rune('0'+i-1))
+		if i > 10 {
+			prev = "*a9"
+		}
+		doc += "      a" + string(rune('0'+i%10)) + ": &a" + string(rune('0'+i%10)) + " [" + strings.Repeat(prev+", ", 9) + prev + "]\n"
+	}
+	_, err := CompileSource("bomb.yaml", []byte(doc), Options{LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("loaded")
+	}
+}

@@ -1,0 +1,188 @@
+package contracts
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func mustSchema(t testing.TB, doc string) *Schema {
+	t.Helper()
+	var v any
+	dec := json.NewDecoder(strings.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	s, err := CompileSchema(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const bindSchema = `{"type":"object","properties":{"id":{"type":"string"},"n":{"type":"integer"},"tags":{"type":"array"},"text":{"type":"string"},"flag":{"type":"boolean"}}}`
+
+func TestBindEscapesEachPlaceholderAsOneSegment(t *testing.T) {
+	s := mustSchema(t, bindSchema)
+	b, err := CompileBinding(BindingSpec{Method: "post", Path: "/v1/users/{id}/items", Query: map[string]string{"n": "n", "tag": "tags"}, Body: map[string]string{"text": "text", "flag": "flag"}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args map[string]any
+		path string
+	}{
+		{"plain value stays readable", map[string]any{"id": "alice"}, "/v1/users/alice/items"},
+		{"slash cannot add a segment", map[string]any{"id": "a/b"}, "/v1/users/a%2Fb/items"},
+		{"dot-dot cannot climb", map[string]any{"id": ".."}, "/v1/users/%2E%2E/items"},
+		{"single dot cannot collapse", map[string]any{"id": "."}, "/v1/users/%2E/items"},
+		{"question mark cannot start a query", map[string]any{"id": "x?admin=1"}, "/v1/users/x%3Fadmin%3D1/items"},
+		{"hash cannot start a fragment", map[string]any{"id": "x#frag"}, "/v1/users/x%23frag/items"},
+		{"CR LF are encoded", map[string]any{"id": "x\r\nHost: evil"}, "/v1/users/x%0D%0AHost%3A%20evil/items"},
+		{"percent is encoded, no double decoding", map[string]any{"id": "%2e%2e"}, "/v1/users/%252e%252e/items"},
+		{"unicode is percent-encoded", map[string]any{"id": "量子"}, "/v1/users/%E9%87%8F%E5%AD%90/items"},
+		{"numbers bind", map[string]any{"id": json.Number("42")}, "/v1/users/42/items"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := b.Bind(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Path != tt.path {
+				t.Errorf("path = %q, want %q", got.Path, tt.path)
+			}
+			if strings.ContainsAny(got.Path+got.Query+string(got.Body), "\r\n") {
+				t.Errorf("CR/LF leaked: %q %q %q", got.Path, got.Query, got.Body)
+			}
+		})
+	}
+	if b.Method() != "POST" {
+		t.Errorf("method = %q", b.Method())
+	}
+}
+
+func TestBindRefusesEmptyAndNonScalarSegments(t *testing.T) {
+	s := mustSchema(t, bindSchema)
+	b, err := CompileBinding(BindingSpec{Method: "GET", Path: "/items/{id}"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string]map[string]any{
+		"empty string": {"id": ""},
+		"object":       {"id": map[string]any{"a": "b"}},
+		"missing":      {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := b.Bind(args); err == nil {
+				t.Fatal("bound an unusable segment")
+			}
+		})
+	}
+}
+
+func TestBindQueryAndBody(t *testing.T) {
+	s := mustSchema(t, bindSchema)
+	b, err := CompileBinding(BindingSpec{Method: "POST", Path: "/x", Query: map[string]string{"n": "n", "tag": "tags"}, Body: map[string]string{"text": "text", "flag": "flag", "missing": "id"}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Bind(map[string]any{"n": json.Number("3"), "tags": []any{"a b", "c&d"}, "text": "hi \"there\"", "flag": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := url.ParseQuery(got.Query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Get("n") != "3" || strings.Join(q["tag"], "|") != "a b|c&d" {
+		t.Errorf("query = %q", got.Query)
+	}
+	if string(got.Body) != `{"flag":true,"text":"hi \"there\""}` {
+		t.Errorf("body = %s", got.Body)
+	}
+}
+
+func TestCompileBindingErrors(t *testing.T) {
+	s := mustSchema(t, bindSchema)
+	tests := []struct {
+		name string
+		spec BindingSpec
+		want string
+	}{
+		{"placeholder that is not an argument", BindingSpec{Path: "/a/{nope}"}, "request.path: placeholder {nope} is not an argument"},
+		{"relative path", BindingSpec{Path: "a"}, "must start with /"},
+		{"query in path", BindingSpec{Path: "/a?b=c"}, "must not contain ?"},
+		{"unbalanced brace", BindingSpec{Path: "/a/{id"}, "unbalanced {"},
+		{"bad method", BindingSpec{Method: "FETCH", Path: "/a"}, "not an HTTP method"},
+		{"query argument unknown", BindingSpec{Path: "/a", Query: map[string]string{"q": "nope"}}, `"nope" is not an argument`},
+		{"body argument unknown", BindingSpec{Path: "/a", Body: map[string]string{"q": "nope"}}, `"nope" is not an argument`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := CompileBinding(tt.spec, s)
+			if err == nil {
+				t.Fatal("compiled")
+			}
+			msg := "request." + err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q does not contain %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzValidateAndBind feeds arbitrary argument documents through
+// validation and binding: the bound path never leaves its segment and
+// nothing carries CR/LF.
+func FuzzValidateAndBind(f *testing.F) {
+	s := mustSchema(f, `{"type":"object","required":["id"],"properties":{"id":{"type":"string","maxLength":300},"q":{"type":"string"},"n":{"type":"integer","default":5}}}`)
+	b, err := CompileBinding(BindingSpec{Method: "POST", Path: "/api/{id}/x", Query: map[string]string{"q": "q", "n": "n"}, Body: map[string]string{"q": "q"}}, s)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{`{"id":"a"}`, `{"id":"../.."}`, `{"id":"a/b?c#d","q":"x\r\ny"}`, `{"id":".","n":1e400}`, `{"id":"%00"}`, `{"id":"\u0000\u2028"}`, `{}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var v any
+		dec := json.NewDecoder(strings.NewReader(string(doc)))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil {
+			return
+		}
+		args, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		if err := s.Validate(args); err != nil {
+			if _, ok := err.(*ArgError); !ok {
+				t.Fatalf("validation error is %T, not *ArgError", err)
+			}
+			return
+		}
+		got, err := b.Bind(args)
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(got.Path, "/api/") || !strings.HasSuffix(got.Path, "/x") {
+			t.Fatalf("path left its shape: %q", got.Path)
+		}
+		seg := strings.TrimSuffix(strings.TrimPrefix(got.Path, "/api/"), "/x")
+		if strings.ContainsAny(seg, "/?#\r\n ") || seg == "." || seg == ".." || seg == "" {
+			t.Fatalf("segment escaped: %q", seg)
+		}
+		if dec, err := url.PathUnescape(seg); err != nil || dec != args["id"] {
+			t.Fatalf("segment %q does not decode to the argument %q", seg, args["id"])
+		}
+		if strings.ContainsAny(got.Query+string(got.Body), "\r\n") {
+			t.Fatalf("CR/LF in request: %q %q", got.Query, got.Body)
+		}
+		if !json.Valid(got.Body) {
+			t.Fatalf("body is not JSON: %q", got.Body)
+		}
+	})
+}

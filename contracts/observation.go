@@ -1,0 +1,517 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// DefaultObservationMaxChars is the bound Observation applies when it is given
+// none, the default of observation_max_chars.
+const DefaultObservationMaxChars = 1800
+
+// MinObservationMaxChars is the smallest bound at which an observation of any
+// status keeps its whole status tag and still ends with a truncation marker:
+// the longest tag ("[NOT_FOUND]"), a space and "…[truncated]". Below it the
+// bound still holds, but the tag or the marker may be cut; policy validation
+// can reject smaller values.
+const MinObservationMaxChars = 24
+
+// shortMarker ends an observation whose message had to be cut, or whose data
+// does not leave room for the longer marker that gives the data's size. It
+// begins with the ellipsis so a cut message reads "…" then "[truncated]".
+const shortMarker = "…[truncated]"
+
+// Observation renders the string fed back to the model: the status tag, a
+// space and the message, then, when there is data, a newline and the data as
+// compact JSON. Key order and number literals are kept as the backend sent
+// them. A data value of JSON null is left out, and data that is not valid JSON
+// is shown as a JSON string rather than dropped, since it is still what the
+// backend said.
+//
+// maxChars bounds the whole string in Unicode code points; zero or less means
+// DefaultObservationMaxChars. The result is always valid UTF-8 (invalid bytes
+// become U+FFFD) and is never cut inside a rune.
+//
+// When the data does not fit, Observation shrinks it by structure rather than
+// by bytes, so the model can still tell what it holds: long strings are
+// shortened with "…", arrays keep their first elements and end with an
+// element "…(+N more)", and objects keep their first keys and end with a key
+// "…" whose value counts the keys left out. The shrunk data is valid JSON and
+// is followed by the marker "\n…[truncated: full data is N chars]", N counted
+// in code points of the compact data, or by "\n…[truncated]" where the longer
+// marker would take more room than it leaves. Only when no shrunk form fits is
+// the compact JSON cut at a rune boundary, followed by the marker. When the
+// message itself does not fit, it is cut and the string ends with
+// "…[truncated]". At bounds below MinObservationMaxChars the bound wins over
+// the tag and the marker.
+//
+// Data that fits costs one compaction pass; only data that does not is parsed.
+func Observation(status Status, message string, data json.RawMessage, maxChars int) string {
+	s, _ := observation(status, message, data, maxChars)
+	return s
+}
+
+// observationCut says which path produced an observation, so tests can check
+// each path's promises (the shrunk data is valid JSON, for instance).
+type observationCut int
+
+const (
+	cutNone      observationCut = iota // everything fit as compacted
+	cutReencoded                       // the data fit only re-encoded, with escapes like \u91cf decoded; nothing is missing
+	cutShrunk                          // the data was shrunk by structure and is valid JSON
+	cutHard                            // the compact data was cut at a rune boundary
+	cutDropped                         // no data fit; the marker stands in for it
+	cutMessage                         // the message was cut and any data dropped
+)
+
+func observation(status Status, message string, data json.RawMessage, maxChars int) (string, observationCut) {
+	if maxChars <= 0 {
+		maxChars = DefaultObservationMaxChars
+	}
+	tag := validUTF8(status.Tag())
+	message = validUTF8(message)
+
+	// The common path: build the full string in one buffer with one
+	// compaction pass and keep it if it fits.
+	headLen := len(tag) + 1 + len(message)
+	out := bytes.NewBuffer(make([]byte, 0, headLen+1+len(data)))
+	out.WriteString(tag)
+	out.WriteByte(' ')
+	out.WriteString(message)
+	hasData := len(bytes.Trim(data, " \t\r\n")) > 0 // JSON's whitespace
+	if hasData {
+		out.WriteByte('\n')
+		if err := json.Compact(out, data); err != nil {
+			// Not JSON: show it as a string. Compact has already
+			// taken back anything it wrote.
+			out.Truncate(headLen + 1)
+			out.Write(AppendJSONString(out.AvailableBuffer(), string(data)))
+		}
+		compact := out.Bytes()[headLen+1:]
+		switch {
+		case string(compact) == "null":
+			out.Truncate(headLen)
+			hasData = false
+		case !utf8.Valid(compact):
+			// The JSON scanner accepts any bytes inside strings;
+			// outside them it accepts only ASCII, so replacing
+			// invalid bytes keeps the JSON valid.
+			fixed := validUTF8(string(compact))
+			out.Truncate(headLen + 1)
+			out.WriteString(fixed)
+		}
+	}
+	full := out.Bytes()
+	if utf8.RuneCount(full) <= maxChars {
+		return string(full), cutNone
+	}
+	if !hasData {
+		return cutMessageObservation(tag, message, maxChars), cutMessage
+	}
+	return truncateData(tag, message, full[headLen+1:], maxChars)
+}
+
+// truncateData bounds an observation whose data does not fit as compacted.
+func truncateData(tag, message string, compact []byte, maxChars int) (string, observationCut) {
+	head := tag + " " + message
+	headRunes := utf8.RuneCountInString(head)
+	fullRoom := maxChars - headRunes - 1
+	var tree *jsonTree
+	if fullRoom >= 1 {
+		tree, _ = parseJSONTree(compact, fullRoom)
+	}
+	if tree != nil {
+		// Backends that escape every non-ASCII character (Python's
+		// json.dumps does by default) send six characters per CJK
+		// character; decoded, the data may fit whole.
+		r := jsonRenderer{room: fullRoom, maxStr: math.MaxInt, maxArray: math.MaxInt, maxKeys: math.MaxInt}
+		if r.node(&tree.root) {
+			return head + "\n" + string(r.buf), cutReencoded
+		}
+	}
+
+	// The marker that gives the data's size is worth its length only while
+	// it leaves the data at least as much room as it takes; and when the
+	// data shrinks only into the room the short marker leaves, that wins.
+	long := "\n…[truncated: full data is " + strconv.Itoa(utf8.RuneCount(compact)) + " chars]"
+	short := "\n" + shortMarker
+	marker := long
+	if fullRoom-utf8.RuneCountInString(long) < utf8.RuneCountInString(long) {
+		marker = short
+	}
+	room := fullRoom - utf8.RuneCountInString(marker)
+	if room < 1 {
+		if headRunes+utf8.RuneCountInString(marker) <= maxChars {
+			return head + marker, cutDropped
+		}
+		return cutMessageObservation(tag, message, maxChars), cutMessage
+	}
+	if tree != nil {
+		if shrunk, ok := tree.shrink(room); ok {
+			return head + "\n" + string(shrunk) + marker, cutShrunk
+		}
+		if marker == long {
+			if shrunk, ok := tree.shrink(fullRoom - utf8.RuneCountInString(short)); ok {
+				return head + "\n" + string(shrunk) + short, cutShrunk
+			}
+		}
+	}
+	return head + "\n" + prefixRunes(string(compact), room) + marker, cutHard
+}
+
+// cutMessageObservation renders the tag and as much of the message as fits
+// before shortMarker. Any data is dropped: a model acts on the message first.
+func cutMessageObservation(tag, message string, maxChars int) string {
+	keep := maxChars - utf8.RuneCountInString(tag) - 1 - utf8.RuneCountInString(shortMarker)
+	if keep < 0 {
+		return prefixRunes(tag+" "+shortMarker, maxChars)
+	}
+	return tag + " " + prefixRunes(message, keep) + shortMarker
+}
+
+// jsonNode is one value of the data, kept only on the truncation path.
+// Strings and containers may be stored partly: no more of them than could
+// ever fit in the room is kept, while the totals stay exact.
+type jsonNode struct {
+	kind  byte       // '"' string, 'l' literal (number, true, false, null), '[' array, '{' object
+	text  string     // the string's leading runes, or the literal as sent
+	runes int        // the string's length in runes
+	keys  []jsonNode // an object's keys, parallel to kids
+	kids  []jsonNode // the leading elements or values
+	count int        // the number of elements or keys, including those not kept
+	least int        // a lower bound of the node's rendered length under any limits
+}
+
+// jsonTree is the parsed data with what the shrink search needs to know
+// about its shape.
+type jsonTree struct {
+	root         jsonNode
+	longest      int // the longest kept string or key, in runes
+	widestArray  int // the most elements in one array
+	widestObject int // the most keys in one object
+}
+
+// parseJSONTree parses valid compact JSON for a room of the given size. It
+// uses the token stream so object keys keep their order and, with UseNumber,
+// numbers keep their literal form.
+func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
+	dec := json.NewDecoder(bytes.NewReader(compact))
+	dec.UseNumber()
+	p := treeParser{
+		dec:  dec,
+		room: room,
+		// Rendering room+1 runes of a string cannot fit, so nothing
+		// beyond that needs keeping.
+		keepRunes: room + 1,
+	}
+	root, err := p.value()
+	if err != nil {
+		return nil, false
+	}
+	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject}, true
+}
+
+// treeParser builds a jsonNode tree from a token stream.
+type treeParser struct {
+	dec          *json.Decoder
+	room         int
+	keepRunes    int
+	skipped      json.RawMessage
+	longest      int
+	widestArray  int
+	widestObject int
+}
+
+func (p *treeParser) value() (jsonNode, error) {
+	tok, err := p.dec.Token()
+	if err != nil {
+		return jsonNode{}, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		return p.container(byte(t))
+	case string:
+		return p.str(t), nil
+	case json.Number:
+		return jsonNode{kind: 'l', text: string(t), least: len(t)}, nil
+	case bool:
+		text := strconv.FormatBool(t)
+		return jsonNode{kind: 'l', text: text, least: len(text)}, nil
+	case nil:
+		return jsonNode{kind: 'l', text: "null", least: 4}, nil
+	}
+	// With UseNumber, Token returns no other type.
+	return jsonNode{}, fmt.Errorf("unexpected JSON token %T", tok)
+}
+
+func (p *treeParser) str(s string) jsonNode {
+	n := jsonNode{kind: '"', text: prefixRunes(s, p.keepRunes), runes: utf8.RuneCountInString(s), least: 2}
+	if n.runes > 0 {
+		n.least = 3 // at least one character or the ellipsis
+	}
+	p.longest = max(p.longest, min(n.runes, p.keepRunes))
+	return n
+}
+
+// container parses an array or object. The rendering keeps at least one
+// element or key of every container, so a container takes at least its
+// delimiters and its first element. An element can only be shown after all
+// those before it, so once their lower bounds fill the room, the rest are
+// only counted.
+func (p *treeParser) container(open byte) (jsonNode, error) {
+	n := jsonNode{kind: open, least: 2}
+	used := 0
+	for p.dec.More() {
+		var key jsonNode
+		if open == '{' {
+			tok, err := p.dec.Token()
+			if err != nil {
+				return jsonNode{}, err
+			}
+			k, ok := tok.(string)
+			if !ok {
+				return jsonNode{}, fmt.Errorf("object key is %T, not a string", tok)
+			}
+			key = p.str(k)
+		}
+		if used <= p.room {
+			kid, err := p.value()
+			if err != nil {
+				return jsonNode{}, err
+			}
+			least := kid.least
+			if open == '{' {
+				least += key.least + 1 // and the colon
+			}
+			if len(n.kids) == 0 {
+				n.least += least
+			}
+			used += least + 1 // and the comma
+			n.kids = append(n.kids, kid)
+			if open == '{' {
+				n.keys = append(n.keys, key)
+			}
+		} else if err := p.skip(); err != nil {
+			return jsonNode{}, err
+		}
+		n.count++
+	}
+	if _, err := p.dec.Token(); err != nil { // the closing delimiter
+		return jsonNode{}, err
+	}
+	if open == '[' {
+		p.widestArray = max(p.widestArray, n.count)
+	} else {
+		p.widestObject = max(p.widestObject, n.count)
+	}
+	return n, nil
+}
+
+// skip consumes one value without keeping it. Decoding into a reused
+// RawMessage scans the value in one call instead of one call per token.
+func (p *treeParser) skip() error {
+	return p.dec.Decode(&p.skipped)
+}
+
+// shrink searches for the most informative rendering within room runes, or
+// reports that none fits.
+//
+// Arrays are cut before objects: an array's elements usually repeat one
+// shape, so its first few show what the rest hold, while every key of an
+// object says something different. So the search first walks the array
+// limits from generous to tight with every key kept and, for each, finds the
+// longest string limit that fits by binary search. It takes an array limit at
+// once when strings keep at least 32 runes, since a few readable records tell
+// more than many illegible ones; failing that it settles for 8 runes, then
+// for any string limit. Only then does it cut keys, with one element per
+// array. Every container keeps at least one element or key: a rendering of
+// counts alone tells less than the hard cut of the compact JSON.
+func (t *jsonTree) shrink(room int) ([]byte, bool) {
+	type limits struct{ array, keys, floor int }
+	var steps []limits
+	for _, floor := range [...]int{32, 8, 0} {
+		for _, array := range [...]int{math.MaxInt, 64, 32, 16, 8, 4, 2, 1} {
+			steps = append(steps, limits{array, math.MaxInt, floor})
+		}
+	}
+	for _, keys := range [...]int{16, 8, 4, 2, 1} {
+		steps = append(steps, limits{1, keys, 0})
+	}
+
+	r := jsonRenderer{room: room}
+	fits := func(l limits, maxStr int) bool {
+		r.buf, r.runes = r.buf[:0], 0
+		r.maxArray, r.maxKeys, r.maxStr = l.array, l.keys, maxStr
+		return r.node(&t.root)
+	}
+	longest := min(t.longest, room)
+	prev := limits{-1, -1, -1}
+	for _, l := range steps {
+		// Limits at or above the widest container all give the same
+		// rendering; try it once.
+		l = limits{min(l.array, t.widestArray), min(l.keys, t.widestObject), min(l.floor, longest)}
+		if l == prev {
+			continue
+		}
+		prev = l
+		if !fits(l, l.floor) {
+			continue
+		}
+		// The rendering only grows with the string limit.
+		lo, hi := l.floor, longest
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if fits(l, mid) {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		maxStr := lo
+		if l.keys == t.widestObject {
+			// The array limits halve at each step; the room left over
+			// may hold more elements than this step's limit.
+			lo, hi = l.array, min(2*l.array-1, t.widestArray)
+			for lo < hi {
+				mid := lo + (hi-lo+1)/2
+				if fits(limits{mid, l.keys, 0}, maxStr) {
+					lo = mid
+				} else {
+					hi = mid - 1
+				}
+			}
+			l.array = lo
+		}
+		fits(l, maxStr)
+		return r.buf, true
+	}
+	return nil, false
+}
+
+// jsonRenderer writes a jsonNode tree as compact JSON under limits, and stops
+// as soon as the output exceeds its room.
+type jsonRenderer struct {
+	buf      []byte
+	runes    int
+	room     int
+	maxStr   int // strings longer than this are cut to it and end with "…"
+	maxArray int // elements kept per array
+	maxKeys  int // keys kept per object
+}
+
+// minKeyRunes keeps object keys readable even when values are cut hard: a
+// key is what tells the reader what a value was.
+const minKeyRunes = 16
+
+// raw writes ASCII JSON syntax.
+func (r *jsonRenderer) raw(s string) bool {
+	r.buf = append(r.buf, s...)
+	r.runes += len(s)
+	return r.runes <= r.room
+}
+
+// literal writes a number or keyword as the backend sent it.
+func (r *jsonRenderer) literal(s string) bool {
+	r.buf = append(r.buf, s...)
+	r.runes += utf8.RuneCountInString(s)
+	return r.runes <= r.room
+}
+
+// str writes a string of the given full length, cut to limit runes.
+func (r *jsonRenderer) str(text string, runes, limit int) bool {
+	start := len(r.buf)
+	if runes <= limit {
+		r.buf = AppendJSONString(r.buf, text)
+	} else {
+		r.buf = AppendJSONString(r.buf, prefixRunes(text, limit))
+		r.buf = append(r.buf[:len(r.buf)-1], `…"`...)
+	}
+	r.runes += utf8.RuneCount(r.buf[start:])
+	return r.runes <= r.room
+}
+
+func (r *jsonRenderer) node(n *jsonNode) bool {
+	switch n.kind {
+	case '"':
+		return r.str(n.text, n.runes, r.maxStr)
+	case 'l':
+		return r.literal(n.text)
+	}
+	open, closing := "{", "}"
+	if n.kind == '[' {
+		open, closing = "[", "]"
+	}
+	if !r.raw(open) {
+		return false
+	}
+	shown := min(len(n.kids), r.maxArray)
+	if n.kind == '{' {
+		shown = min(len(n.kids), r.maxKeys)
+	}
+	for i := range shown {
+		if i > 0 && !r.raw(",") {
+			return false
+		}
+		if n.kind == '{' {
+			k := &n.keys[i]
+			if !r.str(k.text, k.runes, max(r.maxStr, minKeyRunes)) || !r.raw(":") {
+				return false
+			}
+		}
+		if !r.node(&n.kids[i]) {
+			return false
+		}
+	}
+	if omitted := n.count - shown; omitted > 0 {
+		if shown > 0 && !r.raw(",") {
+			return false
+		}
+		var ok bool
+		if n.kind == '[' {
+			ok = r.note("…(+" + strconv.Itoa(omitted) + " more)")
+		} else {
+			keys := " more keys)"
+			if omitted == 1 {
+				keys = " more key)"
+			}
+			ok = r.note("…") && r.raw(":") && r.note("(+"+strconv.Itoa(omitted)+keys)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return r.raw(closing)
+}
+
+// note writes a string of the renderer's own, never cut.
+func (r *jsonRenderer) note(s string) bool {
+	return r.str(s, utf8.RuneCountInString(s), math.MaxInt)
+}
+
+// prefixRunes returns the first n runes of s, or all of s.
+func prefixRunes(s string, n int) string {
+	for i := range s {
+		if n <= 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
+
+// validUTF8 replaces each invalid byte of s with U+FFFD, as encoding/json
+// does, and returns valid strings without copying.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b := make([]byte, 0, len(s)+8)
+	for _, r := range s {
+		b = utf8.AppendRune(b, r)
+	}
+	return string(b)
+}

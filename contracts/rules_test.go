@@ -1,0 +1,89 @@
+package contracts
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
+	env, err := NewRuleEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := CompileRules(env, RulesSpec{Data: `{"total": body.total, "items": body.results, "q": args.q}`, Empty: `size(body.results) == 0`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &RuleInput{Status: 200, Body: map[string]any{"results": []any{map[string]any{"b": 1.0, "a": "x"}}, "total": 1.0}, Args: map[string]any{"q": "go"}}
+	data, shaped, err := r.Data(nil, in)
+	if err != nil || !shaped {
+		t.Fatal(err, shaped)
+	}
+	if want := `{"total":1,"items":[{"a":"x","b":1}],"q":"go"}`; string(data) != want {
+		t.Errorf("data = %s, want %s", data, want)
+	}
+	empty, ok, err := r.Empty(in)
+	if err != nil || !ok || empty {
+		t.Errorf("empty = %v %v %v", empty, ok, err)
+	}
+	in.Body = map[string]any{"total": 0.0}
+	if _, _, err := r.Data(nil, in); err == nil {
+		t.Error("data over a body without results did not fail")
+	}
+}
+
+func TestErrorRulesMatchInOrderAndSkipFailingExpressions(t *testing.T) {
+	env, _ := NewRuleEnv()
+	r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{
+		{When: `body.code == "E_NOPERM"`, Status: StatusForbidden},
+		{When: `status == 200 && headers["x-legacy-error"] == "throttle"`, Status: StatusUpstream},
+		{When: `status == 404`, Status: StatusEmpty},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		in   RuleInput
+		want Status
+		ok   bool
+	}{
+		{"error code in a 200 body", RuleInput{Status: 200, Body: map[string]any{"code": "E_NOPERM"}}, StatusForbidden, true},
+		{"body without the field does not match", RuleInput{Status: 200, Body: map[string]any{}}, "", false},
+		{"header rule", RuleInput{Status: 200, Header: http.Header{"X-Legacy-Error": {"throttle"}}}, StatusUpstream, true},
+		{"status rule", RuleInput{Status: 404}, StatusEmpty, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, ok := r.MatchError(&tt.in)
+			if ok != tt.ok || m.Status != tt.want {
+				t.Errorf("match = %v %v, want %v %v", m.Status, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestCompileRulesTypeChecks(t *testing.T) {
+	env, _ := NewRuleEnv()
+	tests := []struct {
+		name string
+		spec RulesSpec
+		want string
+	}{
+		{"syntax error", RulesSpec{Data: `body.results +`}, "data: Syntax error"},
+		{"empty must be bool", RulesSpec{Empty: `size(body)`}, "empty: must evaluate to bool, not int"},
+		{"when must be bool", RulesSpec{Errors: []ErrorRuleSpec{{When: `status + 1`, Status: StatusUpstream}}}, "errors[0].when: must evaluate to bool"},
+		{"status compared with string", RulesSpec{Errors: []ErrorRuleSpec{{When: `status == "x"`, Status: StatusUpstream}}}, "no matching overload"},
+		{"unknown variable", RulesSpec{Data: `response.body`}, "undeclared reference to 'response'"},
+		{"unknown status", RulesSpec{Errors: []ErrorRuleSpec{{When: `true`, Status: "broken"}}}, `errors[0].status: "broken" is not a status`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := CompileRules(env, tt.spec)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,468 @@
+package policy
+
+// Idempotency records: what a side-effecting tool call claimed, and what came
+// of it.
+//
+// A side-effecting call first claims its idempotency key. The claim is an
+// in-flight record carrying a random owner token and a lease; only the token
+// holder may finish it (Complete, MarkUnknown) or withdraw it (Release). The
+// guarantees, for both stores:
+//
+//   - At most one caller owns a key at a time: Claim is atomic, and in-flight
+//     records are never evicted by a size bound.
+//   - A lease that ran out is never re-run. Its owner died or hung mid-call,
+//     so the effect may have happened; the first observer (Claim, Reclaim, Get
+//     or Wait) turns the record into RecordUnknown, atomically, and the old
+//     token is refused from then on. Until someone observes the expiry, the
+//     owner may still finish: nobody has acted on the expiry yet, and a real
+//     result beats an unknown one.
+//   - Completed and unknown records are kept for the ttl given when they were
+//     written, then are treated as absent. The memory store may drop them earlier
+//     when it runs out of room (MemoryOptions.OnEvict reports it).
+//
+// What is not guaranteed: a store that loses its data (a Redis restart without
+// persistence, a process restart with the memory store) forgets every key, so
+// a retry after that runs again. Errors from the store are returned as they
+// are; the pipeline fails closed on them.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// ErrLostClaim means the token no longer owns the record: the record was
+// finished, released, taken over after its lease ran out, or it expired.
+var ErrLostClaim = errors.New("idempotency claim lost")
+
+// ErrNoRecord is returned by Wait when there is no record for the key, or the
+// record disappeared while waiting (its owner released it, or it expired).
+// The waiter should claim the key itself.
+var ErrNoRecord = errors.New("no idempotency record")
+
+// ErrStoreClosed is returned by every operation on a closed store.
+var ErrStoreClosed = errors.New("idempotency store closed")
+
+// IdempotencyKey scopes a key: a key is only ever compared within one caller
+// and one tool.
+type IdempotencyKey struct {
+	Caller string
+	Tool   string
+	Key    string
+}
+
+// Fingerprint identifies a call's arguments: SHA-256 over the tool name, a
+// zero byte and the canonical JSON of the arguments (see CanonicalJSON).
+type Fingerprint [32]byte
+
+// NewFingerprint returns the fingerprint of a call of tool with args.
+func NewFingerprint(tool string, args any) (Fingerprint, error) {
+	buf := make([]byte, 0, len(tool)+1+256)
+	buf = append(buf, tool...)
+	buf = append(buf, 0)
+	buf, err := appendCanonical(buf, args)
+	if err != nil {
+		return Fingerprint{}, err
+	}
+	return sha256.Sum256(buf), nil
+}
+
+// String returns the fingerprint in lower-case hex.
+func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
+
+// IsZero reports whether f is the zero fingerprint, the one a store reports
+// when it could not read a record.
+func (f Fingerprint) IsZero() bool { return f == Fingerprint{} }
+
+// RecordState is the state of an idempotency record.
+type RecordState uint8
+
+// The record states. The zero value is not a valid state.
+const (
+	// RecordInFlight: the owner is running the call.
+	RecordInFlight RecordState = iota + 1
+	// RecordCompleted: the call finished; Envelope holds its result.
+	RecordCompleted
+	// RecordUnknown: the request may have reached the backend and the outcome
+	// is lost. Envelope holds the envelope the owner stored with MarkUnknown,
+	// or is empty when the store itself declared the outcome unknown (a lease
+	// that ran out, a record it could not decode).
+	RecordUnknown
+)
+
+// String returns the state's name.
+func (s RecordState) String() string {
+	switch s {
+	case RecordInFlight:
+		return "in_flight"
+	case RecordCompleted:
+		return "completed"
+	case RecordUnknown:
+		return "unknown"
+	}
+	return "RecordState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Record is an idempotency record as a store returns it. Stores hand out
+// copies: the caller may keep and modify it.
+type Record struct {
+	State RecordState
+	// Fingerprint of the arguments of the call that claimed the key. It is
+	// zero when the store could not decode the record (see Matches).
+	Fingerprint Fingerprint
+	// Envelope is the stored envelope JSON of a completed or unknown record,
+	// opaque to the store. Empty while in flight, and for an unknown record
+	// the store declared itself.
+	Envelope []byte
+	// Token is the owner token while in flight; empty otherwise.
+	Token string
+	// UpdatedAt is when the record was last written (the Redis server's clock
+	// for the Redis store).
+	UpdatedAt time.Time
+	// LeaseUntil is when the owner's lease runs out, while in flight.
+	LeaseUntil time.Time
+}
+
+// Matches reports whether a call with fingerprint fp may share this record.
+// A record whose fingerprint the store could not read matches every call: it
+// is reported as unknown, and an unknown outcome must be kept rather than
+// turned into "key reused with other arguments", which would invite a new key
+// and a second effect.
+func (r Record) Matches(fp Fingerprint) bool {
+	return r.Fingerprint == fp || r.Fingerprint.IsZero()
+}
+
+// ClaimOutcome says what a Claim or Reclaim found.
+type ClaimOutcome uint8
+
+// The claim outcomes. The zero value is not a valid outcome.
+const (
+	// ClaimOwned: the caller owns a fresh in-flight record and runs the call.
+	ClaimOwned ClaimOutcome = iota + 1
+	// ClaimInFlight: another call holds the key; wait for it.
+	ClaimInFlight
+	// ClaimCompleted: the call already ran; replay Record.Envelope.
+	ClaimCompleted
+	// ClaimUnknown: an earlier call's outcome is unknown; do not resend unless
+	// the backend dedupes on a forwarded key (then Reclaim).
+	ClaimUnknown
+)
+
+// String returns the outcome's name.
+func (o ClaimOutcome) String() string {
+	switch o {
+	case ClaimOwned:
+		return "owned"
+	case ClaimInFlight:
+		return "in_flight"
+	case ClaimCompleted:
+		return "completed"
+	case ClaimUnknown:
+		return "unknown"
+	}
+	return "ClaimOutcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Claim is the result of IdempotencyStore.Claim and Reclaim.
+type Claim struct {
+	Outcome ClaimOutcome
+	// Token is the owner token when Outcome is ClaimOwned.
+	Token string
+	// Record is the record found (or, with ClaimOwned, the one created).
+	Record Record
+}
+
+// claimFor returns the claim outcome that reports an existing record.
+func claimFor(r Record) Claim {
+	switch r.State {
+	case RecordInFlight:
+		return Claim{Outcome: ClaimInFlight, Record: r}
+	case RecordCompleted:
+		return Claim{Outcome: ClaimCompleted, Record: r}
+	}
+	return Claim{Outcome: ClaimUnknown, Record: r}
+}
+
+// IdempotencyStore keeps idempotency records. Implementations are safe for
+// concurrent use and pass the same conformance suite (store_test.go).
+//
+// Durations: lease bounds how long an owner may hold a key in flight; ttl is
+// how long a record is kept once it is no longer in flight. Both must be
+// positive; the Redis store rounds them up to whole milliseconds.
+type IdempotencyStore interface {
+	// Claim atomically creates an in-flight record with a fresh random owner
+	// token unless a record exists, in which case it reports that record. An
+	// in-flight record whose lease ran out is not re-run: its owner died
+	// mid-call and the effect may have happened, so Claim turns it into an
+	// unknown record (kept for the ttl given when it was claimed) and reports
+	// ClaimUnknown. ttl is the retention of the record once it leaves flight
+	// this way; Complete and MarkUnknown set their own.
+	Claim(ctx context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error)
+	// Reclaim takes over an unknown record with fingerprint fp (or one whose
+	// lease ran out, or an undecodable one), only used when the backend
+	// dedupes on a forwarded key: it becomes in flight with a new token,
+	// atomically, and the old token is refused. A missing record is claimed
+	// as Claim would. Any other record (completed, in flight, unknown with
+	// another fingerprint) is reported as Claim reports it.
+	Reclaim(ctx context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error)
+	// Complete stores the final envelope. It succeeds only for the current
+	// owner token, else ErrLostClaim; the record is then kept for ttl.
+	Complete(ctx context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error
+	// MarkUnknown stores an envelope whose outcome is unknown, under the same
+	// rules as Complete.
+	MarkUnknown(ctx context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error
+	// Release deletes an in-flight record its owner decided not to run after
+	// all (rejected before sending: open circuit, rate limit). It succeeds
+	// only for the current owner token, else ErrLostClaim.
+	Release(ctx context.Context, k IdempotencyKey, token string) error
+	// Get returns the record for k, if any. An in-flight record whose lease
+	// ran out is converted and reported as unknown, as Claim does.
+	Get(ctx context.Context, k IdempotencyKey) (Record, bool, error)
+	// Wait blocks until the record is no longer in flight and returns it;
+	// a lease that runs out meanwhile is converted and returned as unknown.
+	// It returns ErrNoRecord when there is no record or it disappears
+	// (released, expired), and ctx.Err() when ctx ends first.
+	Wait(ctx context.Context, k IdempotencyKey) (Record, error)
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
+	// Close releases the store's resources; later calls return
+	// ErrStoreClosed (memory) or the client's error (Redis).
+	Close() error
+}
+
+// checkDurations rejects lease and ttl values no store can honour.
+func checkDurations(lease, ttl time.Duration) error {
+	if lease <= 0 {
+		return fmt.Errorf("idempotency lease %v must be positive", lease)
+	}
+	return checkTTL(ttl)
+}
+
+// checkTTL rejects a retention no store can honour.
+func checkTTL(ttl time.Duration) error {
+	if ttl <= 0 {
+		return fmt.Errorf("idempotency ttl %v must be positive", ttl)
+	}
+	return nil
+}
+
+// CanonicalJSON encodes v in one canonical form, so equal arguments give equal
+// bytes whatever order their keys arrived in: object keys sorted by their
+// UTF-8 bytes, arrays in order, no insignificant white space, no HTML
+// escaping, json.Number kept verbatim (so 1 and 1.0 differ, as they do on the
+// wire), and invalid UTF-8 replaced by U+FFFD as encoding/json does.
+//
+// Arguments are meant to be decoded with json.Decoder.UseNumber, which yields
+// map[string]any, []any, string, json.Number, bool and nil. Go integers and
+// floats are accepted too (floats as encoding/json writes them; NaN and
+// infinities are errors), and any other value is passed through json.Marshal
+// first. It is not RFC 8785 (JCS): numbers are not normalised.
+func CanonicalJSON(v any) ([]byte, error) {
+	return appendCanonical(nil, v)
+}
+
+func appendCanonical(dst []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...), nil
+	case bool:
+		return strconv.AppendBool(dst, v), nil
+	case string:
+		return appendJSONString(dst, v), nil
+	case json.Number:
+		if !isJSONNumber(string(v)) {
+			return dst, fmt.Errorf("canonical json: invalid number %q", string(v))
+		}
+		return append(dst, v...), nil
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		dst = append(dst, '{')
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			var err error
+			if dst, err = appendCanonical(dst, v[k]); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, '}'), nil
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if dst, err = appendCanonical(dst, e); err != nil {
+				return dst, err
+			}
+		}
+		return append(dst, ']'), nil
+	case int:
+		return strconv.AppendInt(dst, int64(v), 10), nil
+	case int64:
+		return strconv.AppendInt(dst, v, 10), nil
+	case int32:
+		return strconv.AppendInt(dst, int64(v), 10), nil
+	case uint64:
+		return strconv.AppendUint(dst, v, 10), nil
+	case uint:
+		return strconv.AppendUint(dst, uint64(v), 10), nil
+	case float64:
+		return appendFloat(dst, v, 64)
+	case float32:
+		return appendFloat(dst, float64(v), 32)
+	case json.RawMessage:
+		return appendCanonicalRaw(dst, v)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return dst, fmt.Errorf("canonical json: %w", err)
+	}
+	return appendCanonicalRaw(dst, raw)
+}
+
+// appendCanonicalRaw decodes JSON text the way arguments are decoded and
+// appends its canonical form.
+func appendCanonicalRaw(dst, raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return dst, fmt.Errorf("canonical json: %w", err)
+	}
+	if dec.More() {
+		return dst, errors.New("canonical json: trailing data after value")
+	}
+	return appendCanonical(dst, v)
+}
+
+// appendFloat writes f exactly as encoding/json does, so a float64 argument
+// and the same value decoded from JSON text by encoding/json agree.
+func appendFloat(dst []byte, f float64, bits int) ([]byte, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return dst, fmt.Errorf("canonical json: unsupported number %v", f)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21)) {
+		format = 'e'
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, format, -1, bits)
+	if format == 'e' {
+		// Clean up e-09 to e-9, as encoding/json does.
+		n := len(dst) - start
+		if n >= 4 && dst[len(dst)-4] == 'e' && dst[len(dst)-3] == '-' && dst[len(dst)-2] == '0' {
+			dst[len(dst)-2] = dst[len(dst)-1]
+			dst = dst[:len(dst)-1]
+		}
+	}
+	return dst, nil
+}
+
+const jsonHexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string: quotes, backslashes and control
+// characters escaped, everything else (HTML characters, U+2028 and U+2029
+// included) written as is, invalid UTF-8 as U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', jsonHexDigits[c>>4], jsonHexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\ufffd"...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// isJSONNumber reports whether s is a number in JSON's grammar.
+func isJSONNumber(s string) bool {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	return i == len(s)
+}

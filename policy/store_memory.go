@@ -1,0 +1,381 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// DefaultMaxKeys is the memory store's bound on completed and unknown records
+// when MemoryOptions.MaxKeys is not set.
+const DefaultMaxKeys = 100_000
+
+// MemoryOptions configures a MemoryStore. The zero value is usable.
+type MemoryOptions struct {
+	// MaxKeys bounds the completed and unknown records kept; beyond it the
+	// least recently used one is evicted. In-flight records do not count and
+	// are never evicted (their number is bounded by the calls running).
+	// Zero or less means DefaultMaxKeys.
+	MaxKeys int
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+	// OnEvict, if set, is called with the key of a completed or unknown
+	// record evicted by the MaxKeys bound before its ttl ran out. It runs
+	// after the store's lock is released, on the goroutine whose call caused
+	// the eviction, and may call the store.
+	OnEvict func(k IdempotencyKey)
+}
+
+// MemoryStore is an IdempotencyStore for a single replica, kept in process
+// memory. Completed and unknown records live in an LRU bounded by MaxKeys and
+// expire by their own ttl, checked against the injected clock whenever they
+// are read. In-flight records live in a separate map the LRU cannot reach.
+//
+// Lease expiry is observed, not scheduled: Claim, Reclaim, Get and Wait
+// compare the lease with the clock. A waiter sleeps on a channel closed when
+// the record leaves flight, on its context, and on a timer set to the lease
+// remaining by the clock, after which it looks again; with a clock that tests
+// move by hand, a waiter therefore notices a lease that ran out at most one
+// lease of real time later. The store starts no goroutines.
+type MemoryStore struct {
+	maxKeys int
+	now     func() time.Time
+	onEvict func(IdempotencyKey)
+
+	mu       sync.Mutex
+	done     *simplelru.LRU[IdempotencyKey, *memRecord]
+	inFlight map[IdempotencyKey]*memFlight
+	evicted  []IdempotencyKey // evicted while mu is held; reported by unlock
+	closed   bool
+}
+
+// memRecord is a completed or unknown record.
+type memRecord struct {
+	rec     Record
+	expires time.Time
+}
+
+// memFlight is an in-flight record. Like the Redis key, it disappears ttl
+// after its lease ran out if nobody observed the expiry.
+type memFlight struct {
+	rec  Record
+	ttl  time.Duration
+	left chan struct{} // closed when the record leaves flight
+}
+
+// sweepPerClaim is how many in-flight records each Claim inspects, so that
+// records abandoned by a buggy owner do not accumulate when nobody reads them.
+const sweepPerClaim = 2
+
+var _ IdempotencyStore = (*MemoryStore)(nil)
+
+// NewMemoryStore returns an empty memory store.
+func NewMemoryStore(opts MemoryOptions) *MemoryStore {
+	if opts.MaxKeys <= 0 {
+		opts.MaxKeys = DefaultMaxKeys
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	// NewLRU fails only for a size below one, excluded above.
+	done, _ := simplelru.NewLRU[IdempotencyKey, *memRecord](opts.MaxKeys, nil)
+	return &MemoryStore{
+		maxKeys:  opts.MaxKeys,
+		now:      opts.Now,
+		onEvict:  opts.OnEvict,
+		done:     done,
+		inFlight: make(map[IdempotencyKey]*memFlight),
+	}
+}
+
+// Claim implements IdempotencyStore.
+func (s *MemoryStore) Claim(_ context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error) {
+	if err := checkDurations(lease, ttl); err != nil {
+		return Claim{}, err
+	}
+	if err := s.lock(); err != nil {
+		return Claim{}, err
+	}
+	defer s.unlock()
+	now := s.now()
+	s.sweepLocked(now)
+	if r, _, ok := s.lookupLocked(k, now); ok {
+		return claimFor(cloneRecord(r)), nil
+	}
+	return s.newFlightLocked(k, fp, lease, ttl, now), nil
+}
+
+// Reclaim implements IdempotencyStore.
+func (s *MemoryStore) Reclaim(_ context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error) {
+	if err := checkDurations(lease, ttl); err != nil {
+		return Claim{}, err
+	}
+	if err := s.lock(); err != nil {
+		return Claim{}, err
+	}
+	defer s.unlock()
+	now := s.now()
+	// lookupLocked has already turned a lease that ran out into unknown.
+	r, f, ok := s.lookupLocked(k, now)
+	switch {
+	case !ok:
+		return s.newFlightLocked(k, fp, lease, ttl, now), nil
+	case f == nil && r.State == RecordUnknown && r.Fingerprint == fp:
+		s.done.Remove(k)
+		return s.newFlightLocked(k, fp, lease, ttl, now), nil
+	}
+	return claimFor(cloneRecord(r)), nil
+}
+
+// Complete implements IdempotencyStore.
+func (s *MemoryStore) Complete(_ context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error {
+	return s.finish(k, token, RecordCompleted, envelope, ttl)
+}
+
+// MarkUnknown implements IdempotencyStore.
+func (s *MemoryStore) MarkUnknown(_ context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error {
+	return s.finish(k, token, RecordUnknown, envelope, ttl)
+}
+
+func (s *MemoryStore) finish(k IdempotencyKey, token string, state RecordState, envelope []byte, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return err
+	}
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.unlock()
+	f, err := s.ownedLocked(k, token)
+	if err != nil {
+		return err
+	}
+	var stored []byte
+	if len(envelope) > 0 {
+		stored = bytes.Clone(envelope)
+	}
+	s.settleLocked(k, f, state, stored, ttl, s.now())
+	return nil
+}
+
+// Release implements IdempotencyStore.
+func (s *MemoryStore) Release(_ context.Context, k IdempotencyKey, token string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.unlock()
+	f, err := s.ownedLocked(k, token)
+	if err != nil {
+		return err
+	}
+	s.dropFlightLocked(k, f)
+	return nil
+}
+
+// Get implements IdempotencyStore.
+func (s *MemoryStore) Get(_ context.Context, k IdempotencyKey) (Record, bool, error) {
+	if err := s.lock(); err != nil {
+		return Record{}, false, err
+	}
+	defer s.unlock()
+	r, _, ok := s.lookupLocked(k, s.now())
+	if !ok {
+		return Record{}, false, nil
+	}
+	return cloneRecord(r), true, nil
+}
+
+// Wait implements IdempotencyStore.
+func (s *MemoryStore) Wait(ctx context.Context, k IdempotencyKey) (Record, error) {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := s.lock(); err != nil {
+			return Record{}, err
+		}
+		now := s.now()
+		r, f, ok := s.lookupLocked(k, now)
+		var left <-chan struct{}
+		var lease time.Duration
+		if f != nil {
+			left, lease = f.left, f.rec.LeaseUntil.Sub(now)
+		}
+		s.unlock()
+		switch {
+		case !ok:
+			return Record{}, ErrNoRecord
+		case f == nil:
+			return cloneRecord(r), nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(lease)
+		} else {
+			timer.Reset(lease)
+		}
+		select {
+		case <-left:
+		case <-timer.C:
+		case <-ctx.Done():
+			return Record{}, ctx.Err()
+		}
+	}
+}
+
+// Ping implements IdempotencyStore: a memory store answers until closed.
+func (s *MemoryStore) Ping(context.Context) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	s.unlock()
+	return nil
+}
+
+// Close drops every record and wakes every waiter; later calls return
+// ErrStoreClosed.
+func (s *MemoryStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for k, f := range s.inFlight {
+		s.dropFlightLocked(k, f)
+	}
+	s.done.Purge()
+	return nil
+}
+
+// lock takes the store's lock unless the store is closed.
+func (s *MemoryStore) lock() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrStoreClosed
+	}
+	return nil
+}
+
+// unlock releases the lock, then reports the evictions the critical section
+// caused, so that OnEvict never runs under the lock.
+func (s *MemoryStore) unlock() {
+	evicted := s.evicted
+	s.evicted = nil
+	s.mu.Unlock()
+	if s.onEvict != nil {
+		for _, k := range evicted {
+			s.onEvict(k)
+		}
+	}
+}
+
+// lookupLocked returns the live record for k and, while it is in flight, its
+// flight. Expired records are removed; an in-flight record whose lease ran out
+// is turned into an unknown record first.
+func (s *MemoryStore) lookupLocked(k IdempotencyKey, now time.Time) (Record, *memFlight, bool) {
+	if f, ok := s.inFlight[k]; ok {
+		switch {
+		case !now.Before(f.rec.LeaseUntil.Add(f.ttl)):
+			s.dropFlightLocked(k, f)
+		case !now.Before(f.rec.LeaseUntil):
+			return s.settleLocked(k, f, RecordUnknown, nil, f.ttl, now), nil, true
+		default:
+			return f.rec, f, true
+		}
+	}
+	if m, ok := s.done.Get(k); ok {
+		if now.Before(m.expires) {
+			return m.rec, nil, true
+		}
+		s.done.Remove(k)
+	}
+	return Record{}, nil, false
+}
+
+// ownedLocked returns k's flight if token owns it.
+func (s *MemoryStore) ownedLocked(k IdempotencyKey, token string) (*memFlight, error) {
+	f, ok := s.inFlight[k]
+	if !ok || f.rec.Token != token {
+		return nil, ErrLostClaim
+	}
+	if !s.now().Before(f.rec.LeaseUntil.Add(f.ttl)) {
+		// Gone ttl after its lease, as the Redis key would be.
+		s.dropFlightLocked(k, f)
+		return nil, ErrLostClaim
+	}
+	return f, nil
+}
+
+func (s *MemoryStore) newFlightLocked(k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration, now time.Time) Claim {
+	token := rand.Text()
+	f := &memFlight{
+		rec: Record{
+			State:       RecordInFlight,
+			Fingerprint: fp,
+			Token:       token,
+			UpdatedAt:   now,
+			LeaseUntil:  now.Add(lease),
+		},
+		ttl:  ttl,
+		left: make(chan struct{}),
+	}
+	s.inFlight[k] = f
+	return Claim{Outcome: ClaimOwned, Token: token, Record: f.rec}
+}
+
+// settleLocked moves a record out of flight into the LRU.
+func (s *MemoryStore) settleLocked(k IdempotencyKey, f *memFlight, state RecordState, envelope []byte, ttl time.Duration, now time.Time) Record {
+	s.dropFlightLocked(k, f)
+	m := &memRecord{
+		rec: Record{
+			State:       state,
+			Fingerprint: f.rec.Fingerprint,
+			Envelope:    envelope,
+			UpdatedAt:   now,
+		},
+		expires: now.Add(ttl),
+	}
+	if s.done.Len() >= s.maxKeys && !s.done.Contains(k) {
+		if old, oldest, ok := s.done.RemoveOldest(); ok && now.Before(oldest.expires) {
+			s.evicted = append(s.evicted, old)
+		}
+	}
+	s.done.Add(k, m)
+	return m.rec
+}
+
+func (s *MemoryStore) dropFlightLocked(k IdempotencyKey, f *memFlight) {
+	delete(s.inFlight, k)
+	close(f.left)
+}
+
+// sweepLocked drops a few in-flight records that have been gone for good
+// (ttl after their lease) without anyone looking; Go's map iteration starts
+// at a random entry.
+func (s *MemoryStore) sweepLocked(now time.Time) {
+	n := 0
+	for k, f := range s.inFlight {
+		if n == sweepPerClaim {
+			return
+		}
+		n++
+		if !now.Before(f.rec.LeaseUntil.Add(f.ttl)) {
+			s.dropFlightLocked(k, f)
+		}
+	}
+}
+
+// cloneRecord returns r with its own copy of the envelope.
+func cloneRecord(r Record) Record {
+	if r.Envelope != nil {
+		r.Envelope = bytes.Clone(r.Envelope)
+	}
+	return r
+}

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+func TestHangingBackendTimesOutWithinTheDeadlineAndLeaksNothing(t *testing.T) {
+	// Registered first, so it runs after the harness's own cleanups have
+	// closed its servers and connections.
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	h := newHarness(t, harnessPolicy)
+	start := time.Now()
+	_, env := h.call(t, "read", `{"mode":"hang"}`, nil)
+	elapsed := time.Since(start)
+	if env.Status != contracts.StatusTimeout || !env.Retryable {
+		t.Fatalf("envelope = %+v", env)
+	}
+	// The tool's deadline is 300ms; the margin only absorbs scheduling on a
+	// loaded machine, it is not a performance bound.
+	if elapsed > 300*time.Millisecond+3*time.Second {
+		t.Errorf("timeout took %v, deadline 300ms", elapsed)
+	}
+	if !strings.Contains(env.Message, "300ms") {
+		t.Errorf("message does not name the deadline: %q", env.Message)
+	}
+}
+
+const retryPolicy = `
+version: 1
+upstreams:
+  legacy:
+    url: http://legacy.invalid
+    timeout: 5s
+    retries: {attempts: 3, backoff: 100ms, max_backoff: 1s}
+tools:
+  read:
+    description: Read.
+    upstream: legacy
+    args: {type: object}
+    request: {method: GET, path: /r}
+  write:
+    description: Write.
+    upstream: legacy
+    side_effect: true
+    args: {type: object}
+    request: {method: POST, path: /w}
+`
+
+// scriptedBackend answers from a script of status codes, then 200.
+type scriptedBackend struct {
+	mu         sync.Mutex
+	script     []int
+	retryAfter string
+	calls      int
+	connErr    int // the first n calls fail to connect
+}
+
+func (s *scriptedBackend) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.connErr > 0 {
+		s.connErr--
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("connection refused")}
+	}
+	code := 200
+	if len(s.script) > 0 {
+		code, s.script = s.script[0], s.script[1:]
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if s.retryAfter != "" && code != 200 {
+		h.Set("Retry-After", s.retryAfter)
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(bytes.NewReader([]byte(`{"ok":true}`))), Request: r}, nil
+}
+
+func newScriptedCore(t *testing.T, sb *scriptedBackend) *Core {
+	t.Helper()
+	fb := &fakeBackend{}
+	core, _ := newFakeCore(t, retryPolicy, fb)
+	core2, err := NewCore(core.Snapshot(), Options{Transport: func(*policy.Upstream) http.RoundTripper { return sb }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return core2
+}
+
+func TestRetries(t *testing.T) {
+	tests := []struct {
+		name       string
+		tool       string
+		backend    scriptedBackend
+		wantStatus contracts.Status
+		wantCalls  int
+	}{
+		{"a read-only tool resends a 500", "read", scriptedBackend{script: []int{500, 502}}, contracts.StatusOK, 3},
+		{"attempts bound the resends", "read", scriptedBackend{script: []int{500, 500, 500, 500}}, contracts.StatusUpstream, 3},
+		{"a side-effecting tool never resends what may have run", "write", scriptedBackend{script: []int{500}}, contracts.StatusUpstream, 1},
+		{"a side-effecting call that never left is resent", "write", scriptedBackend{connErr: 2}, contracts.StatusOK, 3},
+		{"a 503 is resent after its Retry-After", "write", scriptedBackend{script: []int{503}, retryAfter: "2"}, contracts.StatusOK, 2},
+		{"a Retry-After past the deadline ends the call", "read", scriptedBackend{script: []int{429}, retryAfter: "30"}, contracts.StatusUpstream, 1},
+		{"client errors are not resent", "read", scriptedBackend{script: []int{400}}, contracts.StatusBadArgs, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sb := &tt.backend
+				core := newScriptedCore(t, sb)
+				start := time.Now()
+				res := core.Call(context.Background(), &Request{Tool: tt.tool, Body: []byte(`{}`)})
+				if res.Envelope.Status != tt.wantStatus {
+					t.Errorf("status = %s (%s), want %s", res.Envelope.Status, res.Reason, tt.wantStatus)
+				}
+				if sb.calls != tt.wantCalls {
+					t.Errorf("backend calls = %d, want %d", sb.calls, tt.wantCalls)
+				}
+				if elapsed := time.Since(start); elapsed > 5*time.Second {
+					t.Errorf("the call took %v, past its 5s deadline", elapsed)
+				}
+				if tt.backend.retryAfter == "30" && res.Envelope.RetryAfterMS != 30000 {
+					t.Errorf("retry_after_ms = %d, want 30000", res.Envelope.RetryAfterMS)
+				}
+			})
+		})
+	}
+}
+
+func TestRetryDelayIsJitteredExponentialAndCapped(t *testing.T) {
+	r := policy.RetrySettings{Attempts: 5, Backoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}
+	for _, tt := range []struct {
+		n      int
+		jitter float64
+		want   time.Duration
+	}{
+		{2, 0, 50 * time.Millisecond},
+		{2, 0.999999, 100 * time.Millisecond},
+		{3, 0, 100 * time.Millisecond},
+		{4, 0, 150 * time.Millisecond},
+		{5, 0.5, 225 * time.Millisecond},
+	} {
+		got := r.Delay(tt.n, func() float64 { return tt.jitter })
+		if got.Round(time.Millisecond) != tt.want {
+			t.Errorf("Delay(%d, %v) = %v, want %v", tt.n, tt.jitter, got, tt.want)
+		}
+	}
+}
+
+// blockingBackend holds every request until released.
+type blockingBackend struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingBackend) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"a":1}`)), Request: r}, nil
+}
+
+func TestBulkheadFailsFastWhenFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bb := &blockingBackend{entered: make(chan struct{}, 2), release: make(chan struct{})}
+		doc := strings.Replace(breakerPolicy, "timeout: 1s", "timeout: 1s\n    max_concurrent: 2", 1)
+		snap := mustSnapshot(t, doc)
+		core, err := NewCore(snap, Options{Transport: func(*policy.Upstream) http.RoundTripper { return bb }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { callRead(core) })
+		}
+		<-bb.entered
+		<-bb.entered
+		res := callRead(core)
+		if res.Reason != contracts.ReasonBulkhead || res.Envelope.Status != contracts.StatusUpstream || !res.Envelope.Retryable || res.Envelope.RetryAfterMS != 1000 || res.HTTPStatus() != 503 {
+			t.Fatalf("full bulkhead answered %+v (%s)", res.Envelope, res.Reason)
+		}
+		close(bb.release)
+		wg.Wait()
+		if res := callRead(core); res.Envelope.Status != contracts.StatusOK {
+			t.Fatalf("after release: %s", res.Reason)
+		}
+	})
+}

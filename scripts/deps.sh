@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the server binaries the tests start themselves (redis-server,
+# prometheus and promtool) when they are missing. Debian packages only;
+# needs root or sudo. Safe to run again: it installs nothing that is there.
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v node >/dev/null 2>&1 || need+=(nodejs npm)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+# De-duplicate.
+mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
+echo "deps: installing ${need[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# The Debian packages start their services; the tests start their own.
+for svc in redis-server prometheus; do
+  $sudo systemctl stop "$svc" >/dev/null 2>&1 || $sudo service "$svc" stop >/dev/null 2>&1 || true
+done
