@@ -47,6 +47,7 @@ const (
 	ReasonInFlightTimeout   Reason = "in_flight_timeout" // waited for an in-flight call with the same key until the deadline
 	ReasonOutcomeLost       Reason = "outcome_lost"      // an earlier call with this key died mid-call
 	ReasonRetryAfterTooLong Reason = "retry_after_long"  // the backend asked to wait longer than the deadline allows
+	ReasonReplayed          Reason = "replayed"          // a stored result for a repeated idempotency key
 )
 
 // Outcome is what one stage of a call decided. One function renders an

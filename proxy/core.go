@@ -38,6 +38,9 @@ type Options struct {
 	// Transport, when set, makes the round tripper of each upstream
 	// instead of a pooled http.Transport (tests, embedding).
 	Transport func(*policy.Upstream) http.RoundTripper
+	// Store keeps idempotency records. Nil means a memory store bounded by
+	// the policy's state.max_keys. The Core closes it in Close.
+	Store policy.IdempotencyStore
 }
 
 // Core runs tool calls against the current policy snapshot.
@@ -49,6 +52,7 @@ type Core struct {
 	now     func() time.Time
 	version string
 	newRT   func(*policy.Upstream) http.RoundTripper
+	store   policy.IdempotencyStore
 }
 
 // state is a snapshot with its runtime: upstream clients, breakers and
@@ -91,6 +95,13 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		now:     opts.Now,
 		version: opts.Version,
 		newRT:   opts.Transport,
+		store:   opts.Store,
+	}
+	if snap == nil {
+		return nil, errors.New("nil policy snapshot")
+	}
+	if c.store == nil {
+		c.store = policy.NewMemoryStore(policy.MemoryOptions{MaxKeys: snap.State.MaxKeys, Now: opts.Now, OnEvict: c.onEvict})
 	}
 	if err := c.Swap(snap); err != nil {
 		return nil, err
@@ -159,13 +170,17 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 	return nil
 }
 
-// Close releases idle backend connections. Calls in flight are not
-// interrupted.
+// Close releases idle backend connections and closes the idempotency
+// store. Calls in flight must have finished.
 func (c *Core) Close() {
 	for _, up := range c.state.Load().upstreams {
 		up.client.CloseIdleConnections()
 	}
+	_ = c.store.Close()
 }
+
+// Ping checks the idempotency store, for readiness.
+func (c *Core) Ping(ctx context.Context) error { return c.store.Ping(ctx) }
 
 // Request is one tool call as a front end decoded it.
 type Request struct {
@@ -220,6 +235,12 @@ type call struct {
 	attempts int
 	sent     bool // the backend may have received the request
 	upCode   string
+
+	// Idempotency of side-effecting calls.
+	forwardKey string              // sent in the contract's forward header
+	claim      *claim              // this call owns its key; settle after finish
+	replay     *contracts.Envelope // a stored envelope answers this call
+	replayLost bool                // the key's earlier call died mid-call
 }
 
 // Call runs one tool call through the pipeline and always returns a result.
@@ -233,7 +254,11 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cl.tool.contract.Timeout)
 	defer cancel()
-	return c.finish(ctx, cl, c.run(ctx, cl))
+	res := c.finish(ctx, cl, c.run(ctx, cl))
+	if cl.claim != nil {
+		c.settle(ctx, cl, res, res.Envelope.AppendJSON(nil))
+	}
+	return res
 }
 
 // run is the pipeline, in order. Every stage either passes or returns the
@@ -250,18 +275,35 @@ func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
 		return o
 	}
 	cl.args = args
+	var keyArg any
+	var hasKeyArg bool
 	if t.contract.SideEffect {
 		// The key argument belongs to toolgate, never to the backend.
+		keyArg, hasKeyArg = args[contracts.IdempotencyKeyArg]
 		delete(args, contracts.IdempotencyKeyArg)
 	}
 	if err := t.contract.Schema.Validate(args); err != nil {
 		t.metrics.violation(ViolationSchema)
 		return argOutcome(err)
 	}
+	var key string
+	if t.contract.SideEffect {
+		var reason contracts.Reason
+		if key, reason = idempotencyKey(cl.req.IdempotencyKey, keyArg, hasKeyArg); reason != "" {
+			t.metrics.violation(ViolationKey)
+			if reason == contracts.ReasonKeyMissing {
+				t.metrics.event(EventMissingKey)
+			}
+			return contracts.Reject(contracts.StatusBadArgs, reason)
+		}
+	}
 	bound, err := t.contract.Binding.Bind(args)
 	if err != nil {
 		t.metrics.violation(ViolationSchema)
 		return argOutcome(err)
+	}
+	if t.contract.SideEffect {
+		return c.runIdempotent(ctx, cl, bound, key)
 	}
 	return c.execute(ctx, cl, bound)
 }
@@ -408,6 +450,9 @@ func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) 
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	req.Header.Set("X-Request-Id", cl.callID)
+	if h := t.contract.Idempotency.ForwardHeader; h != "" && cl.forwardKey != "" {
+		req.Header.Set(h, cl.forwardKey)
+	}
 	return req
 }
 
@@ -480,6 +525,14 @@ func (c *Core) finish(ctx context.Context, cl *call, o contracts.Outcome) *Resul
 	st := cl.st
 	res := &Result{Reason: o.Reason, RetryLater: o.RetryLater()}
 	env := &res.Envelope
+	if cl.replay != nil {
+		// The stored envelope answers, as this call: its own call_id, no
+		// cost (nothing ran), marked replayed.
+		*env = *cl.replay
+		env.Replayed, env.Cost, env.CallID, env.Tool = true, 0, cl.callID, cl.req.Tool
+		c.record(ctx, cl, res)
+		return res
+	}
 	env.Status = o.Status
 	env.Tool = cl.req.Tool
 	env.CallID = cl.callID
@@ -497,22 +550,27 @@ func (c *Core) finish(ctx context.Context, cl *call, o contracts.Outcome) *Resul
 			env.RetryAfterMS = 1
 		}
 	}
-	metrics := st.unknown
-	if cl.tool != nil {
-		metrics = cl.tool.metrics
-		if cl.sent {
-			env.Cost = cl.tool.contract.Cost
-		}
+	if cl.tool != nil && cl.sent {
+		env.Cost = cl.tool.contract.Cost
 	}
+	env.Replayed = cl.replayLost
 	env.Message = c.message(st, cl, &o)
 	env.Observation = contracts.Observation(env.Status, env.Message, env.Data, st.snap.Server.ObservationMaxChars)
+	c.record(ctx, cl, res)
+	return res
+}
 
+// record counts the call and writes its log line.
+func (c *Core) record(ctx context.Context, cl *call, res *Result) {
+	metrics := cl.st.unknown
+	if cl.tool != nil {
+		metrics = cl.tool.metrics
+	}
 	elapsed := c.now().Sub(cl.start)
-	metrics.record(env.Status, cl.caller, elapsed, env.Cost)
+	metrics.record(res.Envelope.Status, cl.caller, elapsed, res.Envelope.Cost)
 	if c.logger.Enabled(ctx, slog.LevelInfo) {
 		c.log(ctx, cl, res, elapsed)
 	}
-	return res
 }
 
 func (c *Core) message(st *state, cl *call, o *contracts.Outcome) string {

@@ -105,25 +105,25 @@ func TestRetries(t *testing.T) {
 	tests := []struct {
 		name       string
 		tool       string
-		backend    scriptedBackend
+		backend    *scriptedBackend
 		wantStatus contracts.Status
 		wantCalls  int
 	}{
-		{"a read-only tool resends a 500", "read", scriptedBackend{script: []int{500, 502}}, contracts.StatusOK, 3},
-		{"attempts bound the resends", "read", scriptedBackend{script: []int{500, 500, 500, 500}}, contracts.StatusUpstream, 3},
-		{"a side-effecting tool never resends what may have run", "write", scriptedBackend{script: []int{500}}, contracts.StatusUpstream, 1},
-		{"a side-effecting call that never left is resent", "write", scriptedBackend{connErr: 2}, contracts.StatusOK, 3},
-		{"a 503 is resent after its Retry-After", "write", scriptedBackend{script: []int{503}, retryAfter: "2"}, contracts.StatusOK, 2},
-		{"a Retry-After past the deadline ends the call", "read", scriptedBackend{script: []int{429}, retryAfter: "30"}, contracts.StatusUpstream, 1},
-		{"client errors are not resent", "read", scriptedBackend{script: []int{400}}, contracts.StatusBadArgs, 1},
+		{"a read-only tool resends a 500", "read", &scriptedBackend{script: []int{500, 502}}, contracts.StatusOK, 3},
+		{"attempts bound the resends", "read", &scriptedBackend{script: []int{500, 500, 500, 500}}, contracts.StatusUpstream, 3},
+		{"a side-effecting tool never resends what may have run", "write", &scriptedBackend{script: []int{500}}, contracts.StatusUpstream, 1},
+		{"a side-effecting call that never left is resent", "write", &scriptedBackend{connErr: 2}, contracts.StatusOK, 3},
+		{"a 503 is resent after its Retry-After", "write", &scriptedBackend{script: []int{503}, retryAfter: "2"}, contracts.StatusOK, 2},
+		{"a Retry-After past the deadline ends the call", "read", &scriptedBackend{script: []int{429}, retryAfter: "30"}, contracts.StatusUpstream, 1},
+		{"client errors are not resent", "read", &scriptedBackend{script: []int{400}}, contracts.StatusBadArgs, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sb := &tt.backend
+				sb := tt.backend
 				core := newScriptedCore(t, sb)
 				start := time.Now()
-				res := core.Call(context.Background(), &Request{Tool: tt.tool, Body: []byte(`{}`)})
+				res := core.Call(context.Background(), &Request{Tool: tt.tool, Body: []byte(`{}`), IdempotencyKey: "retry-1"})
 				if res.Envelope.Status != tt.wantStatus {
 					t.Errorf("status = %s (%s), want %s", res.Envelope.Status, res.Reason, tt.wantStatus)
 				}

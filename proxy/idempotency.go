@@ -1,0 +1,253 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// leaseMargin is added to a tool's timeout to make the idempotency lease.
+// The timeout bounds the whole call, every attempt and wait included, so the
+// lease outlives the longest a first call can run and a takeover can never
+// overlap a live call.
+const leaseMargin = 5 * time.Second
+
+// storeWriteTimeout bounds the store write that finishes a call; it runs
+// even when the caller has gone away.
+const storeWriteTimeout = 2 * time.Second
+
+// idempotencyKey resolves a side-effecting call's key from the
+// Idempotency-Key header (a bare token or a quoted string) and the
+// idempotency_key argument. Both may be given only if they agree.
+func idempotencyKey(header string, arg any, hasArg bool) (string, contracts.Reason) {
+	header = strings.TrimSpace(header)
+	var fromHeader string
+	if header != "" {
+		k, ok := unquoteKey(header)
+		if !ok {
+			return "", contracts.ReasonKeyMalformed
+		}
+		fromHeader = k
+	}
+	var fromArg string
+	if hasArg {
+		s, ok := arg.(string)
+		if !ok {
+			return "", contracts.ReasonKeyMalformed
+		}
+		fromArg = s
+	}
+	key := fromHeader
+	switch {
+	case header != "" && hasArg && fromArg != fromHeader:
+		return "", contracts.ReasonKeyConflict
+	case header == "" && !hasArg:
+		return "", contracts.ReasonKeyMissing
+	case header == "":
+		key = fromArg
+	}
+	if !validKey(key) {
+		return "", contracts.ReasonKeyMalformed
+	}
+	return key, ""
+}
+
+// unquoteKey accepts a bare token or a quoted string (RFC 8941 sf-string:
+// backslash escapes only \" and \\).
+func unquoteKey(v string) (string, bool) {
+	if !strings.HasPrefix(v, `"`) {
+		return v, true
+	}
+	if len(v) < 2 || !strings.HasSuffix(v, `"`) {
+		return "", false
+	}
+	var b strings.Builder
+	inner := v[1 : len(v)-1]
+	for i := 0; i < len(inner); i++ {
+		c := inner[i]
+		switch c {
+		case '\\':
+			if i+1 >= len(inner) || (inner[i+1] != '"' && inner[i+1] != '\\') {
+				return "", false
+			}
+			i++
+			c = inner[i]
+		case '"':
+			return "", false
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), true
+}
+
+// validKey: 1 to 255 printable ASCII characters, no surrounding spaces (a
+// forwarded header would lose them).
+func validKey(k string) bool {
+	if len(k) < 1 || len(k) > 255 || k[0] == ' ' || k[len(k)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// claim is a call's hold on its idempotency key.
+type claim struct {
+	key   policy.IdempotencyKey
+	token string
+	ttl   time.Duration
+}
+
+// runIdempotent runs a side-effecting call at most once per key: it claims
+// the key, or replays what the key already holds, or waits for the call
+// that holds it.
+func (c *Core) runIdempotent(ctx context.Context, cl *call, bound contracts.Bound, key string) contracts.Outcome {
+	t := cl.tool
+	ct := t.contract
+	fp, err := policy.NewFingerprint(ct.Name, cl.args)
+	if err != nil {
+		// Arguments that passed the schema are JSON; this cannot happen
+		// short of a bug, and must not run the call unguarded.
+		return storeUnavailable()
+	}
+	k := policy.IdempotencyKey{Caller: cl.req.Caller, Tool: ct.Name, Key: key}
+	lease := ct.Timeout + leaseMargin
+	ttl := ct.Idempotency.TTL
+	dedupes := ct.Idempotency.ForwardHeader != ""
+	cl.forwardKey = key
+	for {
+		got, err := c.store.Claim(ctx, k, fp, lease, ttl)
+		if err != nil {
+			c.metrics.IdempotencyStoreErr.WithLabelValues("claim").Inc()
+			c.logger.Warn("idempotency store unavailable; failing closed", "tool", ct.Name, "err", err.Error())
+			return storeUnavailable()
+		}
+		if got.Outcome != policy.ClaimOwned && !got.Record.Matches(fp) {
+			t.metrics.event(EventMismatch)
+			t.metrics.violation(ViolationKey)
+			return contracts.Reject(contracts.StatusBadArgs, contracts.ReasonKeyMismatch)
+		}
+		switch got.Outcome {
+		case policy.ClaimOwned:
+			cl.claim = &claim{key: k, token: got.Token, ttl: ttl}
+			return c.execute(ctx, cl, bound)
+		case policy.ClaimCompleted:
+			t.metrics.event(EventReplayed)
+			return c.replay(cl, got.Record)
+		case policy.ClaimUnknown:
+			if dedupes {
+				// The backend dedupes on the key we forward: resending with
+				// the same key cannot act twice.
+				again, err := c.store.Reclaim(ctx, k, fp, lease, ttl)
+				if err != nil {
+					c.metrics.IdempotencyStoreErr.WithLabelValues("claim").Inc()
+					return storeUnavailable()
+				}
+				if again.Outcome == policy.ClaimOwned {
+					cl.claim = &claim{key: k, token: again.Token, ttl: ttl}
+					return c.execute(ctx, cl, bound)
+				}
+				continue // someone else reclaimed or finished it meanwhile
+			}
+			t.metrics.event(EventUnknownKept)
+			return c.replay(cl, got.Record)
+		case policy.ClaimInFlight:
+			rec, err := c.store.Wait(ctx, k)
+			switch {
+			case err == nil && rec.State != policy.RecordInFlight:
+				t.metrics.event(EventWaited)
+				if rec.State == policy.RecordUnknown && dedupes {
+					continue
+				}
+				return c.replay(cl, rec)
+			case errors.Is(err, policy.ErrNoRecord):
+				// The first call was withdrawn before it sent anything (or
+				// its record expired): this call may run.
+				continue
+			case ctx.Err() != nil:
+				o := contracts.Reject(contracts.StatusTimeout, contracts.ReasonInFlightTimeout)
+				o.Retryable, o.Effect = true, contracts.SideEffectUnknown
+				return o
+			default:
+				c.metrics.IdempotencyStoreErr.WithLabelValues("wait").Inc()
+				return storeUnavailable()
+			}
+		default:
+			return storeUnavailable()
+		}
+	}
+}
+
+func storeUnavailable() contracts.Outcome {
+	o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonStoreUnavailable)
+	o.Retryable, o.RetryAfter = true, time.Second
+	return o
+}
+
+// replay turns a stored record into the call's outcome. A record whose
+// outcome the store itself declared unknown (an owner that died mid-call)
+// has no envelope; the call then says so.
+func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
+	if len(rec.Envelope) > 0 {
+		if env, err := contracts.DecodeEnvelope(rec.Envelope); err == nil {
+			cl.replay = env
+			return contracts.Outcome{Status: env.Status, Reason: contracts.ReasonReplayed, Retryable: env.Retryable,
+				Effect: env.SideEffect, Data: env.Data, RetryAfter: time.Duration(env.RetryAfterMS) * time.Millisecond}
+		}
+	}
+	o := contracts.Reject(contracts.StatusTimeout, contracts.ReasonOutcomeLost)
+	o.Effect = contracts.SideEffectUnknown
+	cl.replayLost = true
+	return o
+}
+
+// settle finishes the call's claim once its envelope exists: a call that
+// sent nothing releases the key (so a retry runs), one whose outcome is
+// unknown keeps it as unknown, any other stores its envelope for replay.
+func (c *Core) settle(ctx context.Context, cl *call, res *Result, body []byte) {
+	cl2 := cl.claim
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	defer cancel()
+	var err error
+	switch {
+	case !cl.sent:
+		err = c.store.Release(ctx, cl2.key, cl2.token)
+	case res.Envelope.SideEffect == contracts.SideEffectUnknown:
+		err = c.store.MarkUnknown(ctx, cl2.key, cl2.token, body, cl2.ttl)
+		if err == nil {
+			cl.tool.metrics.event(EventUnknownKept)
+		}
+	default:
+		err = c.store.Complete(ctx, cl2.key, cl2.token, body, cl2.ttl)
+		if err == nil {
+			cl.tool.metrics.event(EventStored)
+		}
+	}
+	if err != nil {
+		// The envelope still goes to the caller. The record stays in flight
+		// until its lease runs out and then reads as unknown: never as a
+		// result that did not happen.
+		c.metrics.IdempotencyStoreErr.WithLabelValues("complete").Inc()
+		c.logger.Warn("idempotency record not stored", "tool", cl.tool.contract.Name, "err", err.Error())
+	}
+}
+
+// onEvict counts a record the memory store dropped before it expired.
+func (c *Core) onEvict(k policy.IdempotencyKey) {
+	st := c.state.Load()
+	if st == nil {
+		return
+	}
+	if t := st.tools[k.Tool]; t != nil {
+		t.metrics.event(EventEvicted)
+		return
+	}
+	st.unknown.event(EventEvicted)
+}

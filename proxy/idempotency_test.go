@@ -1,0 +1,504 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/policy"
+)
+
+func TestIdempotencyKeyParsing(t *testing.T) {
+	tests := []struct {
+		name   string
+		header string
+		arg    any
+		hasArg bool
+		want   string
+		reason contracts.Reason
+	}{
+		{"bare token header", "abc-123", nil, false, "abc-123", ""},
+		{"quoted string header is the same key", `"abc-123"`, nil, false, "abc-123", ""},
+		{"quoted string with escapes", `"a\"b\\c"`, nil, false, `a"b\c`, ""},
+		{"argument only", "", "k1", true, "k1", ""},
+		{"header and argument agree", "k1", "k1", true, "k1", ""},
+		{"header and argument differ", "k1", "k2", true, "", contracts.ReasonKeyConflict},
+		{"missing", "", nil, false, "", contracts.ReasonKeyMissing},
+		{"argument not a string", "", 42.0, true, "", contracts.ReasonKeyMalformed},
+		{"empty argument", "", "", true, "", contracts.ReasonKeyMalformed},
+		{"too long", strings.Repeat("k", 256), nil, false, "", contracts.ReasonKeyMalformed},
+		{"255 characters", strings.Repeat("k", 255), nil, false, strings.Repeat("k", 255), ""},
+		{"non-ASCII", "clé", nil, false, "", contracts.ReasonKeyMalformed},
+		{"control character", "", "a\nb", true, "", contracts.ReasonKeyMalformed},
+		{"unterminated quote", `"abc`, nil, false, "", contracts.ReasonKeyMalformed},
+		{"bad escape", `"a\xb"`, nil, false, "", contracts.ReasonKeyMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := idempotencyKey(tt.header, tt.arg, tt.hasArg)
+			if got != tt.want || reason != tt.reason {
+				t.Errorf("key = %q %q, want %q %q", got, reason, tt.want, tt.reason)
+			}
+		})
+	}
+}
+
+// effectBackend performs side effects and remembers each one by the
+// `nonce` body field, so a test can count effects per idempotency key.
+// It dedupes on Idempotency-Key when the request carries one, like a
+// backend that is told about keys.
+type effectBackend struct {
+	mu      sync.Mutex
+	effects map[string]int
+	byKey   map[string]string // forwarded key -> stored answer
+	hold    chan struct{}     // when set, "slow" requests wait on it
+	keys    []string          // forwarded keys seen
+}
+
+func newEffectBackend() *effectBackend {
+	return &effectBackend{effects: map[string]int{}, byKey: map[string]string{}}
+}
+
+func (b *effectBackend) count(nonce string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.effects[nonce]
+}
+
+func (b *effectBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Nonce string `json:"nonce"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	mode := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	key := r.Header.Get("Idempotency-Key")
+	b.mu.Lock()
+	if key != "" {
+		b.keys = append(b.keys, key)
+		if answer, ok := b.byKey[key]; ok {
+			b.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, answer)
+			return
+		}
+	}
+	b.effects[body.Nonce]++
+	n := b.effects[body.Nonce]
+	answer := fmt.Sprintf(`{"id":"%s-%d"}`, body.Nonce, n)
+	if key != "" && mode != "reset" {
+		b.byKey[key] = answer
+	}
+	hold := b.hold
+	b.mu.Unlock()
+	switch mode {
+	case "reset":
+		// The effect happened; the answer is lost on the wire. A backend
+		// that dedupes remembers it for the retry.
+		if key != "" {
+			b.mu.Lock()
+			b.byKey[key] = answer
+			b.mu.Unlock()
+		}
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		conn.Close()
+		return
+	case "hang":
+		<-r.Context().Done()
+		return
+	case "slow":
+		if hold != nil {
+			<-hold
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, answer)
+}
+
+const idemPolicy = `
+version: 1
+upstreams:
+  svc:
+    url: {{url}}
+    timeout: 2s
+tools:
+  send:
+    description: Send something.
+    upstream: svc
+    side_effect: true
+    cost: 0.25
+    timeout: 1s
+    args: {type: object, required: [mode, nonce], additionalProperties: false, properties: {mode: {type: string}, nonce: {type: string}, text: {type: string}}}
+    request: {method: POST, path: "/w/{mode}", body: {nonce: nonce, text: text}}
+    response: {data: '{"id": body.id}'}
+  send_dedupe:
+    description: Send something to a backend that dedupes on the key.
+    upstream: svc
+    side_effect: true
+    timeout: 1s
+    idempotency: {forward_header: Idempotency-Key, ttl: 1h}
+    args: {type: object, required: [mode, nonce], additionalProperties: false, properties: {mode: {type: string}, nonce: {type: string}}}
+    request: {method: POST, path: "/w/{mode}", body: {nonce: nonce}}
+    response: {data: '{"id": body.id}'}
+  read:
+    description: Read something.
+    upstream: svc
+    args: {type: object}
+    request: {method: GET, path: /r}
+`
+
+type idemHarness struct {
+	core    *Core
+	backend *effectBackend
+	front   *httptest.Server
+	reg     *prometheus.Registry
+}
+
+func newIdemHarness(t *testing.T, store policy.IdempotencyStore, backendURL string, b *effectBackend) *idemHarness {
+	t.Helper()
+	if b == nil {
+		b = newEffectBackend()
+	}
+	if backendURL == "" {
+		srv := httptest.NewServer(b)
+		t.Cleanup(srv.Close)
+		backendURL = srv.URL
+	}
+	snap, err := config.CompileSource("idem.yaml", []byte(strings.ReplaceAll(idemPolicy, "{{url}}", backendURL)), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	core, err := NewCore(snap, Options{Registry: reg, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(core.Handler())
+	t.Cleanup(func() {
+		front.Client().CloseIdleConnections()
+		front.Close()
+		core.Close()
+	})
+	return &idemHarness{core: core, backend: b, front: front, reg: reg}
+}
+
+func (h *idemHarness) send(t *testing.T, tool, key, args string) (*http.Response, *contracts.Envelope) {
+	t.Helper()
+	hh := &harness{server: h.front}
+	hdr := map[string]string{}
+	if key != "" {
+		hdr["Idempotency-Key"] = key
+	}
+	return hh.call(t, tool, args, hdr)
+}
+
+func TestReplayReturnsTheStoredEnvelope(t *testing.T) {
+	h := newIdemHarness(t, nil, "", nil)
+	_, first := h.send(t, "send", "k-1", `{"mode":"ok","nonce":"n1"}`)
+	if first.Status != contracts.StatusOK || first.SideEffect != contracts.SideEffectDone || first.Replayed || first.Cost != 0.25 {
+		t.Fatalf("first = %+v", first)
+	}
+	resp, again := h.send(t, "send", `"k-1"`, `{"mode":"ok","nonce":"n1"}`)
+	if !again.Replayed || resp.Header.Get("Idempotent-Replayed") != "true" || again.Cost != 0 {
+		t.Fatalf("replay = %+v, header %q", again, resp.Header.Get("Idempotent-Replayed"))
+	}
+	if string(again.Data) != string(first.Data) || again.Status != first.Status || again.SideEffect != contracts.SideEffectDone {
+		t.Errorf("replay data %s vs %s", again.Data, first.Data)
+	}
+	if again.CallID == first.CallID {
+		t.Error("a replay must carry its own call_id")
+	}
+	if n := h.backend.count("n1"); n != 1 {
+		t.Errorf("effects = %d, want 1", n)
+	}
+	// The key may also come as an argument, on every front end.
+	_, viaArg := h.send(t, "send", "", `{"mode":"ok","nonce":"n1","idempotency_key":"k-1"}`)
+	if !viaArg.Replayed {
+		t.Errorf("idempotency_key argument did not replay: %+v", viaArg)
+	}
+	if got := testutil.ToFloat64(h.core.Metrics().ToolCost.WithLabelValues("send", "unknown")); got != 0.25 {
+		t.Errorf("toolgate_tool_cost_total = %v, want 0.25 (replays cost nothing)", got)
+	}
+	if got := testutil.ToFloat64(h.core.Metrics().IdempotencyEvents.WithLabelValues("send", EventReplayed)); got != 2 {
+		t.Errorf("replayed events = %v", got)
+	}
+}
+
+func TestKeyRules(t *testing.T) {
+	h := newIdemHarness(t, nil, "", nil)
+	h.send(t, "send", "k-1", `{"mode":"ok","nonce":"n1"}`)
+	tests := []struct {
+		name, key, args string
+		reason          string
+	}{
+		{"same key with other arguments", "k-1", `{"mode":"ok","nonce":"n2"}`, "different arguments"},
+		{"missing key", "", `{"mode":"ok","nonce":"n3"}`, "idempotency key"},
+		{"malformed key", "caf\u00e9", `{"mode":"ok","nonce":"n3"}`, "printable ASCII"},
+		{"header and argument differ", "k-9", `{"mode":"ok","nonce":"n3","idempotency_key":"k-8"}`, "differ"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, env := h.send(t, "send", tt.key, tt.args)
+			if env.Status != contracts.StatusBadArgs || env.Retryable || env.SideEffect != contracts.SideEffectNone || resp.StatusCode != 400 {
+				t.Fatalf("envelope = %+v", env)
+			}
+			if !strings.Contains(env.Message, tt.reason) {
+				t.Errorf("message %q lacks %q", env.Message, tt.reason)
+			}
+		})
+	}
+	if n := h.backend.count("n2") + h.backend.count("n3"); n != 0 {
+		t.Errorf("rejected calls reached the backend %d times", n)
+	}
+	m := h.core.Metrics()
+	if testutil.ToFloat64(m.IdempotencyEvents.WithLabelValues("send", EventMismatch)) != 1 || testutil.ToFloat64(m.IdempotencyEvents.WithLabelValues("send", EventMissingKey)) != 1 {
+		t.Error("mismatch/missing_key events not counted")
+	}
+	// Read-only calls do not need a key and never touch the store.
+	if _, env := h.send(t, "read", "", `{}`); env.Status == contracts.StatusBadArgs {
+		t.Errorf("read-only call refused: %+v", env)
+	}
+}
+
+func TestConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			var store policy.IdempotencyStore
+			if backend == "redis" {
+				store = newRedisStore(t, redistest.Start(t))
+			}
+			b := newEffectBackend()
+			b.hold = make(chan struct{})
+			h := newIdemHarness(t, store, "", b)
+			const n = 200
+			envs := make([]*contracts.Envelope, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					_, envs[i] = h.send(t, "send", "same-key", `{"mode":"slow","nonce":"c1"}`)
+				})
+			}
+			waitFor(t, "the first call to reach the backend", func() bool { return b.count("c1") == 1 })
+			time.Sleep(50 * time.Millisecond) // let the others pile up as waiters
+			close(b.hold)
+			wg.Wait()
+			replayed := 0
+			for i, env := range envs {
+				if env.Status != contracts.StatusOK || string(env.Data) != `{"id":"c1-1"}` {
+					t.Fatalf("envelope %d = %+v", i, env)
+				}
+				if env.Replayed {
+					replayed++
+				}
+			}
+			if replayed != n-1 {
+				t.Errorf("replayed = %d, want %d", replayed, n-1)
+			}
+			if got := b.count("c1"); got != 1 {
+				t.Errorf("effects = %d, want exactly 1", got)
+			}
+		})
+	}
+}
+
+func TestPreSendRejectionsAreNotStored(t *testing.T) {
+	// A dead backend: nothing is sent, the key is released, a retry runs.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	b := newEffectBackend()
+	h := newIdemHarness(t, nil, "http://"+addr, b)
+	_, env := h.send(t, "send", "k-dead", `{"mode":"ok","nonce":"p1"}`)
+	if env.Status != contracts.StatusUpstream || !env.Retryable || env.SideEffect != contracts.SideEffectNone {
+		t.Fatalf("dead backend: %+v", env)
+	}
+	// The backend comes up on the same address; the retry with the same key runs.
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("address reused by another process: %v", err)
+	}
+	srv := &http.Server{Handler: b, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	_, env = h.send(t, "send", "k-dead", `{"mode":"ok","nonce":"p1"}`)
+	if env.Status != contracts.StatusOK || env.Replayed || b.count("p1") != 1 {
+		t.Fatalf("retry after a pre-send failure: %+v (effects %d)", env, b.count("p1"))
+	}
+}
+
+func TestUnknownOutcomes(t *testing.T) {
+	tests := []struct {
+		name, tool, mode string
+		wantStatus       contracts.Status
+		wantEffects      int // after the retry
+		retryReplays     bool
+	}{
+		{"effect then reset is kept unknown and not resent", "send", "reset", contracts.StatusUpstream, 1, true},
+		{"effect then hang past the deadline is kept unknown and not resent", "send", "hang", contracts.StatusTimeout, 1, true},
+		{"with forward_header the retry is sent and the backend's dedupe holds", "send_dedupe", "reset", contracts.StatusUpstream, 1, false},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newIdemHarness(t, nil, "", nil)
+			nonce := fmt.Sprintf("u%d", i)
+			args := fmt.Sprintf(`{"mode":%q,"nonce":%q}`, tt.mode, nonce)
+			_, first := h.send(t, tt.tool, "k-u", args)
+			if first.Status != tt.wantStatus || first.SideEffect != contracts.SideEffectUnknown {
+				t.Fatalf("first = %+v", first)
+			}
+			if first.Retryable != (tt.tool == "send_dedupe") {
+				t.Errorf("retryable = %v", first.Retryable)
+			}
+			_, again := h.send(t, tt.tool, "k-u", args)
+			if tt.retryReplays {
+				if !again.Replayed || again.SideEffect != contracts.SideEffectUnknown || again.Status != first.Status {
+					t.Errorf("retry = %+v, want the unknown record replayed", again)
+				}
+			} else if again.Status != contracts.StatusOK || again.Replayed {
+				t.Errorf("retry = %+v, want it sent and answered from the backend's dedupe", again)
+			}
+			if got := h.backend.count(nonce); got != tt.wantEffects {
+				t.Errorf("effects = %d, want %d", got, tt.wantEffects)
+			}
+			if tt.tool == "send_dedupe" {
+				h.backend.mu.Lock()
+				keys := strings.Join(h.backend.keys, ",")
+				h.backend.mu.Unlock()
+				if keys != "k-u,k-u" {
+					t.Errorf("forwarded keys = %q, want the same key twice", keys)
+				}
+			}
+		})
+	}
+}
+
+func newRedisStore(t *testing.T, srv *redistest.Server) *policy.RedisStore {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialerRetries: 1, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	return policy.NewRedisStore(client, policy.RedisOptions{})
+}
+
+func TestStoreUnavailableFailsClosed(t *testing.T) {
+	srv := redistest.Start(t)
+	store := newRedisStore(t, srv)
+	h := newIdemHarness(t, store, "", nil)
+	srv.Stop()
+	resp, env := h.send(t, "send", "k-down", `{"mode":"ok","nonce":"s1"}`)
+	if env.Status != contracts.StatusUpstream || !env.Retryable || env.SideEffect != contracts.SideEffectNone || resp.StatusCode != 503 {
+		t.Fatalf("store down: %d %+v", resp.StatusCode, env)
+	}
+	if h.backend.count("s1") != 0 {
+		t.Error("a side-effecting call ran without the store")
+	}
+	if err := h.core.Ping(context.Background()); err == nil {
+		t.Error("Ping succeeded with the store down")
+	}
+	// Read-only calls do not touch the store.
+	if _, env := h.send(t, "read", "", `{}`); env.Status == contracts.StatusUpstream && env.Message == "" {
+		t.Errorf("read-only call: %+v", env)
+	}
+	srv.Restart()
+	waitFor(t, "the store to come back", func() bool { return h.core.Ping(context.Background()) == nil })
+	if _, env := h.send(t, "send", "k-down", `{"mode":"ok","nonce":"s1"}`); env.Status != contracts.StatusOK {
+		t.Fatalf("after restart: %+v", env)
+	}
+}
+
+func TestTwoInstancesOnOneRedisRunOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	b := newEffectBackend()
+	b.hold = make(chan struct{})
+	backend := httptest.NewServer(b)
+	t.Cleanup(backend.Close)
+	a := newIdemHarness(t, newRedisStore(t, srv), backend.URL, b)
+	c := newIdemHarness(t, newRedisStore(t, srv), backend.URL, b)
+	const n = 40
+	envs := make([]*contracts.Envelope, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		h := a
+		if i%2 == 1 {
+			h = c
+		}
+		wg.Go(func() { _, envs[i] = h.send(t, "send", "shared", `{"mode":"slow","nonce":"r1"}`) })
+	}
+	waitFor(t, "the first call", func() bool { return b.count("r1") == 1 })
+	time.Sleep(50 * time.Millisecond)
+	close(b.hold)
+	wg.Wait()
+	for i, env := range envs {
+		if env.Status != contracts.StatusOK || string(env.Data) != `{"id":"r1-1"}` {
+			t.Fatalf("envelope %d = %+v", i, env)
+		}
+	}
+	if got := b.count("r1"); got != 1 {
+		t.Errorf("effects = %d across two instances, want 1", got)
+	}
+}
+
+func TestInstanceStoppedMidCallResolvesTheKey(t *testing.T) {
+	srv := redistest.Start(t)
+	b := newEffectBackend()
+	b.hold = make(chan struct{})
+	backend := httptest.NewServer(b)
+	t.Cleanup(backend.Close)
+	store := newRedisStore(t, srv)
+	a := newIdemHarness(t, store, backend.URL, b)
+	c := newIdemHarness(t, newRedisStore(t, srv), backend.URL, b)
+
+	// Instance a claims the key and sends; then it dies: its store
+	// connection goes away before it can record the result.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest(http.MethodPost, a.front.URL+"/v1/tools/send", strings.NewReader(`{"mode":"slow","nonce":"d1"}`))
+		req.Header.Set("Idempotency-Key", "dies")
+		resp, err := a.front.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the call to reach the backend", func() bool { return b.count("d1") == 1 })
+	store.Close()
+	close(b.hold)
+	<-done
+
+	// The other instance: the key is held until the lease (1s timeout + 5s
+	// margin) runs out, then it resolves as unknown, never as a second send.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, env := c.send(t, "send", "dies", `{"mode":"slow","nonce":"d1"}`)
+		if env.Status != contracts.StatusTimeout || env.SideEffect != contracts.SideEffectUnknown {
+			t.Fatalf("envelope = %+v", env)
+		}
+		if env.Replayed {
+			break // the record resolved as unknown
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the key never resolved")
+		}
+	}
+	if got := b.count("d1"); got != 1 {
+		t.Errorf("effects = %d, want at most one", got)
+	}
+}
