@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// RateLimiters holds the token buckets of the callers' rate limits, one per
+// caller and tool override, and keeps them across policy reloads.
+//
+// A call of tool by a caller draws one token from the caller's bucket for
+// that tool when Caller.ToolRates names it, else from the caller's own bucket
+// shared by all its other tools (Caller.Rate), else it is not limited.
+// Callers the policy does not list (a nil *Caller) are not limited: the
+// number of buckets is bounded by the policy, never by what agents send.
+//
+// Buckets are keyed by names, not by the snapshot's values, so a reload keeps
+// their tokens. When a reload changes a bucket's rps or burst, the bucket is
+// adjusted in place on its next use: the tokens it holds stay (capped by a
+// smaller burst) and refill at the new rate from then on. Retain drops the
+// buckets the new policy no longer uses.
+//
+// A refused call takes no token, so agents that keep retrying too early do
+// not push their own wait further out.
+type RateLimiters struct {
+	now func() time.Time
+
+	mu      sync.RWMutex
+	buckets map[rateKey]*rateBucket
+}
+
+// rateKey names a bucket: a caller and the tool of an override, or
+// rateAllTools for the caller's own bucket.
+type rateKey struct {
+	caller, tool string
+}
+
+// rateAllTools is the tool part of the key of a caller's own bucket. Tool
+// names cannot be "*" (in a caller's tool list it means every tool), so it
+// never collides with an override.
+const rateAllTools = "*"
+
+type rateBucket struct {
+	lim *rate.Limiter
+	// settings is what lim was last set to. Allow compares it with the
+	// caller's settings on every call: one atomic load when nothing changed.
+	settings atomic.Pointer[RateSettings]
+	// mu serializes changes of the settings, so lim and settings always
+	// change together even when calls of an old and a new snapshot overlap.
+	mu sync.Mutex
+}
+
+// NewRateLimiters returns an empty set of buckets reading time from now
+// (time.Now when nil).
+func NewRateLimiters(now func() time.Time) *RateLimiters {
+	if now == nil {
+		now = time.Now
+	}
+	return &RateLimiters{now: now, buckets: make(map[rateKey]*rateBucket)}
+}
+
+// Allow takes one token for a call of tool by caller. When the bucket is
+// empty it reports false and how long until a token is available, rounded up
+// to whole milliseconds and at least one millisecond. A nil caller, or one
+// without a rate for this tool, is always allowed.
+//
+// Settings the policy compiler rejects (rps not positive, burst below one)
+// refuse every call, with a retryAfter of zero: waiting will not help.
+func (r *RateLimiters) Allow(caller *Caller, tool string) (ok bool, retryAfter time.Duration) {
+	if caller == nil {
+		return true, 0
+	}
+	k := rateKey{caller: caller.Name, tool: tool}
+	s, found := caller.ToolRates[tool]
+	if !found {
+		if caller.Rate == nil {
+			return true, 0
+		}
+		s, k.tool = *caller.Rate, rateAllTools
+	}
+	if !(s.RPS > 0) || s.Burst < 1 {
+		return false, 0
+	}
+	now := r.now()
+	b := r.bucket(k, s)
+	if cur := b.settings.Load(); *cur != s {
+		b.update(s, now)
+	}
+	if b.lim.AllowN(now, 1) {
+		return true, 0
+	}
+	// The bucket holds less than one token (a refused AllowN changes
+	// nothing); the rest refills at rps. Another call may take or change
+	// the bucket in between: the wait is then a little off, but never
+	// under the millisecond waitMillis guarantees.
+	missing := 1 - b.lim.TokensAt(now)
+	return false, waitMillis(missing / float64(b.lim.Limit()))
+}
+
+// bucket returns the bucket for k, creating it full with settings s.
+func (r *RateLimiters) bucket(k rateKey, s RateSettings) *rateBucket {
+	r.mu.RLock()
+	b := r.buckets[k]
+	r.mu.RUnlock()
+	if b != nil {
+		return b
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b = r.buckets[k]; b == nil {
+		// A new limiter starts full.
+		b = &rateBucket{lim: rate.NewLimiter(rate.Limit(s.RPS), s.Burst)}
+		applied := s // declared here so only creation allocates
+		b.settings.Store(&applied)
+		r.buckets[k] = b
+	}
+	return b
+}
+
+// update applies new settings to the bucket without emptying or refilling it.
+func (b *rateBucket) update(s RateSettings, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	cur := b.settings.Load()
+	if *cur == s {
+		return
+	}
+	if cur.RPS != s.RPS {
+		b.lim.SetLimitAt(now, rate.Limit(s.RPS))
+	}
+	if cur.Burst != s.Burst {
+		b.lim.SetBurstAt(now, s.Burst)
+	}
+	applied := s
+	b.settings.Store(&applied)
+}
+
+// Retain drops the buckets the policy with these callers no longer uses: a
+// caller that is gone, a tool override that is gone, or a caller's own
+// bucket once it has no rate. Call it after every successful reload with the
+// new snapshot's Access.Callers. A call still running on the old snapshot
+// may recreate a bucket just dropped; the next Retain drops it again.
+func (r *RateLimiters) Retain(callers map[string]*Caller) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.buckets {
+		c := callers[k.caller]
+		keep := false
+		switch {
+		case c == nil:
+		case k.tool == rateAllTools:
+			keep = c.Rate != nil
+		default:
+			_, keep = c.ToolRates[k.tool]
+		}
+		if !keep {
+			delete(r.buckets, k)
+		}
+	}
+}
+
+// waitMillis turns a wait in seconds into a duration rounded up to whole
+// milliseconds, at least one and at most a day (a bucket that refills slower
+// than that is as good as closed, and the bound keeps the conversion from
+// overflowing). The wait is first rounded to whole nanoseconds, so float
+// noise (1.0000000000000009ms) does not add a millisecond.
+func waitMillis(seconds float64) time.Duration {
+	const maxWait = 24 * time.Hour
+	ns := math.Round(seconds * 1e9)
+	switch {
+	case !(ns > 0): // also NaN
+		return time.Millisecond
+	case ns >= float64(maxWait):
+		return maxWait
+	}
+	d := time.Duration(ns)
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
