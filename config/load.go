@@ -672,8 +672,8 @@ func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Acce
 			if b.Cost <= 0 {
 				c.errorAt(base+".budget.cost", "must be positive")
 			}
-			if b.Per <= 0 {
-				c.errorAt(base+".budget.per", "must be a positive duration")
+			if b.Per < duration(time.Second) {
+				c.errorAt(base+".budget.per", "must be at least 1s")
 			}
 			caller.Budget = &policy.BudgetSettings{Cost: b.Cost, Per: time.Duration(b.Per)}
 		}

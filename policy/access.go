@@ -32,11 +32,13 @@ func (a *Access) Identify(s Server, h http.Header) string {
 		}
 		return a.Identities[id]
 	}
-	v := h.Get(s.CallerHeader)
-	if len(v) > 128 {
+	// Two values are a spoofing attempt or a misconfigured hop: neither is
+	// trusted.
+	vals := h.Values(s.CallerHeader)
+	if len(vals) != 1 || len(vals[0]) > 128 {
 		return ""
 	}
-	return v
+	return vals[0]
 }
 
 // XFCCURI returns the URI field of the last element of an

@@ -41,6 +41,8 @@ type Options struct {
 	// Store keeps idempotency records. Nil means a memory store bounded by
 	// the policy's state.max_keys. The Core closes it in Close.
 	Store policy.IdempotencyStore
+	// Budgets counts cost budgets. Nil means per-replica memory budgets.
+	Budgets policy.BudgetStore
 }
 
 // Core runs tool calls against the current policy snapshot.
@@ -53,6 +55,10 @@ type Core struct {
 	version string
 	newRT   func(*policy.Upstream) http.RoundTripper
 	store   policy.IdempotencyStore
+
+	// Caller state that survives reloads, keyed by caller and tool names.
+	limiters *policy.RateLimiters
+	budgets  policy.BudgetStore
 }
 
 // state is a snapshot with its runtime: upstream clients, breakers and
@@ -90,12 +96,17 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		opts.Version = "dev"
 	}
 	c := &Core{
-		metrics: NewMetrics(opts.Registry, opts.Version),
-		logger:  opts.Logger,
-		now:     opts.Now,
-		version: opts.Version,
-		newRT:   opts.Transport,
-		store:   opts.Store,
+		metrics:  NewMetrics(opts.Registry, opts.Version),
+		logger:   opts.Logger,
+		now:      opts.Now,
+		version:  opts.Version,
+		newRT:    opts.Transport,
+		store:    opts.Store,
+		limiters: policy.NewRateLimiters(opts.Now),
+		budgets:  opts.Budgets,
+	}
+	if c.budgets == nil {
+		c.budgets = policy.NewMemoryBudgets(opts.Now)
 	}
 	if snap == nil {
 		return nil, errors.New("nil policy snapshot")
@@ -158,6 +169,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		st.tools[name] = t
 	}
 	c.state.Store(st)
+	c.limiters.Retain(snap.Access.Callers)
 	if prev != nil {
 		// Connection pools no tool uses any more are closed; calls in
 		// flight on them finish, only idle connections go.
@@ -241,6 +253,8 @@ type call struct {
 	claim      *claim              // this call owns its key; settle after finish
 	replay     *contracts.Envelope // a stored envelope answers this call
 	replayLost bool                // the key's earlier call died mid-call
+
+	charge *policy.BudgetCharge // cost taken from the caller's budget
 }
 
 // Call runs one tool call through the pipeline and always returns a result.
@@ -258,6 +272,7 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 	if cl.claim != nil {
 		c.settle(ctx, cl, res, res.Envelope.AppendJSON(nil))
 	}
+	c.refund(ctx, cl)
 	return res
 }
 
@@ -265,6 +280,9 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 // outcome that ends the call.
 func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
 	t := cl.tool
+	if o, ok := c.admit(ctx, cl); !ok {
+		return o
+	}
 	args, o, ok := decodeArgs(cl.req, cl.st.snap.Server.MaxRequestBytes)
 	if !ok {
 		kind := ViolationSchema

@@ -108,14 +108,14 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 		}, []string{"version", "goversion"}),
 		IdempotencyStoreErr: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "toolgate_idempotency_store_errors_total",
-			Help: "Errors of the idempotency store by operation; side-effecting calls fail closed on them.",
+			Help: "Errors of the state store by operation (claim, complete, wait; budget for cost budgets); calls fail closed on them.",
 		}, []string{"op"}),
 	}
 	reg.MustRegister(m.ToolCalls, m.ToolCallDuration, m.ToolCost, m.UpstreamRequests, m.UpstreamDuration,
 		m.IdempotencyEvents, m.CircuitState, m.ContractViolations, m.AccessRejections, m.ConfigReloads,
 		m.ConfigLastReloadOK, m.ConfigGeneration, m.BuildInfo, m.IdempotencyStoreErr)
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
-	for _, op := range []string{"claim", "complete", "wait"} {
+	for _, op := range []string{"claim", "complete", "wait", "budget"} {
 		m.IdempotencyStoreErr.WithLabelValues(op)
 	}
 	m.ConfigReloads.WithLabelValues("success")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/policy"
@@ -111,7 +112,18 @@ type server struct {
 func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), logger *slog.Logger) (*server, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	core, err := proxy.NewCore(snap, proxy.Options{Registry: reg, Logger: logger, Version: version})
+	opts := proxy.Options{Registry: reg, Logger: logger, Version: version}
+	if snap.State.Backend == policy.BackendRedis {
+		client, err := newRedisClient(snap.State.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		// The idempotency store owns the client and closes it; budgets
+		// share it.
+		opts.Store = policy.NewRedisStore(client, policy.RedisOptions{})
+		opts.Budgets = policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
+	}
+	core, err := proxy.NewCore(snap, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +179,12 @@ func (s *server) reload() error {
 
 func (s *server) swap(snap *policy.Snapshot) error {
 	old := s.core.Snapshot()
+	if snap.State != old.State {
+		return errors.New("state: the state store cannot change on reload; restart toolgate to apply it")
+	}
+	if snap.Server.Listen != old.Server.Listen || snap.Server.AdminListen != old.Server.AdminListen {
+		return errors.New("server.listen and server.admin_listen cannot change on reload; restart toolgate to apply them")
+	}
 	if err := s.core.Swap(snap); err != nil {
 		return err
 	}
@@ -182,7 +200,26 @@ func (s *server) ready(ctx context.Context) error {
 	if s.draining.Load() {
 		return errors.New("shutting down")
 	}
+	if err := s.core.Ping(ctx); err != nil {
+		return fmt.Errorf("state store: %w", err)
+	}
 	return nil
+}
+
+// newRedisClient connects to the state store. Retries are few and short:
+// while Redis is down, side-effecting calls must fail closed quickly rather
+// than hang on reconnects.
+func newRedisClient(rawURL string) (*redis.Client, error) {
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("state.redis_url: %w", err)
+	}
+	opts.DialerRetries = 1
+	opts.MaxRetries = 1
+	if opts.DialTimeout == 0 || opts.DialTimeout > time.Second {
+		opts.DialTimeout = time.Second
+	}
+	return redis.NewClient(opts), nil
 }
 
 // configInfo is GET /v1/config: what is loaded, never a secret.
@@ -238,7 +275,11 @@ func (s *server) serve(ctx context.Context, drainDelay, grace time.Duration) err
 	_ = s.admin.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.agent.Close()
+		// Calls cut off here keep their idempotency records in flight;
+		// the records read as unknown once their lease runs out.
+		s.core.Close()
 		return errors.New("calls still in flight after the grace period")
 	}
+	s.core.Close()
 	return nil
 }

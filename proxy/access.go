@@ -1,0 +1,73 @@
+package proxy
+
+import (
+	"context"
+
+	"github.com/toolgate/toolgate/contracts"
+)
+
+// The reasons of toolgate_access_rejections_total.
+const (
+	RejectDenied = "denied"
+	RejectRate   = "rate"
+	RejectBudget = "budget"
+)
+
+// admit is the access stage: is the caller allowed this tool, within its
+// rate, within its cost budget? It runs before anything is parsed, so a
+// rejected caller costs almost nothing. A spent budget is recorded on the
+// call, to be refunded if the call turns out never to reach the backend.
+func (c *Core) admit(ctx context.Context, cl *call) (contracts.Outcome, bool) {
+	access := &cl.st.snap.Access
+	name := cl.tool.contract.Name
+	if !access.Allows(cl.req.Caller, name) {
+		c.reject(cl, RejectDenied)
+		return contracts.Reject(contracts.StatusForbidden, contracts.ReasonDenied), false
+	}
+	entry := access.Callers[cl.req.Caller]
+	if entry == nil {
+		return contracts.Outcome{}, true
+	}
+	if ok, wait := c.limiters.Allow(entry, name); !ok {
+		c.reject(cl, RejectRate)
+		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonRateLimited)
+		o.Retryable, o.RetryAfter = true, wait
+		return o, false
+	}
+	if entry.Budget != nil && cl.tool.contract.Cost > 0 {
+		charge, err := c.budgets.Spend(ctx, entry.Name, cl.tool.contract.Cost, *entry.Budget)
+		if err != nil {
+			c.metrics.IdempotencyStoreErr.WithLabelValues("budget").Inc()
+			c.logger.Warn("budget store unavailable; failing closed", "caller", entry.Name, "err", err.Error())
+			return storeUnavailable(), false
+		}
+		if !charge.OK {
+			c.reject(cl, RejectBudget)
+			o := contracts.Reject(contracts.StatusForbidden, contracts.ReasonBudget)
+			o.RetryAfter = charge.ResetIn
+			return o, false
+		}
+		cl.charge = &charge
+	}
+	return contracts.Outcome{}, true
+}
+
+func (c *Core) reject(cl *call, reason string) {
+	c.metrics.AccessRejections.WithLabelValues(cl.caller, cl.tool.contract.Name, reason).Inc()
+}
+
+// refund gives back a budget charge for a call that cost nothing: it never
+// reached the backend, or a stored result answered it.
+func (c *Core) refund(ctx context.Context, cl *call) {
+	if cl.charge == nil || !cl.charge.OK {
+		return
+	}
+	if cl.sent && cl.replay == nil && !cl.replayLost {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	defer cancel()
+	if err := c.budgets.Refund(ctx, *cl.charge); err != nil {
+		c.logger.Warn("budget refund failed", "err", err.Error())
+	}
+}
