@@ -365,7 +365,24 @@ func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
 		}
 	}
 	snap.Access = c.access(f.Access, f.Tools)
+	if snap.Server.Transparent {
+		c.routes(snap)
+	}
 	return snap
+}
+
+// routes refuses ambiguous legacy routes in transparent mode: a request
+// that two tools' routes match equally would not know its tool.
+func (c *compiler) routes(snap *policy.Snapshot) {
+	for i, a := range snap.ToolNames {
+		for _, b := range snap.ToolNames[i+1:] {
+			ba, bb := snap.Tools[a].Binding, snap.Tools[b].Binding
+			if contracts.Ambiguous(ba, bb) {
+				c.errorAt("tools."+b+".request.path", "route %s %s is ambiguous with tool %s (%s %s) in transparent mode",
+					bb.Method(), bb.PathTemplate(), a, ba.Method(), ba.PathTemplate())
+			}
+		}
+	}
 }
 
 func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) policy.Server {

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,7 @@ type state struct {
 	upstreams map[string]*upstream
 	tools     map[string]*tool
 	unknown   *toolMetrics
+	router    *router
 }
 
 // tool is a contract with everything resolved that a call needs.
@@ -168,6 +170,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		}
 		st.tools[name] = t
 	}
+	st.router = newRouter(st, snap.Server.CallerHeader)
 	c.state.Store(st)
 	c.limiters.Retain(snap.Access.Callers)
 	if prev != nil {
@@ -204,6 +207,9 @@ type Request struct {
 	// BodyTooLarge says the front end stopped reading a body over
 	// server.max_request_bytes.
 	BodyTooLarge bool
+	// Invalid says the front end could not extract the arguments (a query
+	// value that does not fit its type, in transparent mode).
+	Invalid error
 	// Caller is the caller's identity as the front end resolved it; empty
 	// for none.
 	Caller string
@@ -268,20 +274,30 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cl.tool.contract.Timeout)
 	defer cancel()
-	res := c.finish(ctx, cl, c.run(ctx, cl))
-	if cl.claim != nil {
-		c.settle(ctx, cl, res, res.Envelope.AppendJSON(nil))
-	}
-	c.refund(ctx, cl)
-	return res
+	return c.end(ctx, cl, c.run(ctx, cl))
 }
 
 // run is the pipeline, in order. Every stage either passes or returns the
 // outcome that ends the call.
 func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
+	bound, o, ok := c.begin(ctx, cl)
+	if !ok {
+		return o
+	}
+	return c.execute(ctx, cl, bound)
+}
+
+// begin runs every stage before the backend call: access, arguments,
+// idempotency key and claim, binding. ok=false carries the outcome that
+// ends the call without sending (a rejection or a replay).
+func (c *Core) begin(ctx context.Context, cl *call) (contracts.Bound, contracts.Outcome, bool) {
 	t := cl.tool
 	if o, ok := c.admit(ctx, cl); !ok {
-		return o
+		return contracts.Bound{}, o, false
+	}
+	if cl.req.Invalid != nil {
+		t.metrics.violation(ViolationSchema)
+		return contracts.Bound{}, argOutcome(cl.req.Invalid), false
 	}
 	args, o, ok := decodeArgs(cl.req, cl.st.snap.Server.MaxRequestBytes)
 	if !ok {
@@ -290,7 +306,7 @@ func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
 			kind = ViolationSize
 		}
 		t.metrics.violation(kind)
-		return o
+		return contracts.Bound{}, o, false
 	}
 	cl.args = args
 	var keyArg any
@@ -302,7 +318,7 @@ func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
 	}
 	if err := t.contract.Schema.Validate(args); err != nil {
 		t.metrics.violation(ViolationSchema)
-		return argOutcome(err)
+		return contracts.Bound{}, argOutcome(err), false
 	}
 	var key string
 	if t.contract.SideEffect {
@@ -312,18 +328,20 @@ func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
 			if reason == contracts.ReasonKeyMissing {
 				t.metrics.event(EventMissingKey)
 			}
-			return contracts.Reject(contracts.StatusBadArgs, reason)
+			return contracts.Bound{}, contracts.Reject(contracts.StatusBadArgs, reason), false
 		}
 	}
 	bound, err := t.contract.Binding.Bind(args)
 	if err != nil {
 		t.metrics.violation(ViolationSchema)
-		return argOutcome(err)
+		return contracts.Bound{}, argOutcome(err), false
 	}
 	if t.contract.SideEffect {
-		return c.runIdempotent(ctx, cl, bound, key)
+		if o, owned := c.claimKey(ctx, cl, key); !owned {
+			return contracts.Bound{}, o, false
+		}
 	}
-	return c.execute(ctx, cl, bound)
+	return bound, contracts.Outcome{}, true
 }
 
 func argOutcome(err error) contracts.Outcome {
@@ -435,7 +453,7 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 		cl.sent = true
 	}
 	if a.code != 0 {
-		cl.upCode = fmt.Sprint(a.code)
+		cl.upCode = strconv.Itoa(a.code)
 	} else {
 		cl.upCode = string(a.outcome.Reason)
 	}

@@ -18,7 +18,7 @@ func (c *Core) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tools/{tool}", c.serveCall)
 	mux.HandleFunc("GET /v1/tools", c.serveList)
-	mux.HandleFunc("/", c.serveNoRoute)
+	mux.HandleFunc("/", c.serveOther)
 	return mux
 }
 
@@ -134,6 +134,16 @@ func (c *Core) serveList(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(map[string]any{"tools": tools})
+}
+
+// serveOther takes every request that is not the tool API: a legacy route
+// in transparent mode, otherwise a not_found envelope.
+func (c *Core) serveOther(w http.ResponseWriter, r *http.Request) {
+	if c.Snapshot().Server.Transparent {
+		c.serveTransparent(w, r)
+		return
+	}
+	c.serveNoRoute(w, r)
 }
 
 func (c *Core) serveNoRoute(w http.ResponseWriter, r *http.Request) {

@@ -105,17 +105,18 @@ type claim struct {
 	ttl   time.Duration
 }
 
-// runIdempotent runs a side-effecting call at most once per key: it claims
-// the key, or replays what the key already holds, or waits for the call
-// that holds it.
-func (c *Core) runIdempotent(ctx context.Context, cl *call, bound contracts.Bound, key string) contracts.Outcome {
+// claimKey makes a side-effecting call run at most once per key: owned=true
+// means this call holds the key and may send; otherwise the outcome answers
+// the call (a replay of what the key holds, the result of the call that
+// held it, or a rejection).
+func (c *Core) claimKey(ctx context.Context, cl *call, key string) (o contracts.Outcome, owned bool) {
 	t := cl.tool
 	ct := t.contract
 	fp, err := policy.NewFingerprint(ct.Name, cl.args)
 	if err != nil {
 		// Arguments that passed the schema are JSON; this cannot happen
 		// short of a bug, and must not run the call unguarded.
-		return storeUnavailable()
+		return storeUnavailable(), false
 	}
 	k := policy.IdempotencyKey{Caller: cl.req.Caller, Tool: ct.Name, Key: key}
 	lease := ct.Timeout + leaseMargin
@@ -127,20 +128,20 @@ func (c *Core) runIdempotent(ctx context.Context, cl *call, bound contracts.Boun
 		if err != nil {
 			c.metrics.IdempotencyStoreErr.WithLabelValues("claim").Inc()
 			c.logger.Warn("idempotency store unavailable; failing closed", "tool", ct.Name, "err", err.Error())
-			return storeUnavailable()
+			return storeUnavailable(), false
 		}
 		if got.Outcome != policy.ClaimOwned && !got.Record.Matches(fp) {
 			t.metrics.event(EventMismatch)
 			t.metrics.violation(ViolationKey)
-			return contracts.Reject(contracts.StatusBadArgs, contracts.ReasonKeyMismatch)
+			return contracts.Reject(contracts.StatusBadArgs, contracts.ReasonKeyMismatch), false
 		}
 		switch got.Outcome {
 		case policy.ClaimOwned:
 			cl.claim = &claim{key: k, token: got.Token, ttl: ttl}
-			return c.execute(ctx, cl, bound)
+			return contracts.Outcome{}, true
 		case policy.ClaimCompleted:
 			t.metrics.event(EventReplayed)
-			return c.replay(cl, got.Record)
+			return c.replay(cl, got.Record), false
 		case policy.ClaimUnknown:
 			if dedupes {
 				// The backend dedupes on the key we forward: resending with
@@ -148,16 +149,16 @@ func (c *Core) runIdempotent(ctx context.Context, cl *call, bound contracts.Boun
 				again, err := c.store.Reclaim(ctx, k, fp, lease, ttl)
 				if err != nil {
 					c.metrics.IdempotencyStoreErr.WithLabelValues("claim").Inc()
-					return storeUnavailable()
+					return storeUnavailable(), false
 				}
 				if again.Outcome == policy.ClaimOwned {
 					cl.claim = &claim{key: k, token: again.Token, ttl: ttl}
-					return c.execute(ctx, cl, bound)
+					return contracts.Outcome{}, true
 				}
 				continue // someone else reclaimed or finished it meanwhile
 			}
 			t.metrics.event(EventUnknownKept)
-			return c.replay(cl, got.Record)
+			return c.replay(cl, got.Record), false
 		case policy.ClaimInFlight:
 			rec, err := c.store.Wait(ctx, k)
 			switch {
@@ -166,7 +167,7 @@ func (c *Core) runIdempotent(ctx context.Context, cl *call, bound contracts.Boun
 				if rec.State == policy.RecordUnknown && dedupes {
 					continue
 				}
-				return c.replay(cl, rec)
+				return c.replay(cl, rec), false
 			case errors.Is(err, policy.ErrNoRecord):
 				// The first call was withdrawn before it sent anything (or
 				// its record expired): this call may run.
@@ -174,13 +175,13 @@ func (c *Core) runIdempotent(ctx context.Context, cl *call, bound contracts.Boun
 			case ctx.Err() != nil:
 				o := contracts.Reject(contracts.StatusTimeout, contracts.ReasonInFlightTimeout)
 				o.Retryable, o.Effect = true, contracts.SideEffectUnknown
-				return o
+				return o, false
 			default:
 				c.metrics.IdempotencyStoreErr.WithLabelValues("wait").Inc()
-				return storeUnavailable()
+				return storeUnavailable(), false
 			}
 		default:
-			return storeUnavailable()
+			return storeUnavailable(), false
 		}
 	}
 }

@@ -1,0 +1,130 @@
+package contracts
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// Coerce turns the text values of a query parameter or path segment into
+// the argument's JSON value by the schema's declared type: "3" becomes the
+// integer 3 for an integer argument, repeated values become an array where
+// the schema says array. A value that does not fit is an *ArgError naming
+// the argument.
+func (s *Schema) Coerce(arg string, raw []string) (any, error) {
+	ptr := "/" + escapePointer(arg)
+	sub := s.PropertySchema(arg)
+	types := schemaTypes(sub)
+	if contains(types, "array") {
+		items, _ := sub["items"].(map[string]any)
+		itemTypes := schemaTypes(items)
+		out := make([]any, 0, len(raw))
+		for i, v := range raw {
+			c, ok := coerceScalar(itemTypes, v)
+			if !ok {
+				return nil, &ArgError{Pointer: ptr + "/" + strconv.Itoa(i), Problem: ProblemType, Want: typeWant(itemTypes), Got: quoteShort(v)}
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	}
+	if len(raw) == 0 {
+		return nil, &ArgError{Pointer: ptr, Problem: ProblemRequired}
+	}
+	if len(raw) > 1 {
+		return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Want: typeWant(types), Got: strconv.Itoa(len(raw)) + " values"}
+	}
+	c, ok := coerceScalar(types, raw[0])
+	if !ok {
+		return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Want: typeWant(types), Got: quoteShort(raw[0])}
+	}
+	return c, nil
+}
+
+func schemaTypes(sub map[string]any) []string {
+	switch t := sub["type"].(type) {
+	case string:
+		return []string{t}
+	case []any:
+		var out []string
+		for _, e := range t {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func typeWant(types []string) string {
+	if len(types) == 0 {
+		return "a value"
+	}
+	want := ""
+	for i, t := range types {
+		if i > 0 {
+			want += " or "
+		}
+		want += article(t)
+	}
+	return want
+}
+
+// coerceScalar converts text by the first declared type it fits; with no
+// declared type, or "string" among them, text stays a string.
+func coerceScalar(types []string, v string) (any, bool) {
+	if len(types) == 0 {
+		return v, true
+	}
+	for _, t := range types {
+		switch t {
+		case "integer":
+			if isIntegerLiteral(v) {
+				return json.Number(v), true
+			}
+		case "number":
+			if _, err := strconv.ParseFloat(v, 64); err == nil && json.Valid([]byte(v)) {
+				return json.Number(v), true
+			}
+		case "boolean":
+			if v == "true" || v == "false" {
+				return v == "true", true
+			}
+		case "string":
+			return v, true
+		case "null":
+			if v == "null" || v == "" {
+				return nil, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func isIntegerLiteral(v string) bool {
+	if v == "" || len(v) > 400 {
+		return false
+	}
+	i := 0
+	if v[0] == '-' {
+		i = 1
+	}
+	if i == len(v) || (v[i] == '0' && len(v) > i+1) {
+		return false
+	}
+	for ; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// router finds the tool whose legacy route a request takes. It is built
+// with each snapshot, so nothing about routes is parsed per request.
+type router struct {
+	byMethod    map[string][]*tool // most specific route first
+	passthrough []passthrough      // longest prefix first
+}
+
+type passthrough struct {
+	prefix string
+	proxy  *httputil.ReverseProxy
+}
+
+func newRouter(st *state, callerHeader string) *router {
+	r := &router{byMethod: map[string][]*tool{}}
+	names := make([]string, 0, len(st.tools))
+	for name := range st.tools {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := st.tools[name]
+		m := t.contract.Binding.Method()
+		r.byMethod[m] = append(r.byMethod[m], t)
+	}
+	for m, tools := range r.byMethod {
+		sort.SliceStable(tools, func(i, j int) bool {
+			return contracts.MoreSpecific(tools[i].contract.Binding, tools[j].contract.Binding)
+		})
+		r.byMethod[m] = tools
+	}
+	for _, p := range st.snap.Server.Passthrough {
+		up := st.upstreams[p.Upstream]
+		if up == nil {
+			continue
+		}
+		r.passthrough = append(r.passthrough, passthrough{prefix: p.Prefix, proxy: newPassthrough(up, callerHeader)})
+	}
+	sort.SliceStable(r.passthrough, func(i, j int) bool { return len(r.passthrough[i].prefix) > len(r.passthrough[j].prefix) })
+	return r
+}
+
+// newPassthrough forwards requests untouched (streaming both ways), minus
+// the identity headers that are toolgate's business, never the backend's.
+func newPassthrough(up *upstream, callerHeader string) *httputil.ReverseProxy {
+	target := up.cfg.URL
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.Out.Header.Del(callerHeader)
+			pr.Out.Header.Del("X-Forwarded-Client-Cert")
+			for k, v := range up.cfg.Headers {
+				pr.Out.Header[k] = v
+			}
+		},
+		Transport:     up.client.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+}
+
+// match returns the tool whose route the request takes, with the path
+// placeholder values.
+func (r *router) match(method, escapedPath string) (*tool, map[string]string) {
+	segs, ok := contracts.SplitPath(escapedPath)
+	if !ok {
+		return nil, nil
+	}
+	for _, t := range r.byMethod[method] {
+		if vals, ok := t.contract.Binding.MatchPath(segs); ok {
+			return t, vals
+		}
+	}
+	return nil, nil
+}
+
+// serveTransparent handles a request on a legacy route: the tool's call,
+// a passthrough, or a not_found envelope.
+func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
+	st := c.state.Load()
+	for _, p := range st.router.passthrough {
+		if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, strings.TrimSuffix(p.prefix, "/")+"/") {
+			p.proxy.ServeHTTP(w, r)
+			return
+		}
+	}
+	t, pathVals := st.router.match(r.Method, r.URL.EscapedPath())
+	if t == nil {
+		c.serveNoRoute(w, r)
+		return
+	}
+	snap := st.snap
+	req := &Request{
+		Tool:           t.contract.Name,
+		Caller:         c.Identify(r.Header),
+		CallID:         r.Header.Get("X-Request-Id"),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		Front:          "transparent",
+	}
+	var body []byte
+	if t.contract.Binding.HasBody() {
+		var tooLarge bool
+		var err error
+		body, tooLarge, err = readRequestBody(r, snap.Server.MaxRequestBytes)
+		if err != nil {
+			w.Header().Set("Connection", "close")
+		}
+		req.BodyTooLarge = tooLarge
+	}
+	if !req.BodyTooLarge {
+		args, err := extractArgs(t.contract, pathVals, r.URL.RawQuery, body)
+		if err != nil {
+			req.Invalid = err
+		}
+		req.Args = args
+	}
+	c.writeResult(w, snap, c.Call(r.Context(), req))
+}
+
+// extractArgs builds a call's arguments from a legacy request: path
+// placeholders and the query parameters the binding names, coerced by the
+// schema's types, and the JSON body fields the binding names. Query
+// parameters the contract does not know are ignored (cache busters and the
+// like); body fields it does not know are refused, since they carry data
+// the call would silently drop.
+func extractArgs(ct *contracts.Contract, pathVals map[string]string, rawQuery string, body []byte) (map[string]any, error) {
+	args := map[string]any{}
+	schema := ct.Schema
+	for arg, v := range pathVals {
+		val, err := schema.Coerce(arg, []string{v})
+		if err != nil {
+			return nil, err
+		}
+		args[arg] = val
+	}
+	if rawQuery != "" {
+		q, err := url.ParseQuery(rawQuery)
+		if err != nil {
+			return nil, &contracts.ArgError{Pointer: "", Problem: contracts.ProblemInvalid, Want: "a well-formed query string"}
+		}
+		for param, arg := range ct.Binding.QueryParams() {
+			vals, ok := q[param]
+			if !ok {
+				continue
+			}
+			val, err := schema.Coerce(arg, vals)
+			if err != nil {
+				return nil, err
+			}
+			args[arg] = val
+		}
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		obj, err := parseArgs(body)
+		if err != nil {
+			return nil, &contracts.ArgError{Pointer: "", Problem: contracts.ProblemNotObject, Got: err.Error()}
+		}
+		fields := ct.Binding.BodyFields()
+		for field, v := range obj {
+			arg, ok := fields[field]
+			if !ok {
+				if field == contracts.IdempotencyKeyArg && ct.SideEffect {
+					args[field] = v
+					continue
+				}
+				return nil, &contracts.ArgError{Pointer: "/" + field, Problem: contracts.ProblemUnexpected}
+			}
+			args[arg] = v
+		}
+	}
+	return args, nil
+}
+
+// RouteConflicts lists the pairs of tools whose routes are ambiguous: a
+// request could take either, and neither is more specific.
+func RouteConflicts(snap *policy.Snapshot) []string {
+	var out []string
+	for i, a := range snap.ToolNames {
+		for _, b := range snap.ToolNames[i+1:] {
+			if contracts.Ambiguous(snap.Tools[a].Binding, snap.Tools[b].Binding) {
+				out = append(out, a+" and "+b)
+			}
+		}
+	}
+	return out
+}
