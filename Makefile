@@ -7,6 +7,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export TOOLGATE_REQUIRE_REDIS := 1
+export TOOLGATE_REQUIRE_PROMETHEUS := 1
 
 .PHONY: all build demo test deps fmt-check vet staticcheck unit fuzz-short fuzz check tidy-check bench clean
 
