@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net/http"
 	"net/url"
 	"sort"
@@ -331,7 +332,7 @@ func scalarString(v any) (string, bool) {
 	case string:
 		return t, true
 	case json.Number:
-		return t.String(), true
+		return canonicalNumber(t), true
 	case bool:
 		return strconv.FormatBool(t), true
 	case float64:
@@ -383,7 +384,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 		if !json.Valid([]byte(t)) {
 			return dst, fmt.Errorf("invalid number %q", string(t))
 		}
-		return append(dst, t...), nil
+		return append(dst, canonicalNumber(t)...), nil
 	case float64:
 		return appendJSONFloat(dst, t), nil
 	case int64:
@@ -427,4 +428,33 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 		return dst, err
 	}
 	return append(dst, b...), nil
+}
+
+// canonicalNumber spells an integral number as an integer ("1e1" and
+// "10.0" become "10"): JSON Schema calls them integers, and a legacy
+// backend parsing an integer parameter would choke on the exponent. Other
+// numbers keep their spelling.
+func canonicalNumber(n json.Number) string {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		return s
+	}
+	if len(s) > 400 {
+		return s
+	}
+	if e := strings.IndexAny(s, "eE"); e >= 0 {
+		// A huge exponent would make big.Rat build a huge number.
+		exp, err := strconv.Atoi(strings.TrimPrefix(s[e+1:], "+"))
+		if err != nil || exp > 400 || exp < -400 {
+			return s
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !r.IsInt() {
+		return s
+	}
+	if i := r.Num(); i.BitLen() <= 1024 {
+		return i.String()
+	}
+	return s
 }

@@ -186,3 +186,11 @@ func FuzzValidateAndBind(f *testing.F) {
 		}
 	})
 }
+
+func TestIntegralNumbersBindAsIntegers(t *testing.T) {
+	for in, want := range map[string]string{"1e1": "10", "10.0": "10", "-2.50e1": "-25", "2.5": "2.5", "1e-2": "1e-2", "1e999999999": "1e999999999", "7": "7"} {
+		if got := canonicalNumber(json.Number(in)); got != want {
+			t.Errorf("canonicalNumber(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"time"
 )
 
@@ -133,6 +134,7 @@ func (c *Catalog) wait(d time.Duration) string {
 func catalogEN() map[string]string {
 	return map[string]string{
 		"ok":                             "The call succeeded.",
+		"ok:done":                        "The call succeeded and the action was performed; do not repeat it.",
 		"empty":                          "The call succeeded but found nothing; try broader or different arguments.",
 		"schema":                         "Invalid arguments: {arg}; fix it and call again.",
 		"bad_json":                       "The arguments must be one JSON object ({detail}); send a valid JSON object.",
@@ -197,6 +199,7 @@ func catalogEN() map[string]string {
 func catalogZH() map[string]string {
 	return map[string]string{
 		"ok":                             "调用成功。",
+		"ok:done":                        "调用成功，操作已执行；请勿重复执行。",
 		"empty":                          "调用成功，但没有找到结果；请尝试更宽泛或不同的参数。",
 		"schema":                         "参数错误：{arg}；请修正后重试。",
 		"bad_json":                       "参数必须是一个 JSON 对象（{detail}）；请发送有效的 JSON 对象。",
@@ -260,7 +263,15 @@ func catalogZH() map[string]string {
 
 // Templates are a tool's own messages, one Go text/template per status,
 // executed with .args (the arguments) and .data (the envelope data).
-type Templates map[Status]*template.Template
+type Templates map[Status]*messageTemplate
+
+type messageTemplate struct {
+	tpl *template.Template
+	// The template reads only these top-level keys of .data (or all of it
+	// when whole is set): only they are decoded per call.
+	dataKeys []string
+	whole    bool
+}
 
 // CompileTemplates parses per-status message templates. Templates run with
 // missingkey=zero, so a missing argument renders empty instead of failing.
@@ -278,26 +289,96 @@ func CompileTemplates(specs map[string]string) (Templates, error) {
 		if err != nil {
 			return nil, &RuleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
 		}
-		t[st] = tpl
+		mt := &messageTemplate{tpl: tpl}
+		keys := map[string]bool{}
+		walkTemplate(tpl.Tree.Root, func(ident []string) {
+			switch {
+			case len(ident) >= 1 && ident[0] == "$":
+				mt.whole = true
+			case len(ident) == 1 && ident[0] == "data":
+				mt.whole = true
+			case len(ident) >= 2 && ident[0] == "data" && !keys[ident[1]]:
+				keys[ident[1]] = true
+				mt.dataKeys = append(mt.dataKeys, ident[1])
+			}
+		})
+		t[st] = mt
 	}
 	return t, nil
+}
+
+// walkTemplate calls visit with the identifier chain of every field and
+// variable reference in a template.
+func walkTemplate(n parse.Node, visit func([]string)) {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Nodes {
+			walkTemplate(c, visit)
+		}
+	case *parse.ActionNode:
+		walkTemplate(n.Pipe, visit)
+	case *parse.PipeNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Cmds {
+			walkTemplate(c, visit)
+		}
+	case *parse.CommandNode:
+		for _, a := range n.Args {
+			walkTemplate(a, visit)
+		}
+	case *parse.FieldNode:
+		visit(n.Ident)
+	case *parse.VariableNode:
+		visit(n.Ident)
+	case *parse.ChainNode:
+		visit([]string{"$"}) // (expr).field: cannot tell what it reads
+	case *parse.IfNode:
+		walkBranch(&n.BranchNode, visit)
+	case *parse.RangeNode:
+		walkBranch(&n.BranchNode, visit)
+	case *parse.WithNode:
+		walkBranch(&n.BranchNode, visit)
+	case *parse.TemplateNode:
+		visit([]string{"$"})
+	}
+}
+
+func walkBranch(b *parse.BranchNode, visit func([]string)) {
+	walkTemplate(b.Pipe, visit)
+	walkTemplate(b.List, visit)
+	walkTemplate(b.ElseList, visit)
 }
 
 // Render executes the template for status, if any. A template that fails at
 // run time yields ok=false so the catalogue message is used instead.
 func (t Templates) Render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
-	tpl := t[status]
-	if tpl == nil {
+	mt := t[status]
+	if mt == nil {
 		return "", false
 	}
 	var decoded any
-	if len(data) > 0 {
-		if err := json.Unmarshal(data, &decoded); err != nil {
-			decoded = nil
+	if len(data) > 0 && (mt.whole || len(mt.dataKeys) > 0) {
+		if doc, err := parseJSONDoc(data); err == nil {
+			if mt.whole || doc.nodes[0].kind != jsonObject {
+				decoded = doc.native(0)
+			} else {
+				m := make(map[string]any, len(mt.dataKeys))
+				for _, k := range mt.dataKeys {
+					if at, ok := doc.member(0, k); ok {
+						m[k] = doc.native(at)
+					}
+				}
+				decoded = m
+			}
 		}
 	}
 	var buf bytes.Buffer
-	if err := tpl.Execute(&buf, map[string]any{"args": args, "data": decoded}); err != nil {
+	if err := mt.tpl.Execute(&buf, map[string]any{"args": args, "data": decoded}); err != nil {
 		return "", false
 	}
 	return strings.Join(strings.Fields(buf.String()), " "), true

@@ -85,7 +85,11 @@ func observation(status Status, message string, data json.RawMessage, maxChars i
 	hasData := len(bytes.Trim(data, " \t\r\n")) > 0 // JSON's whitespace
 	if hasData {
 		out.WriteByte('\n')
-		if err := json.Compact(out, data); err != nil {
+		// Envelope data is already compact, valid UTF-8 JSON: one
+		// validating pass, no rewrite.
+		if valid, compact := validCompactJSON(data); valid && compact {
+			out.Write(data)
+		} else if err := json.Compact(out, data); err != nil {
 			// Not JSON: show it as a string. Compact has already
 			// taken back anything it wrote.
 			out.Truncate(headLen + 1)

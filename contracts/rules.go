@@ -84,6 +84,9 @@ func NewRuleEnv() (*RuleEnv, error) {
 		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
 		cel.Variable("body", cel.DynType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		// Backend numbers are ints or doubles by their spelling; rules
+		// compare them with either.
+		cel.CrossTypeNumericComparisons(true),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("cel environment: %w", err)
@@ -200,9 +203,31 @@ func (r *Rules) HasData() bool { return r != nil && r.data != nil }
 type RuleInput struct {
 	Status int
 	Header http.Header
-	Body   any            // parsed JSON; nil when absent or not JSON
+	Body   *Body          // the parsed answer; nil when absent or not JSON
 	Args   map[string]any // validated arguments
 }
+
+// Body is a backend answer parsed once for the rules and the envelope.
+type Body struct {
+	doc *jsonDoc
+}
+
+// ParseBody parses a JSON answer. It fails on anything that is not one
+// JSON value (surrounding whitespace allowed).
+func ParseBody(raw []byte) (*Body, error) {
+	doc, err := parseJSONDoc(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Body{doc: doc}, nil
+}
+
+// AppendCompact appends the whole answer as compact, valid-UTF-8 JSON in
+// the backend's key order.
+func (b *Body) AppendCompact(dst []byte) []byte { return b.doc.appendRaw(dst, 0) }
+
+// Empty reports whether the answer is null, "", [] or {}.
+func (b *Body) Empty() bool { return b.doc.isEmpty(0) }
 
 // activation resolves rule variables lazily, so an unused header map is
 // never built.
@@ -216,7 +241,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	case "status":
 		return int64(a.in.Status), true
 	case "body":
-		return a.in.Body, true
+		if a.in.Body == nil {
+			return types.NullValue, true
+		}
+		return a.in.Body.doc.celValue(0), true
 	case "args":
 		if a.in.Args == nil {
 			return map[string]any{}, true
@@ -344,6 +372,15 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 	}
 	if types.IsError(v) || types.IsUnknown(v) {
 		return dst, fmt.Errorf("%v", v)
+	}
+	// Views into the backend's answer are copied as they came.
+	switch t := v.(type) {
+	case *celJSONMap:
+		if order == nil {
+			return t.d.appendRaw(dst, t.i), nil
+		}
+	case *celJSONList:
+		return t.d.appendRaw(dst, t.i), nil
 	}
 	if m, ok := v.(traits.Mapper); ok {
 		return appendCELMap(dst, m, order, depth)

@@ -10,7 +10,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -371,7 +370,7 @@ func decodeArgs(req *Request, limit int64) (map[string]any, contracts.Outcome, b
 	if len(body) == 0 {
 		return map[string]any{}, contracts.Outcome{}, true
 	}
-	args, err := parseArgs(body)
+	args, err := contracts.DecodeArgs(body, maxArgsDepth)
 	if err != nil {
 		o := contracts.Reject(contracts.StatusBadArgs, contracts.ReasonBadJSON)
 		o.Detail = err.Error()
@@ -500,12 +499,10 @@ func (c *Core) classify(cl *call, a *attempt) (contracts.Outcome, bool) {
 	success := a.code >= 200 && a.code < 300
 	in := contracts.RuleInput{Status: a.code, Header: a.header, Args: cl.args}
 	body := bytes.TrimSpace(a.body)
-	validJSON := len(body) > 0 && json.Valid(body)
-	if validJSON && (rules.NeedsBody() || rules.HasData()) {
-		var v any
-		if err := json.Unmarshal(body, &v); err == nil {
-			in.Body = v
-		}
+	var parseErr error
+	if len(body) > 0 && (success || rules.NeedsBody()) {
+		// One parse serves the rules, the data and the envelope.
+		in.Body, parseErr = contracts.ParseBody(body)
 	}
 	if m, ok := rules.MatchError(&in); ok {
 		return contracts.ApplyRule(m, a.code, ct.SideEffect, dedupes, retryAfter(a.header, c.now())), true
@@ -513,20 +510,19 @@ func (c *Core) classify(cl *call, a *attempt) (contracts.Outcome, bool) {
 	if !success {
 		return a.outcome, false
 	}
-	if len(body) > 0 && !validJSON {
+	if parseErr != nil {
 		return contracts.BadResponse(a.code), true
 	}
 	o := contracts.Outcome{Status: contracts.StatusOK, Reason: contracts.ReasonOK, Effect: contracts.SideEffectDone, HTTPCode: a.code}
-	data, shaped, err := rules.Data(nil, &in)
+	data, shaped, err := rules.Data(make([]byte, 0, len(body)), &in)
 	if err != nil {
 		return contracts.BadResponse(a.code), true
 	}
-	if !shaped && len(body) > 0 {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, body); err != nil {
-			return contracts.BadResponse(a.code), true
+	if !shaped {
+		data = nil
+		if in.Body != nil {
+			data = in.Body.AppendCompact(make([]byte, 0, len(body)))
 		}
-		data = buf.Bytes()
 	}
 	if string(data) == "null" {
 		data = nil

@@ -167,7 +167,7 @@ func extractArgs(ct *contracts.Contract, pathVals map[string]string, rawQuery st
 		}
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
-		obj, err := parseArgs(body)
+		obj, err := contracts.DecodeArgs(body, maxArgsDepth)
 		if err != nil {
 			return nil, &contracts.ArgError{Pointer: "", Problem: contracts.ProblemNotObject, Got: err.Error()}
 		}

@@ -1,0 +1,572 @@
+package contracts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// A backend's answer is parsed once, into a flat tape of nodes that point
+// back into the raw bytes. CEL rules read it through lazy values (see
+// celjson.go), and data that passes through whole is copied from the raw
+// bytes: nothing is decoded into Go maps and re-encoded, and the backend's
+// key order and number literals survive.
+
+type jsonKind uint8
+
+const (
+	jsonNull jsonKind = iota
+	jsonFalse
+	jsonTrue
+	jsonNumber
+	jsonString
+	jsonArray
+	jsonObject
+)
+
+// tapeNode is one value. Nodes are in document order; an object's children
+// are key (a string node), value, key, value...; next skips the subtree.
+type tapeNode struct {
+	start, end int32 // raw bytes src[start:end]
+	next       int32 // index of the first node after this subtree
+	count      int32 // elements of an array, members of an object
+	kind       jsonKind
+	escaped    bool // a string that holds escapes
+}
+
+// jsonDoc is a parsed JSON document.
+type jsonDoc struct {
+	src   []byte
+	nodes []tapeNode
+	// compact: no insignificant whitespace anywhere and valid UTF-8, so
+	// any subtree can be copied out verbatim.
+	compact bool
+}
+
+// maxJSONDepth bounds nesting of backend answers. Deeper documents are
+// refused as unreadable rather than risking the stack.
+const maxJSONDepth = 512
+
+var errJSONSyntax = errors.New("invalid JSON")
+
+// parseJSONDoc parses src (one JSON value, surrounding whitespace allowed).
+func parseJSONDoc(src []byte) (*jsonDoc, error) {
+	if len(src) > 1<<30 {
+		return nil, errors.New("JSON document too large")
+	}
+	p := jsonParser{src: src, compact: true}
+	p.nodes = make([]tapeNode, 0, 16+len(src)/24)
+	p.skipSpaceOuter()
+	if err := p.value(0); err != nil {
+		return nil, err
+	}
+	p.skipSpaceOuter()
+	if p.i != len(src) {
+		return nil, errJSONSyntax
+	}
+	if p.compact && !utf8.Valid(src) {
+		p.compact = false
+	}
+	return &jsonDoc{src: src, nodes: p.nodes, compact: p.compact}, nil
+}
+
+type jsonParser struct {
+	src          []byte
+	i            int
+	nodes        []tapeNode
+	compact      bool
+	validateOnly bool // check the syntax, record nothing
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// skipSpaceOuter skips whitespace around the top-level value, which does
+// not make the document non-compact (the root's range excludes it).
+func (p *jsonParser) skipSpaceOuter() {
+	for p.i < len(p.src) && isJSONSpace(p.src[p.i]) {
+		p.i++
+	}
+}
+
+func (p *jsonParser) skipSpace() {
+	start := p.i
+	for p.i < len(p.src) && isJSONSpace(p.src[p.i]) {
+		p.i++
+	}
+	if p.i != start {
+		p.compact = false
+	}
+}
+
+func (p *jsonParser) value(depth int) error {
+	if p.i >= len(p.src) {
+		return errJSONSyntax
+	}
+	switch c := p.src[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		return p.str()
+	case c == 't':
+		return p.literal("true", jsonTrue)
+	case c == 'f':
+		return p.literal("false", jsonFalse)
+	case c == 'n':
+		return p.literal("null", jsonNull)
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	return errJSONSyntax
+}
+
+func (p *jsonParser) push(kind jsonKind) int {
+	if p.validateOnly {
+		return 0
+	}
+	p.nodes = append(p.nodes, tapeNode{start: int32(p.i), kind: kind})
+	return len(p.nodes) - 1
+}
+
+func (p *jsonParser) close(idx int) {
+	if p.validateOnly {
+		return
+	}
+	n := &p.nodes[idx]
+	n.end = int32(p.i)
+	n.next = int32(len(p.nodes))
+}
+
+// validCompactJSON reports whether src is one valid JSON value, and
+// whether it is already compact valid UTF-8 (nothing to rewrite), without
+// building a tape.
+func validCompactJSON(src []byte) (valid, compact bool) {
+	p := jsonParser{src: src, compact: true, validateOnly: true}
+	p.skipSpaceOuter()
+	if p.i != 0 {
+		p.compact = false
+	}
+	if err := p.value(0); err != nil {
+		return false, false
+	}
+	if p.i != len(src) {
+		p.skipSpaceOuter()
+		return p.i == len(src), false
+	}
+	return true, p.compact && utf8.Valid(src)
+}
+
+func (p *jsonParser) literal(word string, kind jsonKind) error {
+	if len(p.src)-p.i < len(word) || string(p.src[p.i:p.i+len(word)]) != word {
+		return errJSONSyntax
+	}
+	idx := p.push(kind)
+	p.i += len(word)
+	p.close(idx)
+	return nil
+}
+
+func (p *jsonParser) number() error {
+	idx := p.push(jsonNumber)
+	s, i := p.src, p.i
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return errJSONSyntax
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		d := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return errJSONSyntax
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return errJSONSyntax
+		}
+	}
+	p.i = i
+	p.close(idx)
+	return nil
+}
+
+func (p *jsonParser) str() error {
+	idx := p.push(jsonString)
+	s := p.src
+	i := p.i + 1
+	for {
+		if i >= len(s) {
+			return errJSONSyntax
+		}
+		c := s[i]
+		switch {
+		case c == '"':
+			p.i = i + 1
+			p.close(idx)
+			return nil
+		case c == '\\':
+			if !p.validateOnly {
+				p.nodes[idx].escaped = true
+			}
+			if i+1 >= len(s) {
+				return errJSONSyntax
+			}
+			switch s[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(s) {
+					return errJSONSyntax
+				}
+				for _, h := range s[i+2 : i+6] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return errJSONSyntax
+					}
+				}
+				i += 6
+			default:
+				return errJSONSyntax
+			}
+		case c < 0x20:
+			return errJSONSyntax
+		default:
+			i++
+		}
+	}
+}
+
+func (p *jsonParser) array(depth int) error {
+	if depth >= maxJSONDepth {
+		return errJSONSyntax
+	}
+	idx := p.push(jsonArray)
+	p.i++
+	p.skipSpace()
+	if p.i < len(p.src) && p.src[p.i] == ']' {
+		p.i++
+		p.close(idx)
+		return nil
+	}
+	for {
+		if err := p.value(depth + 1); err != nil {
+			return err
+		}
+		if !p.validateOnly {
+			p.nodes[idx].count++
+		}
+		p.skipSpace()
+		if p.i >= len(p.src) {
+			return errJSONSyntax
+		}
+		switch p.src[p.i] {
+		case ',':
+			p.i++
+			p.skipSpace()
+		case ']':
+			p.i++
+			p.close(idx)
+			return nil
+		default:
+			return errJSONSyntax
+		}
+	}
+}
+
+func (p *jsonParser) object(depth int) error {
+	if depth >= maxJSONDepth {
+		return errJSONSyntax
+	}
+	idx := p.push(jsonObject)
+	p.i++
+	p.skipSpace()
+	if p.i < len(p.src) && p.src[p.i] == '}' {
+		p.i++
+		p.close(idx)
+		return nil
+	}
+	for {
+		if p.i >= len(p.src) || p.src[p.i] != '"' {
+			return errJSONSyntax
+		}
+		if err := p.str(); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.i >= len(p.src) || p.src[p.i] != ':' {
+			return errJSONSyntax
+		}
+		p.i++
+		p.skipSpace()
+		if err := p.value(depth + 1); err != nil {
+			return err
+		}
+		if !p.validateOnly {
+			p.nodes[idx].count++
+		}
+		p.skipSpace()
+		if p.i >= len(p.src) {
+			return errJSONSyntax
+		}
+		switch p.src[p.i] {
+		case ',':
+			p.i++
+			p.skipSpace()
+		case '}':
+			p.i++
+			p.close(idx)
+			return nil
+		default:
+			return errJSONSyntax
+		}
+	}
+}
+
+// raw returns a node's bytes.
+func (d *jsonDoc) raw(i int32) []byte {
+	n := &d.nodes[i]
+	return d.src[n.start:n.end]
+}
+
+// str returns a string node's value.
+func (d *jsonDoc) str(i int32) string {
+	n := &d.nodes[i]
+	if !n.escaped {
+		return string(d.src[n.start+1 : n.end-1])
+	}
+	var s string
+	if err := json.Unmarshal(d.src[n.start:n.end], &s); err != nil {
+		return ""
+	}
+	return s
+}
+
+// keyEquals reports whether string node i holds key, without allocating
+// for keys that have no escapes.
+func (d *jsonDoc) keyEquals(i int32, key string) bool {
+	n := &d.nodes[i]
+	if !n.escaped {
+		return string(d.src[n.start+1:n.end-1]) == key
+	}
+	return d.str(i) == key
+}
+
+// member finds the value of key in object node i; the last of duplicate
+// keys wins, as in encoding/json.
+func (d *jsonDoc) member(i int32, key string) (int32, bool) {
+	n := d.nodes[i]
+	found, at := false, int32(0)
+	k := i + 1
+	for range n.count {
+		v := k + 1
+		if d.keyEquals(k, key) {
+			found, at = true, v
+		}
+		k = d.nodes[v].next
+	}
+	return at, found
+}
+
+// elements returns the node indices of array node i's elements.
+func (d *jsonDoc) elements(i int32) []int32 {
+	n := d.nodes[i]
+	out := make([]int32, 0, n.count)
+	e := i + 1
+	for range n.count {
+		out = append(out, e)
+		e = d.nodes[e].next
+	}
+	return out
+}
+
+// isEmpty reports whether node i is null, "", [] or {}.
+func (d *jsonDoc) isEmpty(i int32) bool {
+	n := &d.nodes[i]
+	switch n.kind {
+	case jsonNull:
+		return true
+	case jsonString:
+		return n.end-n.start == 2
+	case jsonArray, jsonObject:
+		return n.count == 0
+	}
+	return false
+}
+
+// native decodes node i into Go values as encoding/json would (numbers as
+// float64), for the rare operations that need them.
+func (d *jsonDoc) native(i int32) any {
+	n := &d.nodes[i]
+	switch n.kind {
+	case jsonNull:
+		return nil
+	case jsonFalse:
+		return false
+	case jsonTrue:
+		return true
+	case jsonNumber:
+		f, _ := strconv.ParseFloat(string(d.raw(i)), 64)
+		return f
+	case jsonString:
+		return d.str(i)
+	case jsonArray:
+		out := make([]any, 0, n.count)
+		for _, e := range d.elements(i) {
+			out = append(out, d.native(e))
+		}
+		return out
+	default:
+		out := make(map[string]any, n.count)
+		k := i + 1
+		for range n.count {
+			v := k + 1
+			out[d.str(k)] = d.native(v)
+			k = d.nodes[v].next
+		}
+		return out
+	}
+}
+
+// appendRaw appends node i as compact, valid-UTF-8 JSON, in the source's
+// key order and number spelling.
+func (d *jsonDoc) appendRaw(dst []byte, i int32) []byte {
+	raw := d.raw(i)
+	if d.compact {
+		return append(dst, raw...)
+	}
+	return appendCompactJSON(dst, raw)
+}
+
+// appendCompactJSON copies valid JSON without insignificant whitespace,
+// replacing invalid UTF-8 inside strings with U+FFFD.
+func appendCompactJSON(dst, src []byte) []byte {
+	inString := false
+	for i := 0; i < len(src); {
+		c := src[i]
+		if !inString {
+			if !isJSONSpace(c) {
+				dst = append(dst, c)
+				if c == '"' {
+					inString = true
+				}
+			}
+			i++
+			continue
+		}
+		switch {
+		case c == '\\':
+			dst = append(dst, c, src[i+1])
+			i += 2
+		case c == '"':
+			dst = append(dst, c)
+			inString = false
+			i++
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(src[i:])
+			if r == utf8.RuneError && size == 1 {
+				dst = append(dst, "\ufffd"...)
+			} else {
+				dst = append(dst, src[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return dst
+}
+
+// DecodeArgs decodes a JSON object of call arguments strictly: numbers stay
+// json.Number (no precision is lost before the schema sees them), duplicate
+// keys are refused (two readers could disagree on which one counts), as are
+// invalid UTF-8, nesting deeper than maxDepth, and anything after the
+// object. The error text is fit for the model.
+func DecodeArgs(src []byte, maxDepth int) (map[string]any, error) {
+	if !utf8.Valid(src) {
+		return nil, errors.New("the body is not valid UTF-8")
+	}
+	doc, err := parseJSONDoc(src)
+	if err != nil {
+		return nil, errors.New("the body is not valid JSON")
+	}
+	if doc.nodes[0].kind != jsonObject {
+		return nil, errors.New("the body must be a JSON object")
+	}
+	v, err := doc.args(0, 0, maxDepth)
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]any), nil
+}
+
+func (d *jsonDoc) args(i int32, depth, maxDepth int) (any, error) {
+	n := &d.nodes[i]
+	switch n.kind {
+	case jsonNull:
+		return nil, nil
+	case jsonFalse:
+		return false, nil
+	case jsonTrue:
+		return true, nil
+	case jsonNumber:
+		return json.Number(d.raw(i)), nil
+	case jsonString:
+		return d.str(i), nil
+	}
+	if depth >= maxDepth {
+		return nil, fmt.Errorf("the arguments are nested deeper than %d levels", maxDepth)
+	}
+	if n.kind == jsonArray {
+		out := make([]any, 0, n.count)
+		for _, e := range d.elements(i) {
+			v, err := d.args(e, depth+1, maxDepth)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		return out, nil
+	}
+	out := make(map[string]any, n.count)
+	k := i + 1
+	for range n.count {
+		v := k + 1
+		key := d.str(k)
+		if _, dup := out[key]; dup {
+			if len(key) > 40 {
+				key = key[:40]
+			}
+			return nil, fmt.Errorf("the key %q appears twice", key)
+		}
+		val, err := d.args(v, depth+1, maxDepth)
+		if err != nil {
+			return nil, err
+		}
+		out[key] = val
+		k = d.nodes[v].next
+	}
+	return out, nil
+}
