@@ -8,8 +8,9 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export TOOLGATE_REQUIRE_REDIS := 1
 export TOOLGATE_REQUIRE_PROMETHEUS := 1
+export TOOLGATE_REQUIRE_NODE := 1
 
-.PHONY: all build demo test deps fmt-check vet staticcheck unit fuzz-short fuzz check tidy-check bench clean
+.PHONY: all build demo test deps fmt-check vet staticcheck unit fuzz-short fuzz check tidy-check bench clean mcp-node
 
 all: build
 
@@ -20,10 +21,16 @@ demo: build
 	./$(BIN) demo
 
 # test runs everything a submission must pass.
-test: deps fmt-check tidy-check vet staticcheck check unit fuzz-short
+test: deps fmt-check tidy-check vet staticcheck check mcp-node unit fuzz-short
 
 deps:
 	./scripts/deps.sh
+
+# mcp-node installs the MCP clients the tests run (test/mcp: the official
+# TypeScript SDK and conformance suite) with npm ci from the lock file; it
+# does nothing while node_modules matches the lock.
+mcp-node:
+	bash test/mcp/ensure-deps.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

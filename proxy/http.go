@@ -18,6 +18,8 @@ func (c *Core) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tools/{tool}", c.serveCall)
 	mux.HandleFunc("GET /v1/tools", c.serveList)
+	// "/mcp" without a method: the SDK answers GET and DELETE with 405.
+	mux.Handle("/mcp", c.MCPHandler(MCPOptions{}))
 	mux.HandleFunc("/", c.serveOther)
 	return mux
 }

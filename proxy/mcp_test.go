@@ -1,0 +1,878 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/proxy"
+)
+
+// The protocol revisions toolgate serves over MCP.
+var mcpRevisions = []string{"2025-11-25", "2026-07-28"}
+
+// mcpEnv is a toolgate serving the example policy over MCP (and the HTTP
+// front, for comparisons) in front of the example backends.
+type mcpEnv struct {
+	core   *proxy.Core
+	notify *examples.NotifyBackend
+	server *httptest.Server // the agent port: /mcp and /v1/tools
+	logs   *mcpLogBuffer
+
+	searchURL, notifyURL string
+}
+
+// mcpPolicy is the example policy with its backends' addresses; edit
+// rewrites it further for one test.
+func mcpPolicy(t *testing.T, searchURL, notifyURL string, edit func(string) string) []byte {
+	t.Helper()
+	doc := strings.NewReplacer("http://127.0.0.1:7001", searchURL, "http://127.0.0.1:7002", notifyURL).Replace(string(examples.Policy()))
+	if edit != nil {
+		doc = edit(doc)
+	}
+	return []byte(doc)
+}
+
+func newMCPEnv(t *testing.T, edit func(string) string) *mcpEnv {
+	t.Helper()
+	search := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{SlowDelay: 2 * time.Second}))
+	t.Cleanup(search.Close)
+	notify := examples.NewNotifyBackend(examples.NotifyOptions{})
+	notifySrv := httptest.NewServer(notify)
+	t.Cleanup(notifySrv.Close)
+	snap, err := config.CompileSource("policy.yaml", mcpPolicy(t, search.URL, notifySrv.URL, edit), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &mcpLogBuffer{}
+	core, err := proxy.NewCore(snap, proxy.Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mcpAgentMux(core, proxy.MCPOptions{}))
+	t.Cleanup(func() {
+		srv.Close()
+		core.Close()
+	})
+	return &mcpEnv{core: core, notify: notify, server: srv, logs: logs, searchURL: search.URL, notifyURL: notifySrv.URL}
+}
+
+// mcpAgentMux is the agent port as the lead's Core.Handler will route it:
+// /mcp to the MCP handler, everything else to the HTTP front.
+func mcpAgentMux(core *proxy.Core, opts proxy.MCPOptions) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", core.MCPHandler(opts))
+	mux.Handle("/", core.Handler())
+	return mux
+}
+
+// mcpHeaderTransport adds fixed headers (the caller, a request id) to every
+// request of an MCP client, as a configured client would.
+type mcpHeaderTransport struct {
+	header http.Header
+	next   http.RoundTripper
+}
+
+func (h mcpHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.header {
+		r.Header[k] = v
+	}
+	return h.next.RoundTrip(r)
+}
+
+// mcpConnect opens an MCP session with the Go SDK's client at revision, with
+// extra headers on every request.
+func mcpConnect(t *testing.T, endpoint, revision string, header http.Header) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1.0.0"}, nil)
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:   endpoint,
+		HTTPClient: &http.Client{Transport: mcpHeaderTransport{header: header, next: http.DefaultTransport}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: revision})
+	if err != nil {
+		t.Fatalf("connect at %s: %v", revision, err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	if got := cs.InitializeResult().ProtocolVersion; got != revision {
+		t.Fatalf("negotiated %s, want %s", got, revision)
+	}
+	return cs
+}
+
+func mcpCaller(caller string) http.Header {
+	h := http.Header{}
+	if caller != "" {
+		h.Set("X-Toolgate-Caller", caller)
+	}
+	return h
+}
+
+func mcpCallTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("tools/call %s: %v", name, err)
+	}
+	return res
+}
+
+// mcpEnvelopeOf checks the shape every tool result must have (the envelope as
+// structuredContent, valid against the published output schema; one text
+// block holding the observation; isError unless ok or empty) and returns
+// the envelope.
+func mcpEnvelopeOf(t *testing.T, res *mcp.CallToolResult) *contracts.Envelope {
+	t.Helper()
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := contracts.DecodeEnvelope(raw)
+	if err != nil {
+		t.Fatalf("structuredContent is not an envelope: %v: %s", err, raw)
+	}
+	if err := mcpEnvelopeSchema(t).Validate(mcpDecodeObject(t, raw)); err != nil {
+		t.Errorf("envelope fails the output schema: %v: %s", err, raw)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("want one content block, got %d", len(res.Content))
+	}
+	text, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content block is %T, want text", res.Content[0])
+	}
+	if text.Text != env.Observation {
+		t.Errorf("text block %q is not the observation %q", text.Text, env.Observation)
+	}
+	if res.IsError != !env.Status.Success() {
+		t.Errorf("isError = %v for status %s", res.IsError, env.Status)
+	}
+	return env
+}
+
+func mcpEnvelopeSchema(t *testing.T) *contracts.Schema {
+	t.Helper()
+	var doc any
+	if err := json.Unmarshal([]byte(proxy.MCPEnvelopeSchema), &doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := contracts.CompileSchema(doc)
+	if err != nil {
+		t.Fatalf("the envelope schema does not compile: %v", err)
+	}
+	return schema
+}
+
+func mcpDecodeObject(t *testing.T, raw []byte) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mcpToolNames(tools []*mcp.Tool) []string {
+	names := make([]string, 0, len(tools))
+	for _, tl := range tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+func mcpListTools(t *testing.T, cs *mcp.ClientSession) []*mcp.Tool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	return res.Tools
+}
+
+func TestMCPToolListIsFilteredByCaller(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	denyEnv := newMCPEnv(t, func(doc string) string {
+		return strings.Replace(doc, "default: allow", "default: deny", 1)
+	})
+	cases := []struct {
+		name   string
+		env    *mcpEnv
+		caller string
+		want   []string
+	}{
+		{"a caller limited to search sees only search", env, "research-agent", []string{"search_articles"}},
+		{"a caller allowed everything sees both tools", env, "ops-agent", []string{"search_articles", "send_notification"}},
+		{"an unlisted caller gets access.default allow", env, "", []string{"search_articles", "send_notification"}},
+		{"an unlisted caller gets access.default deny", denyEnv, "stranger", []string{}},
+	}
+	for _, rev := range mcpRevisions {
+		for _, tc := range cases {
+			t.Run(rev+"/"+tc.name, func(t *testing.T) {
+				cs := mcpConnect(t, tc.env.server.URL+"/mcp", rev, mcpCaller(tc.caller))
+				if got := mcpToolNames(mcpListTools(t, cs)); !slices.Equal(got, tc.want) {
+					t.Errorf("tools = %v, want %v", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func TestMCPToolsDescribeTheirContracts(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	snap := env.core.Snapshot()
+	var outputSchema any
+	if err := json.Unmarshal([]byte(proxy.MCPEnvelopeSchema), &outputSchema); err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			tools := mcpListTools(t, mcpConnect(t, env.server.URL+"/mcp", rev, nil))
+			if len(tools) != 2 {
+				t.Fatalf("want 2 tools, got %v", mcpToolNames(tools))
+			}
+			for _, tl := range tools {
+				ct := snap.Tools[tl.Name]
+				if tl.Description != ct.Description {
+					t.Errorf("%s: description %q, want %q", tl.Name, tl.Description, ct.Description)
+				}
+				var published any
+				if err := json.Unmarshal(ct.PublishedSchema(), &published); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(tl.InputSchema, published) {
+					t.Errorf("%s: inputSchema %v, want the published schema %v", tl.Name, tl.InputSchema, published)
+				}
+				if !reflect.DeepEqual(tl.OutputSchema, outputSchema) {
+					t.Errorf("%s: outputSchema is not the envelope schema: %v", tl.Name, tl.OutputSchema)
+				}
+				a := tl.Annotations
+				if a == nil || a.DestructiveHint == nil {
+					t.Fatalf("%s: annotations missing: %+v", tl.Name, a)
+				}
+				wantRO, wantDestructive := !ct.SideEffect, ct.SideEffect
+				if a.ReadOnlyHint != wantRO || *a.DestructiveHint != wantDestructive || !a.IdempotentHint {
+					t.Errorf("%s: annotations readOnly=%v destructive=%v idempotent=%v; want %v, %v, true",
+						tl.Name, a.ReadOnlyHint, *a.DestructiveHint, a.IdempotentHint, wantRO, wantDestructive)
+				}
+			}
+			schema := tools[1].InputSchema.(map[string]any)
+			if tools[1].Name != "send_notification" || !slices.Contains(schema["required"].([]any), any(contracts.IdempotencyKeyArg)) {
+				t.Errorf("send_notification must require %s: %v", contracts.IdempotencyKeyArg, schema)
+			}
+		})
+	}
+}
+
+// TestMCPEnvelopeSchemaMatchesTheEnvelope pins the hand-written output
+// schema to contracts.Envelope: same fields, required exactly when never
+// omitted, and the closed sets of status and side_effect.
+func TestMCPEnvelopeSchemaMatchesTheEnvelope(t *testing.T) {
+	var doc struct {
+		Required             []string                  `json:"required"`
+		AdditionalProperties bool                      `json:"additionalProperties"`
+		Properties           map[string]map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(proxy.MCPEnvelopeSchema), &doc); err != nil {
+		t.Fatal(err)
+	}
+	mcpEnvelopeSchema(t) // compiles
+	var fields, required []string
+	typ := reflect.TypeFor[contracts.Envelope]()
+	for i := range typ.NumField() {
+		name, opts, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		fields = append(fields, name)
+		if !strings.Contains(opts, "omitempty") {
+			required = append(required, name)
+		}
+	}
+	props := make([]string, 0, len(doc.Properties))
+	for name := range doc.Properties {
+		props = append(props, name)
+	}
+	slices.Sort(fields)
+	slices.Sort(props)
+	if !slices.Equal(props, fields) {
+		t.Errorf("schema properties %v, envelope fields %v", props, fields)
+	}
+	slices.Sort(required)
+	slices.Sort(doc.Required)
+	if !slices.Equal(doc.Required, required) {
+		t.Errorf("schema requires %v, envelope always has %v", doc.Required, required)
+	}
+	if doc.AdditionalProperties {
+		t.Error("the schema must not allow other fields")
+	}
+	var statuses []any
+	for _, s := range contracts.Statuses() {
+		statuses = append(statuses, string(s))
+	}
+	if got := doc.Properties["status"]["enum"]; !reflect.DeepEqual(got, statuses) {
+		t.Errorf("status enum %v, want %v", got, statuses)
+	}
+	effects := []any{string(contracts.SideEffectNone), string(contracts.SideEffectDone), string(contracts.SideEffectUnknown)}
+	if got := doc.Properties["side_effect"]["enum"]; !reflect.DeepEqual(got, effects) {
+		t.Errorf("side_effect enum %v, want %v", got, effects)
+	}
+}
+
+func TestMCPCallsRunTheSamePipeline(t *testing.T) {
+	env := newMCPEnv(t, func(doc string) string {
+		// The search tool's deadline, short so the timeout row is quick.
+		return strings.Replace(doc, "timeout: 500ms", "timeout: 200ms", 1)
+	})
+	cases := []struct {
+		name   string
+		tool   string
+		args   map[string]any
+		status contracts.Status
+	}{
+		{"a search that finds articles is ok", "search_articles", map[string]any{"q": "go", "limit": 3}, contracts.StatusOK},
+		{"a search that finds nothing is empty, not an error", "search_articles", map[string]any{"q": "量子引力"}, contracts.StatusEmpty},
+		{"a limit over the schema's maximum is bad_args", "search_articles", map[string]any{"q": "go", "limit": 50}, contracts.StatusBadArgs},
+		{"a wrongly typed argument is bad_args", "search_articles", map[string]any{"q": 5}, contracts.StatusBadArgs},
+		{"missing arguments are bad_args", "search_articles", nil, contracts.StatusBadArgs},
+		{"a 200 with E_NOPERM is forbidden by the contract's rule", "search_articles", map[string]any{"q": "secret"}, contracts.StatusForbidden},
+		{"a backend slower than the deadline is timeout", "search_articles", map[string]any{"q": "slow"}, contracts.StatusTimeout},
+		{"a backend crash is upstream without the stack trace", "search_articles", map[string]any{"q": "crash"}, contracts.StatusUpstream},
+	}
+	for _, rev := range mcpRevisions {
+		cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("research-agent"))
+		for _, tc := range cases {
+			t.Run(rev+"/"+tc.name, func(t *testing.T) {
+				e := mcpEnvelopeOf(t, mcpCallTool(t, cs, tc.tool, tc.args))
+				if e.Status != tc.status {
+					t.Fatalf("status %s, want %s: %s", e.Status, tc.status, e.Observation)
+				}
+				if e.Tool != tc.tool || e.CallID == "" {
+					t.Errorf("tool %q call_id %q", e.Tool, e.CallID)
+				}
+				if strings.Contains(e.Observation, examples.CrashInternalHost) {
+					t.Errorf("observation leaks the backend: %s", e.Observation)
+				}
+			})
+		}
+	}
+}
+
+// TestMCPStructuredContentIsTheHTTPEnvelope compares the raw bytes of a
+// tools/call result with the HTTP front's answer to the same call.
+func TestMCPStructuredContentIsTheHTTPEnvelope(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	for _, args := range []string{`{"q":"go","limit":2}`, `{"q":"量子引力"}`, `{"q":"secret"}`, `{"q":"go","limit":0}`} {
+		t.Run(args, func(t *testing.T) {
+			header := http.Header{"X-Request-Id": {"req-42"}, "X-Toolgate-Caller": {"research-agent"}}
+			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", header,
+				`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_articles","arguments":`+args+`}}`)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
+			}
+			var msg struct {
+				Result struct {
+					StructuredContent json.RawMessage `json:"structuredContent"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(body, &msg); err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/v1/tools/search_articles", strings.NewReader(args))
+			req.Header = header.Clone()
+			httpResp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			httpBody, _ := io.ReadAll(httpResp.Body)
+			httpResp.Body.Close()
+			if got, want := string(msg.Result.StructuredContent), string(bytes.TrimSpace(httpBody)); got != want {
+				t.Errorf("structuredContent differs from the HTTP envelope:\n mcp:  %s\n http: %s", got, want)
+			}
+		})
+	}
+}
+
+// mcpPost sends one raw JSON-RPC message as a Streamable HTTP client would
+// at the 2025-11-25 revision (a stateless server needs no initialize first).
+func mcpPost(t *testing.T, endpoint, revision string, header http.Header, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if revision != "" {
+		req.Header.Set("MCP-Protocol-Version", revision)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// TestMCPArgumentsAreParsedLikeHTTPBodies sends arguments no typed client
+// would: they reach the core as raw bytes, so the HTTP front's strict
+// parsing applies, and the answer is a tool result, never a JSON-RPC error.
+func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	for _, tc := range []struct {
+		name, params string
+		status       contracts.Status
+	}{
+		{"arguments that are a string", `"arguments":"go"`, contracts.StatusBadArgs},
+		{"arguments that are an array", `"arguments":[1]`, contracts.StatusBadArgs},
+		{"a key given twice", `"arguments":{"q":"go","q":"rust"}`, contracts.StatusBadArgs},
+		{"null arguments, read as none", `"arguments":null`, contracts.StatusBadArgs},
+		{"no arguments", `"_meta":{}`, contracts.StatusBadArgs},
+		{"a number with an exponent is still an integer", `"arguments":{"q":"go","limit":2e0}`, contracts.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles",`+tc.params+`}}`)
+			var msg struct {
+				Result *mcp.CallToolResult `json:"result"`
+			}
+			if err := json.Unmarshal(body, &msg); err != nil || resp.StatusCode != http.StatusOK || msg.Result == nil {
+				t.Fatalf("HTTP %d, want a tool result: %s", resp.StatusCode, body)
+			}
+			if e := mcpEnvelopeOf(t, msg.Result); e.Status != tc.status {
+				t.Errorf("status %s, want %s: %s", e.Status, tc.status, e.Observation)
+			}
+		})
+	}
+}
+
+func TestMCPIdempotentReplayThroughTheKeyArgument(t *testing.T) {
+	for _, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			env := newMCPEnv(t, nil)
+			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("ops-agent"))
+			args := map[string]any{"user_id": "alice", "text": "Your report is ready.", contracts.IdempotencyKeyArg: "mcp-key-1"}
+			first := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", args))
+			if first.Status != contracts.StatusOK || first.SideEffect != contracts.SideEffectDone || first.Replayed {
+				t.Fatalf("first call: %+v", first)
+			}
+			second := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", args))
+			if !second.Replayed {
+				t.Fatalf("second call with the same key was not replayed: %+v", second)
+			}
+			if second.Status != first.Status || string(second.Data) != string(first.Data) || second.Cost != 0 {
+				t.Errorf("replay %+v differs from the first result %+v", second, first)
+			}
+			if n := env.notify.Count(); n != 1 {
+				t.Errorf("the backend sent %d notifications, want 1", n)
+			}
+			other := map[string]any{"user_id": "alice", "text": "Another text.", contracts.IdempotencyKeyArg: "mcp-key-1"}
+			if e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", other)); e.Status != contracts.StatusBadArgs {
+				t.Errorf("key reused with other arguments: %s, want bad_args", e.Status)
+			}
+			noKey := map[string]any{"user_id": "alice", "text": "No key."}
+			if e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", noKey)); e.Status != contracts.StatusBadArgs {
+				t.Errorf("missing key: %s, want bad_args", e.Status)
+			}
+		})
+	}
+}
+
+func TestMCPCallerMayOnlyCallItsTools(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	for _, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("research-agent"))
+			args := map[string]any{"user_id": "alice", "text": "hi", contracts.IdempotencyKeyArg: "k-" + rev}
+			e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", args))
+			if e.Status != contracts.StatusForbidden {
+				t.Fatalf("status %s, want forbidden", e.Status)
+			}
+			if env.notify.Count() != 0 {
+				t.Error("a forbidden call reached the backend")
+			}
+		})
+	}
+}
+
+func TestMCPUnknownToolIsAJSONRPCError(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	for i, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			cs := mcpConnect(t, env.server.URL+"/mcp", rev, nil)
+			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "delete_everything", Arguments: map[string]any{}})
+			var rpcErr *jsonrpc.Error
+			if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+				t.Fatalf("err = %v, want a JSON-RPC invalid params error", err)
+			}
+			if !strings.Contains(rpcErr.Message, "delete_everything") {
+				t.Errorf("message %q does not name the tool", rpcErr.Message)
+			}
+			got := testutil.ToFloat64(env.core.Metrics().ToolCalls.WithLabelValues("unknown", "not_found", "unknown"))
+			if got != float64(i+1) {
+				t.Errorf("toolgate_tool_calls_total{tool=unknown,status=not_found} = %v, want %d", got, i+1)
+			}
+		})
+	}
+	t.Run("the answer is HTTP 200", func(t *testing.T) {
+		resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+			`{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"nope","arguments":{}}}`)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"code":-32602`) {
+			t.Errorf("HTTP %d: %s", resp.StatusCode, body)
+		}
+	})
+}
+
+func TestMCPCallsAreMeasuredAndLogged(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	cs := mcpConnect(t, env.server.URL+"/mcp", "2026-07-28", mcpCaller("research-agent"))
+	mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
+	m := env.core.Metrics()
+	if got := testutil.ToFloat64(m.ToolCalls.WithLabelValues("search_articles", "ok", "research-agent")); got != 1 {
+		t.Errorf("toolgate_tool_calls_total{search_articles,ok,research-agent} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.ToolCost.WithLabelValues("search_articles", "research-agent")); got != 0.001 {
+		t.Errorf("toolgate_tool_cost_total = %v, want 0.001", got)
+	}
+	var line map[string]any
+	for l := range strings.Lines(env.logs.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["msg"] != "call" {
+			// One line per call: the SDK's per-request session chatter
+			// stays out of the log.
+			t.Errorf("unexpected log line %s", l)
+			continue
+		}
+		line = m
+	}
+	if line == nil {
+		t.Fatalf("no call log line in %s", env.logs.String())
+	}
+	for k, want := range map[string]string{"front": "mcp", "mcp_method": "tools/call", "mcp_protocol_version": "2026-07-28", "tool": "search_articles", "caller": "research-agent", "status": "ok"} {
+		if line[k] != want {
+			t.Errorf("log field %s = %v, want %s", k, line[k], want)
+		}
+	}
+}
+
+func TestMCPToolListFollowsReloads(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	original := env.core.Snapshot()
+	narrowed, err := config.CompileSource("policy.yaml", mcpPolicy(t, env.searchURL, env.notifyURL, func(doc string) string {
+		return strings.Replace(doc, `tools: ["*"]`, `tools: [search_articles]`, 1)
+	}), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("ops-agent"))
+			if got := mcpToolNames(mcpListTools(t, cs)); len(got) != 2 {
+				t.Fatalf("before the reload: %v", got)
+			}
+			if err := env.core.Swap(narrowed); err != nil {
+				t.Fatal(err)
+			}
+			if got := mcpToolNames(mcpListTools(t, cs)); !slices.Equal(got, []string{"search_articles"}) {
+				t.Errorf("after the reload: %v, want [search_articles]", got)
+			}
+			if err := env.core.Swap(original); err != nil {
+				t.Fatal(err)
+			}
+			if got := mcpToolNames(mcpListTools(t, cs)); len(got) != 2 {
+				t.Errorf("after reloading the original: %v", got)
+			}
+		})
+	}
+}
+
+func TestMCPRevision20260728ChecksRoutingHeaders(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go"},` + meta + `}}`
+	cases := []struct {
+		name    string
+		header  http.Header
+		version string
+		body    string
+		status  int
+		code    int64 // JSON-RPC error code, 0 for a result
+	}{
+		{"matching headers are served", http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"search_articles"}}, "2026-07-28", call, 200, 0},
+		{"an Mcp-Name that differs from the body is refused", http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"send_notification"}}, "2026-07-28", call, 400, mcp.CodeHeaderMismatch},
+		{"an Mcp-Method that differs from the body is refused", http.Header{"Mcp-Method": {"tools/list"}, "Mcp-Name": {"search_articles"}}, "2026-07-28", call, 400, mcp.CodeHeaderMismatch},
+		{"a missing Mcp-Method is refused", http.Header{"Mcp-Name": {"search_articles"}}, "2026-07-28", call, 400, mcp.CodeHeaderMismatch},
+		{"a missing Mcp-Name is refused", http.Header{"Mcp-Method": {"tools/call"}}, "2026-07-28", call, 400, mcp.CodeHeaderMismatch},
+		{"a protocol version header that differs from _meta is refused", http.Header{"Mcp-Method": {"tools/call"}, "Mcp-Name": {"search_articles"}}, "2025-11-25", call, 400, mcp.CodeHeaderMismatch},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := mcpPost(t, env.server.URL+"/mcp", tc.version, tc.header, tc.body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("HTTP %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			var msg struct {
+				Result *mcp.CallToolResult `json:"result"`
+				Error  *jsonrpc.Error      `json:"error"`
+			}
+			if err := json.Unmarshal(body, &msg); err != nil {
+				t.Fatalf("%v: %s", err, body)
+			}
+			switch {
+			case tc.code == 0 && (msg.Error != nil || msg.Result == nil || msg.Result.IsError):
+				t.Errorf("want a successful result: %s", body)
+			case tc.code != 0 && (msg.Error == nil || msg.Error.Code != tc.code):
+				t.Errorf("want error %d: %s", tc.code, body)
+			}
+		})
+	}
+}
+
+func TestMCPIsStateless(t *testing.T) {
+	// Two replicas with the same policy; the client's requests alternate
+	// between them, so no request finds the state an earlier one left.
+	a, b := newMCPEnv(t, nil), newMCPEnv(t, nil)
+	var n atomic.Int64
+	rr := mcpRoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		target := a.server.URL
+		if n.Add(1)%2 == 0 {
+			target = b.server.URL
+		}
+		r = r.Clone(r.Context())
+		r.URL.Host = strings.TrimPrefix(target, "http://")
+		r.Host = r.URL.Host
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	for _, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1.0.0"}, nil)
+			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+				Endpoint: a.server.URL + "/mcp", HTTPClient: &http.Client{Transport: rr},
+			}, &mcp.ClientSessionOptions{ProtocolVersion: rev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if cs.ID() != "" {
+				t.Errorf("session id %q: a stateless server has none", cs.ID())
+			}
+			for range 3 {
+				mcpListTools(t, cs)
+				if e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"})); e.Status != contracts.StatusOK {
+					t.Errorf("status %s", e.Status)
+				}
+			}
+		})
+	}
+	t.Run("GET is not served", func(t *testing.T) {
+		resp, err := http.Get(a.server.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("GET /mcp: HTTP %d, want 405", resp.StatusCode)
+		}
+	})
+}
+
+type mcpRoundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f mcpRoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+const mcpInitializeMessage = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+
+func TestMCPOriginValidation(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	host := strings.TrimPrefix(env.server.URL, "http://")
+	cases := []struct {
+		name   string
+		host   string // Host header; empty for the server's address
+		origin string
+		status int
+	}{
+		{"a request without Origin is served", "", "", 200},
+		{"the server's own origin is served", "", "http://" + host, 200},
+		{"a loopback origin is served", "", "http://localhost:6274", 200},
+		{"an IPv6 loopback origin is served", "", "http://[::1]:3000", 200},
+		{"a foreign origin is refused", "", "https://evil.example.com", 403},
+		{"an opaque origin is refused", "", "null", 403},
+		{"a rebinding name as Host on a loopback listener is refused", "evil.example.com", "", 403},
+		{"a rebinding name as Host and Origin is refused", "evil.example.com:80", "http://evil.example.com", 403},
+		{"localhost as Host is served", "localhost", "", 200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/mcp", strings.NewReader(mcpInitializeMessage))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("HTTP %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			if tc.status == 403 {
+				var msg struct {
+					ID    *json.RawMessage `json:"id"`
+					Error *jsonrpc.Error   `json:"error"`
+				}
+				if err := json.Unmarshal(body, &msg); err != nil || msg.Error == nil || msg.ID != nil {
+					t.Errorf("want a JSON-RPC error without id: %s", body)
+				}
+			}
+		})
+	}
+	// Behind a proxy the listener is not loopback: the Host is the public
+	// name, and a page served from that name may call its own host.
+	t.Run("behind a TLS-terminating proxy, the https origin of the host", func(t *testing.T) {
+		req := httptest.NewRequest(http.MethodPost, "http://toolgate.example.com/mcp", strings.NewReader(mcpInitializeMessage))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Origin", "https://toolgate.example.com")
+		rec := httptest.NewRecorder()
+		env.core.MCPHandler(proxy.MCPOptions{}).ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Errorf("HTTP %d, want 200: %s", rec.Code, rec.Body)
+		}
+	})
+	handler := env.core.MCPHandler(proxy.MCPOptions{AllowedOrigins: []string{"https://console.example.com"}})
+	for _, tc := range []struct {
+		origin string
+		status int
+	}{
+		{"http://toolgate.example.com:8080", 200},
+		{"https://console.example.com", 200},
+		{"https://console.example.com:8443", 403},
+		{"http://toolgate.example.com", 403},
+		{"http://other.example.com:8080", 403},
+		{"http://toolgate.example.com.evil.example:8080", 403},
+	} {
+		t.Run("on a public host, origin "+tc.origin, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "http://toolgate.example.com:8080/mcp", strings.NewReader(mcpInitializeMessage))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Origin", tc.origin)
+			rec := httptest.NewRecorder()
+			handler.ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Errorf("HTTP %d, want %d: %s", rec.Code, tc.status, rec.Body)
+			}
+		})
+	}
+}
+
+func TestMCPRequestBodyIsBounded(t *testing.T) {
+	env := newMCPEnv(t, func(doc string) string {
+		return strings.Replace(doc, "observation_max_chars: 1800", "observation_max_chars: 1800\n  max_request_bytes: 1024", 1)
+	})
+	big := strings.Repeat("x", 2000)
+	t.Run("arguments over max_request_bytes are bad_args", func(t *testing.T) {
+		cs := mcpConnect(t, env.server.URL+"/mcp", "2025-11-25", nil)
+		e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": big}))
+		if e.Status != contracts.StatusBadArgs {
+			t.Errorf("status %s, want bad_args", e.Status)
+		}
+	})
+	t.Run("a message far over the limit is refused with 413", func(t *testing.T) {
+		huge := strings.Repeat("x", 128<<10)
+		resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"`+huge+`"}}}`)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("HTTP %d, want 413: %.200s", resp.StatusCode, body)
+		}
+	})
+}
+
+func TestMCPLeaksNoGoroutines(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // runs last
+	env := newMCPEnv(t, nil)
+	transport := &http.Transport{}
+	t.Cleanup(transport.CloseIdleConnections)
+	for _, rev := range mcpRevisions {
+		client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1.0.0"}, nil)
+		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+			Endpoint: env.server.URL + "/mcp", HTTPClient: &http.Client{Transport: transport},
+		}, &mcp.ClientSessionOptions{ProtocolVersion: rev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mcpListTools(t, cs)
+		mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
+		// A client that gives up mid-call: the server side must still end.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_articles", Arguments: map[string]any{"q": "slow"}})
+		cancel()
+		if err == nil {
+			t.Errorf("%s: a call cancelled after 50ms returned no error", rev)
+		}
+		if err := cs.Close(); err != nil {
+			t.Errorf("%s: close: %v", rev, err)
+		}
+	}
+}
+
+// mcpLogBuffer is a log sink safe for the concurrent writes of a server.
+type mcpLogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *mcpLogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *mcpLogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs test/mcp/node_modules from package-lock.json with `npm ci`, only
+# when it is missing or was installed from another lock file. Used by
+# `make mcp-node` and by the Go test that runs the Node tests.
+set -euo pipefail
+cd "$(dirname "$0")"
+want=$(sha256sum package-lock.json package.json | sha256sum | cut -d' ' -f1)
+stamp=node_modules/.toolgate-lock-sha256
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+echo "mcp-node: npm ci in test/mcp" >&2
+npm ci --no-audit --no-fund --loglevel=error >&2
+echo "$want" > "$stamp"
