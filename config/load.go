@@ -424,6 +424,24 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	if s.HTTPStatus != policy.HTTPStatusMapped && s.HTTPStatus != policy.HTTPStatusAlways200 {
 		c.errorAt("server.http_status", "%q is not valid (want mapped or always_200)", s.HTTPStatus)
 	}
+	if tr := s.Tracing; tr != nil {
+		if tr.Endpoint == "" {
+			c.errorAt("server.tracing.endpoint", "is required (host:port of the OTLP receiver)")
+		}
+		if tr.Protocol != "grpc" && tr.Protocol != "http" {
+			c.errorAt("server.tracing.protocol", "%q is not valid (want grpc or http)", tr.Protocol)
+		}
+		if tr.SamplingRatio < 0 || tr.SamplingRatio > 1 {
+			c.errorAt("server.tracing.sampling_ratio", "must be between 0 and 1")
+		}
+		for _, k := range sortedKeys(tr.Headers) {
+			if !headerNameRE.MatchString(k) || strings.ContainsAny(tr.Headers[k], "\r\n\x00") {
+				c.errorAt("server.tracing.headers."+k, "is not a valid header")
+			}
+		}
+		out.Tracing = &policy.TracingSettings{Endpoint: tr.Endpoint, Protocol: tr.Protocol, Insecure: tr.Insecure,
+			SamplingRatio: tr.SamplingRatio, Headers: tr.Headers, ServiceName: tr.ServiceName}
+	}
 	for i, p := range s.Passthrough {
 		path := fmt.Sprintf("server.passthrough[%d]", i)
 		if !strings.HasPrefix(p.Prefix, "/") {

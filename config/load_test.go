@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 
 func noEnv(string) (string, bool) { return "", false }
 
+var update = flag.Bool("update", false, "rewrite testdata/invalid/*.err with the current messages")
+
 // TestInvalidPolicies pins the exact messages users read: every file under
 // testdata/invalid is paired with the output `toolgate check` must print.
 func TestInvalidPolicies(t *testing.T) {
@@ -23,14 +26,20 @@ func TestInvalidPolicies(t *testing.T) {
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			want, err := os.ReadFile(strings.TrimSuffix(f, ".yaml") + ".err")
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = Load(f, Options{LookupEnv: noEnv})
+			errFile := strings.TrimSuffix(f, ".yaml") + ".err"
+			_, err := Load(f, Options{LookupEnv: noEnv})
 			var errs Errors
 			if !errors.As(err, &errs) {
 				t.Fatalf("Load = %v, want config.Errors", err)
+			}
+			if *update {
+				if err := os.WriteFile(errFile, []byte(errs.Error()+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(errFile)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if got := errs.Error() + "\n"; got != string(want) {
 				t.Errorf("errors:\n%s\nwant:\n%s", got, want)

@@ -29,6 +29,22 @@ type serverSpec struct {
 	HTTPStatus          string            `yaml:"http_status"`
 	Transparent         bool              `yaml:"transparent"`
 	Passthrough         []passthroughSpec `yaml:"passthrough"`
+	Tracing             *tracingSpec      `yaml:"tracing"`
+}
+
+// tracingSpec is server.tracing: OTLP export of a span per call. Absent
+// means off.
+type tracingSpec struct {
+	Endpoint      string            `yaml:"endpoint"`
+	Protocol      string            `yaml:"protocol"`
+	Insecure      bool              `yaml:"insecure"`
+	SamplingRatio float64           `yaml:"sampling_ratio"`
+	Headers       map[string]string `yaml:"headers"`
+	ServiceName   string            `yaml:"service_name"`
+}
+
+func (t *tracingSpec) setDefaults() {
+	*t = tracingSpec{Protocol: "grpc", SamplingRatio: 1, ServiceName: "toolgate"}
 }
 
 func (s *serverSpec) setDefaults() {

@@ -46,6 +46,34 @@ type Server struct {
 	HTTPStatus          string // "mapped" or "always_200"
 	Transparent         bool
 	Passthrough         []Passthrough
+	Tracing             *TracingSettings // nil: tracing off
+}
+
+// TracingSettings is server.tracing: where and how to export spans.
+type TracingSettings struct {
+	Endpoint      string // host:port of the OTLP receiver
+	Protocol      string // "grpc" or "http"
+	Insecure      bool   // plain text instead of TLS
+	SamplingRatio float64
+	Headers       map[string]string
+	ServiceName   string
+}
+
+// Equal reports whether two tracing settings are the same (nil is off).
+func (t *TracingSettings) Equal(o *TracingSettings) bool {
+	if t == nil || o == nil {
+		return t == o
+	}
+	if t.Endpoint != o.Endpoint || t.Protocol != o.Protocol || t.Insecure != o.Insecure ||
+		t.SamplingRatio != o.SamplingRatio || t.ServiceName != o.ServiceName || len(t.Headers) != len(o.Headers) {
+		return false
+	}
+	for k, v := range t.Headers {
+		if o.Headers[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // The values of Server.HTTPStatus.

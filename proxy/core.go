@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
@@ -43,6 +45,9 @@ type Options struct {
 	Store policy.IdempotencyStore
 	// Budgets counts cost budgets. Nil means per-replica memory budgets.
 	Budgets policy.BudgetStore
+	// TracerProvider records a span per call (OpenTelemetry). Nil means no
+	// tracing: the agent's traceparent is passed to the backend as it came.
+	TracerProvider trace.TracerProvider
 }
 
 // Core runs tool calls against the current policy snapshot.
@@ -59,6 +64,8 @@ type Core struct {
 	// Caller state that survives reloads, keyed by caller and tool names.
 	limiters *policy.RateLimiters
 	budgets  policy.BudgetStore
+
+	tr tracing
 }
 
 // state is a snapshot with its runtime: upstream clients, breakers and
@@ -105,6 +112,7 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		store:    opts.Store,
 		limiters: policy.NewRateLimiters(opts.Now),
 		budgets:  opts.Budgets,
+		tr:       newTracing(opts.TracerProvider),
 	}
 	if c.budgets == nil {
 		c.budgets = policy.NewMemoryBudgets(opts.Now)
@@ -221,6 +229,10 @@ type Request struct {
 	Front string
 	// LogAttrs are extra fields for the log line (the MCP method).
 	LogAttrs []slog.Attr
+	// TraceParent and TraceState are the agent's W3C trace context (HTTP
+	// headers, or MCP _meta).
+	TraceParent string
+	TraceState  string
 }
 
 // Result is a finished call.
@@ -260,6 +272,8 @@ type call struct {
 	replayLost bool                // the key's earlier call died mid-call
 
 	charge *policy.BudgetCharge // cost taken from the caller's budget
+
+	span trace.Span // the call's span, when tracing
 }
 
 // Call runs one tool call through the pipeline and always returns a result.
@@ -268,12 +282,17 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 	cl := &call{st: st, req: req, start: c.now(), callID: callID(req.CallID)}
 	cl.caller = st.snap.Access.CallerLabel(req.Caller)
 	cl.tool = st.tools[req.Tool]
+	ctx, cl.span = c.tr.startCall(ctx, req)
+	var res *Result
 	if cl.tool == nil {
-		return c.finish(ctx, cl, contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool))
+		res = c.finish(ctx, cl, contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool))
+	} else {
+		tctx, cancel := context.WithTimeout(ctx, cl.tool.contract.Timeout)
+		res = c.end(tctx, cl, c.run(tctx, cl))
+		cancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, cl.tool.contract.Timeout)
-	defer cancel()
-	return c.end(ctx, cl, c.run(ctx, cl))
+	c.tr.endCall(cl.span, cl, res)
+	return res
 }
 
 // run is the pipeline, in order. Every stage either passes or returns the
@@ -294,9 +313,31 @@ func (c *Core) begin(ctx context.Context, cl *call) (contracts.Bound, contracts.
 	if o, ok := c.admit(ctx, cl); !ok {
 		return contracts.Bound{}, o, false
 	}
+	bound, key, o, ok := c.validate(ctx, cl)
+	if !ok {
+		return contracts.Bound{}, o, false
+	}
+	if t.contract.SideEffect {
+		cctx, span := c.tr.child(ctx, "toolgate.idempotency.claim", trace.SpanKindInternal)
+		o, owned := c.claimKey(cctx, cl, key)
+		endChild(span, &o)
+		if !owned {
+			return contracts.Bound{}, o, false
+		}
+	}
+	return bound, contracts.Outcome{}, true
+}
+
+// validate decodes and checks the arguments and the idempotency key, and
+// binds the backend request.
+func (c *Core) validate(ctx context.Context, cl *call) (bound contracts.Bound, key string, o contracts.Outcome, ok bool) {
+	if _, span := c.tr.child(ctx, "toolgate.validate", trace.SpanKindInternal); span != nil {
+		defer func() { endChild(span, &o) }()
+	}
+	t := cl.tool
 	if cl.req.Invalid != nil {
 		t.metrics.violation(ViolationSchema)
-		return contracts.Bound{}, argOutcome(cl.req.Invalid), false
+		return contracts.Bound{}, "", argOutcome(cl.req.Invalid), false
 	}
 	args, o, ok := decodeArgs(cl.req, cl.st.snap.Server.MaxRequestBytes)
 	if !ok {
@@ -305,7 +346,7 @@ func (c *Core) begin(ctx context.Context, cl *call) (contracts.Bound, contracts.
 			kind = ViolationSize
 		}
 		t.metrics.violation(kind)
-		return contracts.Bound{}, o, false
+		return contracts.Bound{}, "", o, false
 	}
 	cl.args = args
 	var keyArg any
@@ -317,9 +358,8 @@ func (c *Core) begin(ctx context.Context, cl *call) (contracts.Bound, contracts.
 	}
 	if err := t.contract.Schema.Validate(args); err != nil {
 		t.metrics.violation(ViolationSchema)
-		return contracts.Bound{}, argOutcome(err), false
+		return contracts.Bound{}, "", argOutcome(err), false
 	}
-	var key string
 	if t.contract.SideEffect {
 		var reason contracts.Reason
 		if key, reason = idempotencyKey(cl.req.IdempotencyKey, keyArg, hasKeyArg); reason != "" {
@@ -327,20 +367,15 @@ func (c *Core) begin(ctx context.Context, cl *call) (contracts.Bound, contracts.
 			if reason == contracts.ReasonKeyMissing {
 				t.metrics.event(EventMissingKey)
 			}
-			return contracts.Bound{}, contracts.Reject(contracts.StatusBadArgs, reason), false
+			return contracts.Bound{}, "", contracts.Reject(contracts.StatusBadArgs, reason), false
 		}
 	}
 	bound, err := t.contract.Binding.Bind(args)
 	if err != nil {
 		t.metrics.violation(ViolationSchema)
-		return contracts.Bound{}, argOutcome(err), false
+		return contracts.Bound{}, "", argOutcome(err), false
 	}
-	if t.contract.SideEffect {
-		if o, owned := c.claimKey(ctx, cl, key); !owned {
-			return contracts.Bound{}, o, false
-		}
-	}
-	return bound, contracts.Outcome{}, true
+	return bound, key, contracts.Outcome{}, true
 }
 
 func argOutcome(err error) contracts.Outcome {
@@ -442,12 +477,20 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 		return o, false
 	}
 	cl.attempts++
-	req := c.newRequest(ctx, cl, bound)
+	actx, span := c.tr.child(ctx, "toolgate.upstream.attempt", trace.SpanKindClient)
+	req := c.newRequest(actx, cl, bound)
 	ct := t.contract
 	dedupes := ct.Idempotency.ForwardHeader != ""
-	a := up.send(ctx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, dedupes)
+	a := up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, dedupes)
 	<-up.slots
 	done(a.verdict)
+	if span != nil {
+		span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", ct.Upstream))
+		if a.code != 0 {
+			span.SetAttributes(attribute.Int("http.response.status_code", a.code))
+		}
+		endChild(span, &a.outcome)
+	}
 	if a.sent {
 		cl.sent = true
 	}
@@ -488,6 +531,7 @@ func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) 
 	if h := t.contract.Idempotency.ForwardHeader; h != "" && cl.forwardKey != "" {
 		req.Header.Set(h, cl.forwardKey)
 	}
+	c.tr.inject(ctx, cl.req, req.Header)
 	return req
 }
 
@@ -654,6 +698,9 @@ func (c *Core) log(ctx context.Context, cl *call, res *Result, elapsed time.Dura
 	}
 	if env.Replayed {
 		attrs = append(attrs, slog.Bool("replayed", true))
+	}
+	if id := traceID(cl.span); id != "" {
+		attrs = append(attrs, slog.String("trace_id", id))
 	}
 	attrs = append(attrs, cl.req.LogAttrs...)
 	c.logger.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)

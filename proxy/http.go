@@ -44,6 +44,8 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 		CallID:         r.Header.Get("X-Request-Id"),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Front:          "http",
+		TraceParent:    r.Header.Get("Traceparent"),
+		TraceState:     r.Header.Get("Tracestate"),
 	}
 	if body == nil && !tooLarge {
 		req.Body = []byte{}

@@ -334,8 +334,19 @@ func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
 	}
+	// MCP carries the W3C trace context in _meta (clients without headers),
+	// otherwise in the HTTP request's headers.
+	traceparent, tracestate := h.Get("Traceparent"), h.Get("Tracestate")
+	if req.Params != nil {
+		if tp, ok := req.Params.Meta["traceparent"].(string); ok && tp != "" {
+			traceparent = tp
+			tracestate, _ = req.Params.Meta["tracestate"].(string)
+		}
+	}
 	res := f.core.Call(ctx, &Request{
-		Tool: name,
+		TraceParent: traceparent,
+		TraceState:  tracestate,
+		Tool:        name,
 		// Raw bytes, so size limits and strict parsing (duplicate keys,
 		// exact numbers) apply exactly as on the HTTP front.
 		Body:   args,

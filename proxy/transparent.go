@@ -112,6 +112,8 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 		CallID:         r.Header.Get("X-Request-Id"),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Front:          "transparent",
+		TraceParent:    r.Header.Get("Traceparent"),
+		TraceState:     r.Header.Get("Tracestate"),
 	}
 	var body []byte
 	if t.contract.Binding.HasBody() {
