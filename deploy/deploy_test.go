@@ -127,7 +127,7 @@ func manifestFiles(t *testing.T) []string {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && d.Name() == "testdata" {
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "envoy") {
 			return filepath.SkipDir
 		}
 		name := d.Name()

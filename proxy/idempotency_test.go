@@ -181,7 +181,15 @@ func newIdemHarness(t *testing.T, store policy.IdempotencyStore, backendURL stri
 		t.Cleanup(srv.Close)
 		backendURL = srv.URL
 	}
-	snap, err := config.CompileSource("idem.yaml", []byte(strings.ReplaceAll(idemPolicy, "{{url}}", backendURL)), config.Options{})
+	h := newIdemHarnessDoc(t, strings.ReplaceAll(idemPolicy, "{{url}}", backendURL), store)
+	h.backend = b
+	return h
+}
+
+// newIdemHarnessDoc serves a policy document with a store.
+func newIdemHarnessDoc(t *testing.T, doc string, store policy.IdempotencyStore) *idemHarness {
+	t.Helper()
+	snap, err := config.CompileSource("idem.yaml", []byte(doc), config.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +204,7 @@ func newIdemHarness(t *testing.T, store policy.IdempotencyStore, backendURL stri
 		front.Close()
 		core.Close()
 	})
-	return &idemHarness{core: core, backend: b, front: front, reg: reg}
+	return &idemHarness{core: core, front: front, reg: reg}
 }
 
 func (h *idemHarness) send(t *testing.T, tool, key, args string) (*http.Response, *contracts.Envelope) {

@@ -35,17 +35,30 @@ const (
 
 // Server is a running redis-server. Its methods are for the test goroutine.
 type Server struct {
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
-	cmd  *exec.Cmd
-	exit chan error // receives the process's exit once
+	t          testing.TB
+	bin        string
+	dir        string
+	port       int
+	persistent bool
+	cmd        *exec.Cmd
+	exit       chan error // receives the process's exit once
 }
 
 // Start starts a redis-server on a free 127.0.0.1 port and waits until it
 // answers PING. The server is stopped by t.Cleanup.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return start(t, false)
+}
+
+// StartPersistent is Start with an append-only file synced on every write,
+// so a Restart keeps every key: for tests of what survives a store restart.
+func StartPersistent(t testing.TB) *Server {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, persistent bool) *Server {
 	t.Helper()
 	bin, err := findBinary()
 	if err != nil {
@@ -56,7 +69,7 @@ func Start(t testing.TB) *Server {
 		}
 		return nil
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), persistent: persistent}
 	t.Cleanup(s.Stop)
 	// The free port may be taken between probing and binding; try again.
 	for attempt := 1; ; attempt++ {
@@ -120,15 +133,19 @@ func (s *Server) start() error {
 		return err
 	}
 	defer logFile.Close() // the child holds its own descriptor
-	cmd := exec.Command(s.bin,
+	aof := []string{"--appendonly", "no"}
+	if s.persistent {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
-		"--appendonly", "no",
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
-	)
+	}, aof...)
+	cmd := exec.Command(s.bin, args...)
 	// An *os.File is handed to the child directly: no copying goroutines.
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
