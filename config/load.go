@@ -403,7 +403,7 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	}
 	if s.AdminListen == "" {
 		c.errorAt("server.admin_listen", "must not be empty")
-	} else if s.AdminListen == s.Listen {
+	} else if s.AdminListen == s.Listen && !strings.HasSuffix(s.Listen, ":0") {
 		c.errorAt("server.admin_listen", "must differ from server.listen: the admin port is never served on the agent port")
 	}
 	if !headerNameRE.MatchString(s.CallerHeader) {

@@ -76,7 +76,7 @@ func TestCallsAreSpansThatContinueTheAgentsTrace(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range callSpan.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	for k, want := range map[string]string{"toolgate.tool": "send", "toolgate.status": "ok", "toolgate.caller": "ops-agent",
 		"toolgate.retryable": "false", "toolgate.side_effect": "done", "toolgate.replayed": "false", "toolgate.upstream": "svc", "http.response.status_code": "200"} {

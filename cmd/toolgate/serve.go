@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/policy"
@@ -31,6 +32,7 @@ type serveOptions struct {
 	logLevel   slog.Level
 	drainDelay time.Duration
 	grace      time.Duration
+	watch      bool
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {
@@ -41,6 +43,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	fs.DurationVar(&opts.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, keep serving this long with /readyz failing, so endpoints are updated")
 	fs.DurationVar(&opts.grace, "grace", 30*time.Second, "after the drain delay, wait this long for calls in flight")
+	fs.BoolVar(&opts.watch, "watch", true, "reload the policy when its files change (SIGHUP and POST /-/reload work either way)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -53,19 +56,45 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	// The watcher starts before the first read, so that a change made
+	// while toolgate starts is not missed.
+	var watcher *policyWatcher
+	if opts.watch {
+		w, err := newPolicyWatcher(opts.configPath, logger)
+		if err != nil {
+			logger.Warn("not watching the policy files; reload with SIGHUP or POST /-/reload", "err", err.Error())
+		} else {
+			watcher = w
+		}
+	}
 	load := func() (*policy.Snapshot, error) { return config.Load(opts.configPath, config.Options{}) }
 	snap, err := load()
 	if err != nil {
 		printLoadError(stderr, err)
-		return 1
-	}
-	srv, err := newServer(snap, load, logger)
-	if err != nil {
+	} else {
+		srv, err := newServer(snap, load, logger)
+		if err == nil {
+			return serveSignals(srv, watcher, opts, logger, stderr)
+		}
 		fmt.Fprintf(stderr, "toolgate: %v\n", err)
-		return 1
 	}
+	if watcher != nil {
+		watcher.Close()
+	}
+	return 1
+}
+
+// serveSignals runs srv until SIGTERM or SIGINT, reloading on SIGHUP and,
+// with a watcher, on file changes. It returns the exit code.
+func serveSignals(srv *server, watcher *policyWatcher, opts serveOptions, logger *slog.Logger, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	go func() {
+		// Once shutdown has begun, a second SIGTERM or SIGINT ends the
+		// process at once.
+		<-ctx.Done()
+		stop()
+	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -79,14 +108,18 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
+	if watcher != nil {
+		go watcher.run(ctx, func() { _ = srv.reload() })
+	}
 	if err := srv.listen(); err != nil {
 		fmt.Fprintf(stderr, "toolgate: %v\n", err)
 		return 1
 	}
+	snap := srv.core.Snapshot()
 	logger.Info("toolgate started", "version", version, "listen", srv.agentAddr(), "admin", srv.adminAddr(),
-		"tools", len(snap.Tools), "checksum", snap.Checksum)
+		"tools", len(snap.Tools), "checksum", snap.Checksum, "watch", watcher != nil)
 	if err := srv.serve(ctx, opts.drainDelay, opts.grace); err != nil {
-		logger.Error("toolgate stopped with an error", "err", err)
+		logger.Error("toolgate stopped with an error", "err", err.Error())
 		return 1
 	}
 	logger.Info("toolgate stopped")
@@ -100,14 +133,31 @@ type server struct {
 	logger   *slog.Logger
 	load     func() (*policy.Snapshot, error)
 
-	reloadMu   sync.Mutex
-	generation atomic.Int64
-	draining   atomic.Bool
+	reloadMu sync.Mutex
+	loaded   atomic.Pointer[loaded]
+	draining atomic.Bool
 
 	agent, admin         *http.Server
 	agentLn, adminLn     net.Listener
 	agentDone, adminDone chan error
+	// cancelCalls cancels the context of every agent request: the end of
+	// the grace period.
+	cancelCalls context.CancelFunc
+	// tracer exports spans when server.tracing is set; nil otherwise.
+	tracer *sdktrace.TracerProvider
 }
+
+// loaded is the policy new calls run on and its generation, read together
+// by GET /v1/config.
+type loaded struct {
+	generation int64
+	snap       *policy.Snapshot
+}
+
+// cutoffWait is how long calls cancelled at the end of the grace period
+// have to write their envelope and settle their idempotency record (a
+// store write is bounded by 2s in the core) before connections are closed.
+const cutoffWait = 3 * time.Second
 
 func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), logger *slog.Logger) (*server, error) {
 	reg := prometheus.NewRegistry()
@@ -123,21 +173,31 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 		opts.Store = policy.NewRedisStore(client, policy.RedisOptions{})
 		opts.Budgets = policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
 	}
+	tp, err := newTracerProvider(context.Background(), snap.Server.Tracing)
+	if err != nil {
+		return nil, err
+	}
+	if tp != nil {
+		opts.TracerProvider = tp
+	}
 	core, err := proxy.NewCore(snap, opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{core: core, registry: reg, logger: logger, load: load}
-	s.generation.Store(1)
+	s := &server{core: core, registry: reg, logger: logger, load: load, tracer: tp}
+	s.loaded.Store(&loaded{generation: 1, snap: snap})
 	m := core.Metrics()
 	m.ConfigGeneration.Set(1)
 	m.ConfigLastReloadOK.Set(1)
+	calls, cancel := context.WithCancel(context.Background())
+	s.cancelCalls = cancel
 	s.agent = &http.Server{
 		Handler:           core.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return calls },
 	}
 	s.admin = &http.Server{
 		Handler: proxy.AdminHandler(proxy.AdminOptions{
@@ -154,7 +214,8 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 }
 
 // reload builds the new snapshot completely, then swaps it; on any error
-// the last good policy stays.
+// the last good policy stays. Every trigger ends here: a file change,
+// SIGHUP and POST /-/reload.
 func (s *server) reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
@@ -162,38 +223,63 @@ func (s *server) reload() error {
 	if s.load == nil {
 		return errors.New("this instance has no policy file to reload")
 	}
+	cur := s.loaded.Load()
 	snap, err := s.load()
 	if err == nil {
-		err = s.swap(snap)
+		err = s.swap(cur.snap, snap)
 	}
 	if err != nil {
 		m.ConfigReloads.WithLabelValues("failure").Inc()
 		m.ConfigLastReloadOK.Set(0)
-		s.logger.Error("policy reload failed; keeping the last good policy", "err", err.Error())
+		s.logger.Error("policy reload failed; keeping the last good policy", "errors", errorLines(err))
 		return err
 	}
 	m.ConfigReloads.WithLabelValues("success").Inc()
 	m.ConfigLastReloadOK.Set(1)
+	if snap.Checksum == cur.snap.Checksum {
+		s.logger.Debug("policy unchanged", "generation", cur.generation, "checksum", snap.Checksum)
+		return nil
+	}
+	// Published last, so whoever sees the new generation also sees the
+	// metrics of the reload that made it.
+	gen := cur.generation + 1
+	m.ConfigGeneration.Set(float64(gen))
+	s.loaded.Store(&loaded{generation: gen, snap: snap})
+	s.logger.Info("policy reloaded", "generation", gen, "checksum", snap.Checksum, "tools", len(snap.Tools))
 	return nil
 }
 
-func (s *server) swap(snap *policy.Snapshot) error {
-	old := s.core.Snapshot()
+// swap makes snap the policy for new calls, unless its checksum is the
+// current one: spurious file events then cost nothing, and the generation
+// counts real changes only.
+func (s *server) swap(old, snap *policy.Snapshot) error {
+	if snap.Checksum == old.Checksum {
+		return nil
+	}
 	if snap.State != old.State {
 		return errors.New("state: the state store cannot change on reload; restart toolgate to apply it")
 	}
 	if snap.Server.Listen != old.Server.Listen || snap.Server.AdminListen != old.Server.AdminListen {
 		return errors.New("server.listen and server.admin_listen cannot change on reload; restart toolgate to apply them")
 	}
-	if err := s.core.Swap(snap); err != nil {
-		return err
+	if !snap.Server.Tracing.Equal(old.Server.Tracing) {
+		return errors.New("server.tracing cannot change on reload; restart toolgate to apply it")
 	}
-	if old.Checksum != snap.Checksum {
-		gen := s.generation.Add(1)
-		s.core.Metrics().ConfigGeneration.Set(float64(gen))
-		s.logger.Info("policy reloaded", "generation", gen, "checksum", snap.Checksum, "tools", len(snap.Tools))
+	return s.core.Swap(snap)
+}
+
+// errorLines lists a policy error one problem per line, each starting with
+// file:line:col.
+func errorLines(err error) []string {
+	var errs config.Errors
+	if !errors.As(err, &errs) {
+		return []string{err.Error()}
 	}
-	return nil
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = e.Error()
+	}
+	return lines
 }
 
 func (s *server) ready(ctx context.Context) error {
@@ -222,14 +308,15 @@ func newRedisClient(rawURL string) (*redis.Client, error) {
 	return redis.NewClient(opts), nil
 }
 
-// configInfo is GET /v1/config: what is loaded, never a secret.
+// configInfo is GET /v1/config: what is loaded, never a secret. Upstream
+// headers, where ${VAR} secrets go, are not shown.
 func (s *server) configInfo() any {
-	snap := s.core.Snapshot()
+	cur := s.loaded.Load()
 	return map[string]any{
-		"generation": s.generation.Load(),
-		"checksum":   snap.Checksum,
-		"tools":      snap.ToolNames,
-		"sources":    snap.Sources,
+		"generation": cur.generation,
+		"checksum":   cur.snap.Checksum,
+		"tools":      cur.snap.ToolNames,
+		"sources":    cur.snap.Sources,
 	}
 }
 
@@ -252,10 +339,26 @@ func (s *server) listen() error {
 func (s *server) agentAddr() string { return s.agentLn.Addr().String() }
 func (s *server) adminAddr() string { return s.adminLn.Addr().String() }
 
-// serve runs until ctx ends, then shuts down gracefully: /readyz fails at
-// once, the listener keeps serving for drainDelay so load balancers take
-// the instance out, then it stops accepting and waits up to grace for calls
-// in flight.
+// serve runs until ctx ends, then shuts down gracefully, in this order:
+//
+//  1. /readyz fails at once, and answers carry Connection: close, so load
+//     balancers take the instance out and keep-alive clients reconnect
+//     elsewhere.
+//  2. The agent listener keeps accepting calls for drainDelay, while the
+//     endpoints are updated.
+//  3. It stops accepting and waits up to grace for calls in flight. Each
+//     gets its envelope, and its idempotency record is completed (or
+//     released, or kept as unknown) by the core.
+//  4. Calls still running after grace are cancelled: they answer with
+//     their envelope (side_effect unknown when the backend had the
+//     request) and mark their records unknown. After cutoffWait the
+//     remaining connections are closed; a record not settled by then stays
+//     in flight until its lease runs out, and then reads as unknown.
+//
+// The admin listener serves until the agent's calls are over, so /readyz
+// keeps saying "shutting down" and /metrics sees the last calls. serve
+// returns nil after a clean drain and an error when calls had to be cut
+// off.
 func (s *server) serve(ctx context.Context, drainDelay, grace time.Duration) error {
 	select {
 	case err := <-s.agentDone:
@@ -265,21 +368,57 @@ func (s *server) serve(ctx context.Context, drainDelay, grace time.Duration) err
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
+	s.agent.SetKeepAlivesEnabled(false)
 	s.logger.Info("shutting down: draining", "drain_delay", drainDelay.String(), "grace", grace.String())
 	if drainDelay > 0 {
 		time.Sleep(drainDelay)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	s.logger.Info("shutting down: no longer accepting calls; waiting for calls in flight")
+	gctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err := s.agent.Shutdown(sctx)
-	_ = s.admin.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		s.agent.Close()
-		// Calls cut off here keep their idempotency records in flight;
-		// the records read as unknown once their lease runs out.
-		s.core.Close()
-		return errors.New("calls still in flight after the grace period")
+	var cutOff error
+	err := s.agent.Shutdown(gctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		cutOff = errors.New("calls still in flight after the grace period were cancelled")
+		s.logger.Warn("grace period over; cancelling the calls still in flight")
+		s.cancelCalls()
+		cctx, cancelCut := context.WithTimeout(context.Background(), cutoffWait)
+		defer cancelCut()
+		if err := s.agent.Shutdown(cctx); err != nil {
+			s.agent.Close()
+			// Handlers may still be writing to the store: leave it open,
+			// the process is about to exit.
+			s.closeAdmin()
+			return cutOff
+		}
+	case err != nil:
+		s.logger.Warn("closing the agent listener", "err", err.Error())
 	}
+	s.cancelCalls()
+	s.closeAdmin()
 	s.core.Close()
-	return nil
+	s.flushTraces()
+	return cutOff
+}
+
+// flushTraces exports the spans still buffered.
+func (s *server) flushTraces() {
+	if s.tracer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.tracer.Shutdown(ctx); err != nil {
+		s.logger.Warn("flushing traces", "err", err.Error())
+	}
+}
+
+// closeAdmin stops the admin listener, giving a scrape in progress a moment.
+func (s *server) closeAdmin() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.admin.Shutdown(ctx); err != nil {
+		s.admin.Close()
+	}
 }

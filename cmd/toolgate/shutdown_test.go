@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/examples"
+)
+
+// buildToolgate builds this command into a temporary directory, with the
+// race detector when the tests have it.
+func buildToolgate(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go tool is needed to build toolgate: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "toolgate")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command(goTool, append(args, ".")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// process is a toolgate process started by a test.
+type process struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	agent  string // host:port
+	admin  string // host:port
+	client *http.Client
+}
+
+// startProcess runs `toolgate serve` and waits for its "toolgate started"
+// log line, which names the ports it listens on.
+func startProcess(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{t: t, logs: &syncBuffer{}}
+	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+		p.client.CloseIdleConnections()
+		if t.Failed() {
+			t.Logf("toolgate's log:\n%s", p.logs.String())
+		}
+	})
+	eventually(t, "toolgate to start", func() bool {
+		for _, line := range strings.Split(p.logs.String(), "\n") {
+			var rec struct{ Msg, Listen, Admin string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "toolgate started" {
+				p.agent, p.admin = rec.Listen, rec.Admin
+				return true
+			}
+		}
+		if p.cmd.ProcessState != nil {
+			t.Fatalf("toolgate exited: %s", p.logs.String())
+		}
+		return false
+	})
+	return p
+}
+
+func (p *process) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// getStatus fetches an admin path on a fresh connection; 0 when the
+// connection failed.
+func (p *process) getStatus(path string) int {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + p.admin + path)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (p *process) config() configView {
+	p.t.Helper()
+	resp, err := p.client.Get("http://" + p.admin + "/v1/config")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v configView
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		p.t.Fatal(err)
+	}
+	return v
+}
+
+// TestSIGTERMDrainsCallsInFlight runs a real toolgate process, reloads it
+// with SIGHUP, then stops it with SIGTERM while slow calls are in flight:
+// /readyz fails at once, new calls are still served during the drain delay,
+// new connections are refused after it, every call in flight gets its
+// envelope, and the process exits 0.
+func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
+	bin := buildToolgate(t)
+	held := func(r *http.Request) bool {
+		return r.URL.Query().Get("q") == examples.QuerySlow || strings.HasPrefix(r.URL.Path, "/v1/users/carol/")
+	}
+	search := newGatedBackend(examples.NewSearchBackend(examples.SearchOptions{SlowDelay: -1}), held)
+	notify := newGatedBackend(examples.NewNotifyBackend(examples.NotifyOptions{}), held)
+	searchSrv, notifySrv := httptest.NewServer(search), httptest.NewServer(notify)
+	defer searchSrv.Close()
+	defer notifySrv.Close()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(search.release)
+			close(notify.release)
+		}
+	}
+	defer release()
+
+	params := policyParams{Search: searchSrv.URL, Notify: notifySrv.URL, SlowTimeout: "30s"}
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, path, testPolicy(params))
+	p := startProcess(t, bin, "-config", path, "-drain-delay", "3s", "-grace", "20s", "-watch=false")
+	eventually(t, "/readyz to pass", func() bool { return p.getStatus("/readyz") == http.StatusOK })
+
+	// SIGHUP reloads (the watcher is off, so nothing else does).
+	params.Extra = true
+	writeFile(t, path, testPolicy(params))
+	p.signal(syscall.SIGHUP)
+	eventually(t, "the SIGHUP reload", func() bool { return p.config().Generation == 2 })
+	agentURL := "http://" + p.agent
+	if _, err := callTool(p.client, agentURL, "find_articles", `{"q":"go"}`); err != nil {
+		t.Fatal(err)
+	}
+
+	// Slow calls in flight, held at the backends.
+	type result struct {
+		a   answer
+		err error
+	}
+	const slowCalls = 4
+	results := make(chan result, slowCalls+1)
+	for range slowCalls {
+		go func() {
+			a, err := callTool(p.client, agentURL, "slow_search", `{"q":"slow"}`)
+			results <- result{a, err}
+		}()
+	}
+	go func() {
+		a, err := callTool(p.client, agentURL, "send_notification", `{"user_id":"carol","text":"hi"}`, "Idempotency-Key", "drain-1")
+		results <- result{a, err}
+	}()
+	eventually(t, "the calls to reach the backends", func() bool {
+		return search.arrived.Load() == slowCalls && notify.arrived.Load() == 1
+	})
+
+	p.signal(syscall.SIGTERM)
+	eventually(t, "/readyz to fail", func() bool { return p.getStatus("/readyz") == http.StatusServiceUnavailable })
+	// The drain delay: a new connection is still served.
+	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	if a, err := callTool(fresh, agentURL, "search_articles", `{"q":"go"}`); err != nil || a.env.Status != contracts.StatusOK {
+		t.Errorf("a call during the drain delay: %v %s", err, a.raw)
+	}
+	// After it, new connections are refused.
+	eventually(t, "the agent port to refuse connections", func() bool {
+		conn, err := net.DialTimeout("tcp", p.agent, time.Second)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
+	})
+	if code := p.getStatus("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while calls finish: %d, want 503", code)
+	}
+
+	release()
+	for range slowCalls + 1 {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("a call in flight: %v", r.err)
+			continue
+		}
+		if r.a.env.Status != contracts.StatusOK {
+			t.Errorf("a call in flight answered %s", r.a.raw)
+		}
+		if r.a.env.Tool == "send_notification" && r.a.env.SideEffect != contracts.SideEffectDone {
+			t.Errorf("the notification in flight answered %s", r.a.raw)
+		}
+	}
+	err := p.cmd.Wait()
+	if code := p.cmd.ProcessState.ExitCode(); err != nil || code != 0 {
+		t.Errorf("toolgate exited with %d (%v), want 0", code, err)
+	}
+	logs := p.logs.String()
+	for _, want := range []string{`"msg":"policy reloaded"`, `"msg":"shutting down: draining"`, `"msg":"toolgate stopped"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("backend arrivals: search %d, notify %d", search.arrived.Load(), notify.arrived.Load())
+	}
+}
