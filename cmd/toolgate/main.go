@@ -5,6 +5,7 @@
 //
 //	toolgate [serve] -config FILE   run the proxy (the default command)
 //	toolgate check -config FILE     validate a policy and exit
+//	toolgate extproc -config FILE   run the Envoy external processor (gRPC)
 //	toolgate tools -config FILE     print the tool list as agents see it
 //	toolgate demo                   run the example backends behind toolgate
 //	toolgate -version               print the version
@@ -42,10 +43,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runServe(args, stdout, stderr)
 	case "check":
 		return runCheck(args, stdout, stderr)
+	case "extproc":
+		return runExtproc(args, stdout, stderr)
 	case "tools":
 		return runTools(args, stdout, stderr)
 	case "demo":
 		return runDemo(args, stdout, stderr)
+	case "import":
+		return runImport(args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "toolgate %s (%s)\n", version, runtime.Version())
 		return 0
@@ -63,8 +68,12 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   toolgate [serve] -config FILE   run the proxy
   toolgate check -config FILE     validate a policy (file or directory) and exit
+  toolgate extproc -config FILE [-listen :9002] [-admin ADDR]
+                                  run the Envoy external processor (gRPC ext_proc)
   toolgate tools -config FILE     print the tool list as agents see it
   toolgate demo                   run the example backends behind toolgate
+  toolgate import openapi -spec FILE [-upstream NAME] [-operations id,...] [-o FILE]
+                                  draft a policy from an OpenAPI or Swagger document
   toolgate -version               print the version
 `)
 }

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/extproc"
+)
+
+// extprocOptions are the flags of `toolgate extproc`.
+type extprocOptions struct {
+	configPath string
+	listen     string
+	admin      string
+	logLevel   slog.Level
+	drainDelay time.Duration
+	grace      time.Duration
+	watch      bool
+}
+
+// maxProcessingMessage bounds one ext_proc message: Envoy sends a buffered
+// body whole, up to its own buffer limit (1 MiB by default).
+const maxProcessingMessage = 16 << 20
+
+func runExtproc(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("extproc", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opts extprocOptions
+	fs.StringVar(&opts.configPath, "config", "", "policy file or directory")
+	fs.StringVar(&opts.listen, "listen", ":9002", "gRPC address of the external processor (envoy.service.ext_proc.v3)")
+	fs.StringVar(&opts.admin, "admin", "", "admin address (/metrics, /healthz, /readyz, /-/reload, /v1/config); default: the policy's server.admin_listen")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	fs.DurationVar(&opts.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, keep serving this long with /readyz and gRPC health failing, so Envoy moves away")
+	fs.DurationVar(&opts.grace, "grace", 30*time.Second, "after the drain delay, wait this long for streams in flight")
+	fs.BoolVar(&opts.watch, "watch", true, "reload the policy when its files change (SIGHUP and POST /-/reload work either way)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if opts.configPath == "" {
+		fmt.Fprintln(stderr, "toolgate extproc: -config is required")
+		return 2
+	}
+	if err := opts.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "toolgate extproc: bad -log-level: %v\n", err)
+		return 2
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
+	var watcher *policyWatcher
+	if opts.watch {
+		w, err := newPolicyWatcher(opts.configPath, logger)
+		if err != nil {
+			logger.Warn("not watching the policy files; reload with SIGHUP or POST /-/reload", "err", err.Error())
+		} else {
+			watcher = w
+			defer watcher.Close()
+		}
+	}
+	load := extprocLoader(opts.configPath)
+	snap, err := load()
+	if err != nil {
+		printLoadError(stderr, err)
+		return 1
+	}
+	srv, err := newServer(snap, load, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate: %v\n", err)
+		return 1
+	}
+	ep, err := listenExtproc(srv, opts)
+	if err != nil {
+		srv.core.Close()
+		fmt.Fprintf(stderr, "toolgate: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		// Once shutdown has begun, a second signal ends the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = srv.reload()
+			}
+		}
+	}()
+	if watcher != nil {
+		go watcher.run(ctx, func() { _ = srv.reload() })
+	}
+	logger.Info("toolgate extproc started", "version", version, "listen", ep.addr(), "admin", ep.adminAddr(),
+		"tools", len(snap.Tools), "checksum", snap.Checksum, "watch", watcher != nil)
+	if err := ep.serve(ctx, opts.drainDelay, opts.grace); err != nil {
+		logger.Error("toolgate extproc stopped with an error", "err", err.Error())
+		return 1
+	}
+	logger.Info("toolgate extproc stopped")
+	return 0
+}
+
+// extprocLoader loads the policy and refuses ambiguous routes: under
+// ext_proc every call is identified by its route, whether or not the
+// policy runs transparent mode (which refuses them at load already).
+func extprocLoader(path string) func() (*policy.Snapshot, error) {
+	return func() (*policy.Snapshot, error) {
+		snap, err := config.Load(path, config.Options{})
+		if err != nil {
+			return nil, err
+		}
+		if conflicts := proxy.RouteConflicts(snap); len(conflicts) > 0 {
+			return nil, fmt.Errorf("ambiguous routes (a request could be a call of either tool): %s", strings.Join(conflicts, "; "))
+		}
+		return snap, nil
+	}
+}
+
+// extprocServer is the external processor's gRPC server beside the admin
+// server of a server (whose agent port it does not open).
+type extprocServer struct {
+	srv       *server
+	grpc      *grpc.Server
+	health    *health.Server
+	ln        net.Listener
+	adminLn   net.Listener
+	done      chan error
+	adminDone chan error
+}
+
+func listenExtproc(srv *server, opts extprocOptions) (*extprocServer, error) {
+	adminAddr := opts.admin
+	if adminAddr == "" {
+		adminAddr = srv.core.Snapshot().Server.AdminListen
+	}
+	ln, err := net.Listen("tcp", opts.listen)
+	if err != nil {
+		return nil, fmt.Errorf("ext_proc listener: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", adminAddr)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	g := grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxProcessingMessage),
+		// Stop waits for the streams it cuts off to end their calls.
+		grpc.WaitForHandlers(true),
+		// Envoy may ping idle connections to the processor cluster; a
+		// strict default policy would close them.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	extproc.New(srv.core, extproc.Options{Logger: srv.logger}).Register(g)
+	// Envoy's gRPC health checks on the processor cluster.
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	ep := &extprocServer{srv: srv, grpc: g, health: hs, ln: ln, adminLn: adminLn, done: make(chan error, 1), adminDone: make(chan error, 1)}
+	go func() { ep.done <- g.Serve(ln) }()
+	go func() { ep.adminDone <- srv.admin.Serve(adminLn) }()
+	return ep, nil
+}
+
+func (ep *extprocServer) addr() string      { return ep.ln.Addr().String() }
+func (ep *extprocServer) adminAddr() string { return ep.adminLn.Addr().String() }
+
+// serve runs until ctx ends, then shuts down gracefully: /readyz and the
+// gRPC health check fail at once, streams keep being served for
+// drainDelay, then no new stream is accepted and those in flight have
+// grace to finish. A stream cut off after that ends its call as abandoned.
+func (ep *extprocServer) serve(ctx context.Context, drainDelay, grace time.Duration) error {
+	var serveErr error
+	select {
+	case err := <-ep.done:
+		serveErr = fmt.Errorf("ext_proc server: %w", err)
+	case err := <-ep.adminDone:
+		serveErr = fmt.Errorf("admin server: %w", err)
+	case <-ctx.Done():
+	}
+	ep.srv.draining.Store(true)
+	ep.health.Shutdown()
+	if serveErr == nil && drainDelay > 0 {
+		ep.srv.logger.Info("shutting down: draining", "drain_delay", drainDelay.String(), "grace", grace.String())
+		time.Sleep(drainDelay)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		ep.grpc.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		ep.grpc.Stop()
+		<-stopped
+		if serveErr == nil {
+			serveErr = errors.New("streams still open after the grace period")
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = ep.srv.admin.Shutdown(sctx)
+	ep.srv.core.Close()
+	return serveErr
+}
