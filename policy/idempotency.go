@@ -37,7 +37,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/contracts"
 )
 
 // ErrLostClaim means the token no longer owns the record: the record was
@@ -259,7 +260,8 @@ func checkTTL(ttl time.Duration) error {
 // bytes whatever order their keys arrived in: object keys sorted by their
 // UTF-8 bytes, arrays in order, no insignificant white space, no HTML
 // escaping, json.Number kept verbatim (so 1 and 1.0 differ, as they do on the
-// wire), and invalid UTF-8 replaced by U+FFFD as encoding/json does.
+// wire), strings as contracts.AppendJSONString writes them (invalid UTF-8
+// replaced by U+FFFD, U+2028 and U+2029 escaped, as encoding/json does).
 //
 // Arguments are meant to be decoded with json.Decoder.UseNumber, which yields
 // map[string]any, []any, string, json.Number, bool and nil. Go integers and
@@ -277,7 +279,7 @@ func appendCanonical(dst []byte, v any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, v), nil
 	case string:
-		return appendJSONString(dst, v), nil
+		return contracts.AppendJSONString(dst, v), nil
 	case json.Number:
 		if !isJSONNumber(string(v)) {
 			return dst, fmt.Errorf("canonical json: invalid number %q", string(v))
@@ -294,7 +296,7 @@ func appendCanonical(dst []byte, v any) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, k)
+			dst = contracts.AppendJSONString(dst, k)
 			dst = append(dst, ':')
 			var err error
 			if dst, err = appendCanonical(dst, v[k]); err != nil {
@@ -375,56 +377,6 @@ func appendFloat(dst []byte, f float64, bits int) ([]byte, error) {
 		}
 	}
 	return dst, nil
-}
-
-const jsonHexDigits = "0123456789abcdef"
-
-// appendJSONString writes s as a JSON string: quotes, backslashes and control
-// characters escaped, everything else (HTML characters, U+2028 and U+2029
-// included) written as is, invalid UTF-8 as U+FFFD.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', jsonHexDigits[c>>4], jsonHexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\ufffd"...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // isJSONNumber reports whether s is a number in JSON's grammar.

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -27,13 +26,9 @@ import (
 
 // extprocOptions are the flags of `toolgate extproc`.
 type extprocOptions struct {
-	configPath string
-	listen     string
-	admin      string
-	logLevel   slog.Level
-	drainDelay time.Duration
-	grace      time.Duration
-	watch      bool
+	daemonFlags
+	listen string
+	admin  string
 }
 
 // maxProcessingMessage bounds one ext_proc message: Envoy sends a buffered
@@ -44,34 +39,19 @@ func runExtproc(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("extproc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var opts extprocOptions
-	fs.StringVar(&opts.configPath, "config", "", "policy file or directory")
+	opts.register(fs, "/readyz and gRPC health failing, so Envoy moves away", "streams in flight")
 	fs.StringVar(&opts.listen, "listen", ":9002", "gRPC address of the external processor (envoy.service.ext_proc.v3)")
 	fs.StringVar(&opts.admin, "admin", "", "admin address (/metrics, /healthz, /readyz, /-/reload, /v1/config); default: the policy's server.admin_listen")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	fs.DurationVar(&opts.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, keep serving this long with /readyz and gRPC health failing, so Envoy moves away")
-	fs.DurationVar(&opts.grace, "grace", 30*time.Second, "after the drain delay, wait this long for streams in flight")
-	fs.BoolVar(&opts.watch, "watch", true, "reload the policy when its files change (SIGHUP and POST /-/reload work either way)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if opts.configPath == "" {
-		fmt.Fprintln(stderr, "toolgate extproc: -config is required")
+	logger, ok := opts.check("extproc", stderr)
+	if !ok {
 		return 2
 	}
-	if err := opts.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintf(stderr, "toolgate extproc: bad -log-level: %v\n", err)
-		return 2
-	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
-	var watcher *policyWatcher
-	if opts.watch {
-		w, err := newPolicyWatcher(opts.configPath, logger)
-		if err != nil {
-			logger.Warn("not watching the policy files; reload with SIGHUP or POST /-/reload", "err", err.Error())
-		} else {
-			watcher = w
-			defer watcher.Close()
-		}
+	watcher := opts.startWatcher(logger)
+	if watcher != nil {
+		defer watcher.Close()
 	}
 	load := extprocLoader(opts.configPath)
 	snap, err := load()

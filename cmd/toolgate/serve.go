@@ -26,47 +26,20 @@ import (
 	"github.com/toolgate/toolgate/proxy"
 )
 
-// serveOptions are the flags of `toolgate serve`.
-type serveOptions struct {
-	configPath string
-	logLevel   slog.Level
-	drainDelay time.Duration
-	grace      time.Duration
-	watch      bool
-}
-
+// runServe is `toolgate serve`: the proxy, until SIGTERM.
 func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var opts serveOptions
-	fs.StringVar(&opts.configPath, "config", "", "policy file or directory")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	fs.DurationVar(&opts.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, keep serving this long with /readyz failing, so endpoints are updated")
-	fs.DurationVar(&opts.grace, "grace", 30*time.Second, "after the drain delay, wait this long for calls in flight")
-	fs.BoolVar(&opts.watch, "watch", true, "reload the policy when its files change (SIGHUP and POST /-/reload work either way)")
+	var opts daemonFlags
+	opts.register(fs, "/readyz failing, so endpoints are updated", "calls in flight")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if opts.configPath == "" {
-		fmt.Fprintln(stderr, "toolgate serve: -config is required")
+	logger, ok := opts.check("serve", stderr)
+	if !ok {
 		return 2
 	}
-	if err := opts.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintf(stderr, "toolgate serve: bad -log-level: %v\n", err)
-		return 2
-	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: opts.logLevel}))
-	// The watcher starts before the first read, so that a change made
-	// while toolgate starts is not missed.
-	var watcher *policyWatcher
-	if opts.watch {
-		w, err := newPolicyWatcher(opts.configPath, logger)
-		if err != nil {
-			logger.Warn("not watching the policy files; reload with SIGHUP or POST /-/reload", "err", err.Error())
-		} else {
-			watcher = w
-		}
-	}
+	watcher := opts.startWatcher(logger)
 	load := func() (*policy.Snapshot, error) { return config.Load(opts.configPath, config.Options{}) }
 	snap, err := load()
 	if err != nil {
@@ -86,7 +59,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 
 // serveSignals runs srv until SIGTERM or SIGINT, reloading on SIGHUP and,
 // with a watcher, on file changes. It returns the exit code.
-func serveSignals(srv *server, watcher *policyWatcher, opts serveOptions, logger *slog.Logger, stderr io.Writer) int {
+func serveSignals(srv *server, watcher *policyWatcher, opts daemonFlags, logger *slog.Logger, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	go func() {
