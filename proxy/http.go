@@ -29,14 +29,16 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	snap := c.Snapshot()
 	body, tooLarge, err := readRequestBody(r, snap.Server.MaxRequestBytes)
+	var invalid error
 	if err != nil {
-		// The client went away or sent a broken body; there is nobody to
-		// answer, but the connection must not be reused.
+		// The client went away or sent a broken body (a truncated chunked
+		// stream): the call must not run on part of its arguments, and
+		// the connection must not be reused.
 		w.Header().Set("Connection", "close")
-		tooLarge = false
-		body = nil
+		invalid = &contracts.ArgError{Problem: contracts.ProblemNotObject, Got: "an incomplete request body"}
 	}
 	req := &Request{
+		Invalid:        invalid,
 		Tool:           r.PathValue("tool"),
 		Body:           body,
 		BodyTooLarge:   tooLarge,
@@ -47,8 +49,8 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 		TraceParent:    r.Header.Get("Traceparent"),
 		TraceState:     r.Header.Get("Tracestate"),
 	}
-	if body == nil && !tooLarge {
-		req.Body = []byte{}
+	if body == nil {
+		req.Body = []byte{} // no body: no arguments
 	}
 	res := c.Call(r.Context(), req)
 	c.writeResult(w, snap, res)

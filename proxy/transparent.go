@@ -122,10 +122,11 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 		body, tooLarge, err = readRequestBody(r, snap.Server.MaxRequestBytes)
 		if err != nil {
 			w.Header().Set("Connection", "close")
+			req.Invalid = &contracts.ArgError{Problem: contracts.ProblemNotObject, Got: "an incomplete request body"}
 		}
 		req.BodyTooLarge = tooLarge
 	}
-	if !req.BodyTooLarge {
+	if !req.BodyTooLarge && req.Invalid == nil {
 		args, err := extractArgs(t.contract, pathVals, r.URL.RawQuery, body)
 		if err != nil {
 			req.Invalid = err
