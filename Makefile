@@ -10,7 +10,7 @@ export TOOLGATE_REQUIRE_REDIS := 1
 export TOOLGATE_REQUIRE_PROMETHEUS := 1
 export TOOLGATE_REQUIRE_NODE := 1
 
-.PHONY: all build demo test deps fmt-check vet staticcheck unit fuzz-short fuzz check tidy-check bench clean mcp-node
+.PHONY: all build demo test deps fmt-check vet staticcheck unit fuzz-short fuzz soak check tidy-check bench bench-load clean mcp-node
 
 all: build
 
@@ -54,12 +54,30 @@ fuzz-short:
 fuzz:
 	FUZZTIME=3m ./scripts/fuzz.sh
 
+# soak runs the fault-injection soak (test/soak) for SOAKTIME against the
+# memory store, then SOAKREDIS against Redis; make test runs 20s and 5s of
+# it. It prints one summary line per store.
+SOAKTIME  ?= 10m
+SOAKREDIS ?= 2m
+soak:
+	$(GO) test -race -count=1 -timeout 60m -run '^TestSoak$$' -v ./test/soak -soak.duration=$(SOAKTIME) -soak.redis-duration=$(SOAKREDIS)
+
 # check validates every example policy, as CI or a pre-commit hook would.
 check: build
 	@for f in examples/*.yaml; do ./$(BIN) check -config $$f || exit 1; done
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+# bench runs the Go benchmarks (the core pipeline, the stores) and then the
+# side-by-side load benchmark, bench/run.sh (nginx, httputil.ReverseProxy and
+# toolgate under wrk; settings in the script's header). bench-load runs only
+# the script. Neither is part of test: benchmarks are never timed assertions.
+BENCHTIME  ?= 1s
+BENCHCOUNT ?= 1
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./...
+	bash bench/run.sh
+
+bench-load:
+	bash bench/run.sh
 
 clean:
 	rm -rf bin

@@ -321,9 +321,26 @@ func appendQueryParam(q []byte, name string, v any) []byte {
 	if len(q) > 0 {
 		q = append(q, '&')
 	}
-	q = append(q, url.QueryEscape(name)...)
+	q = appendQueryEscaped(q, name)
 	q = append(q, '=')
-	return append(q, url.QueryEscape(s)...)
+	return appendQueryEscaped(q, s)
+}
+
+// appendQueryEscaped appends s escaped as url.QueryEscape does, without
+// an intermediate string.
+func appendQueryEscaped(dst []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case isUnreserved(c):
+			dst = append(dst, c)
+		case c == ' ':
+			dst = append(dst, '+')
+		default:
+			dst = append(dst, '%', hex[c>>4], hex[c&0xf])
+		}
+	}
+	return dst
 }
 
 // scalarString formats a JSON scalar for a path segment or query value.

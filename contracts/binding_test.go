@@ -194,3 +194,11 @@ func TestIntegralNumbersBindAsIntegers(t *testing.T) {
 		}
 	}
 }
+
+func TestQueryEscapingMatchesNetURL(t *testing.T) {
+	for _, s := range []string{"", "go lang", "a&b=c", "量子", "~._-", "%zz", "\r\n", "+/?#"} {
+		if got, want := string(appendQueryEscaped(nil, s)), url.QueryEscape(s); got != want {
+			t.Errorf("%q: %q, want %q", s, got, want)
+		}
+	}
+}

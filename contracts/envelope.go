@@ -79,6 +79,10 @@ var ErrInvalidEnvelope = errors.New("invalid envelope")
 // idempotency records go through it, so a damaged record is never mistaken
 // for a result.
 func DecodeEnvelope(b []byte) (*Envelope, error) {
+	if !utf8.Valid(b) {
+		// encoding/json would pass invalid UTF-8 through in Data.
+		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalidEnvelope)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var e Envelope

@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -218,6 +219,10 @@ func (p *jsonParser) str() error {
 	s := p.src
 	i := p.i + 1
 	for {
+		// Plain string bytes are the common case: skip them in a tight loop.
+		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
+			i++
+		}
 		if i >= len(s) {
 			return errJSONSyntax
 		}
@@ -569,4 +574,72 @@ func (d *jsonDoc) args(i int32, depth, maxDepth int) (any, error) {
 		k = d.nodes[v].next
 	}
 	return out, nil
+}
+
+// topLevelMembers decodes only the named members of a JSON object (as
+// encoding/json would, numbers as float64), skipping the rest without
+// building a tape. ok is false when src is not a valid JSON object.
+func topLevelMembers(src []byte, keys []string) (map[string]any, bool) {
+	p := jsonParser{src: src, validateOnly: true}
+	p.skipSpaceOuter()
+	if p.i >= len(src) || src[p.i] != '{' {
+		return nil, false
+	}
+	out := make(map[string]any, len(keys))
+	p.i++
+	p.skipSpace()
+	if p.i < len(src) && src[p.i] == '}' {
+		return out, true
+	}
+	for {
+		if p.i >= len(src) || src[p.i] != '"' {
+			return nil, false
+		}
+		kStart := p.i
+		if err := p.str(); err != nil {
+			return nil, false
+		}
+		kEnd := p.i
+		p.skipSpace()
+		if p.i >= len(src) || src[p.i] != ':' {
+			return nil, false
+		}
+		p.i++
+		p.skipSpace()
+		vStart := p.i
+		if err := p.value(1); err != nil {
+			return nil, false
+		}
+		raw := src[vStart:p.i]
+		for _, k := range keys {
+			if keyMatches(src[kStart:kEnd], k) {
+				if doc, err := parseJSONDoc(raw); err == nil {
+					out[k] = doc.native(0)
+				}
+			}
+		}
+		p.skipSpace()
+		if p.i >= len(src) {
+			return nil, false
+		}
+		switch src[p.i] {
+		case ',':
+			p.i++
+			p.skipSpace()
+		case '}':
+			return out, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// keyMatches compares a raw JSON string (with quotes) to key.
+func keyMatches(raw []byte, key string) bool {
+	inner := raw[1 : len(raw)-1]
+	if !bytes.ContainsRune(inner, '\\') {
+		return string(inner) == key
+	}
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == key
 }

@@ -112,3 +112,19 @@ func FuzzJSONDoc(f *testing.F) {
 		}
 	})
 }
+
+func TestTopLevelMembersDecodesOnlyWhatIsAsked(t *testing.T) {
+	src := []byte(` {"items":[{"total":99}],"t\u006ftal":3,"x":{"a":[1,2]},"s":"v"} `)
+	got, ok := topLevelMembers(src, []string{"total", "x", "missing"})
+	if !ok {
+		t.Fatal("not an object?")
+	}
+	if !reflect.DeepEqual(got, map[string]any{"total": 3.0, "x": map[string]any{"a": []any{1.0, 2.0}}}) {
+		t.Errorf("members = %#v", got)
+	}
+	for _, bad := range []string{`[1]`, `{"a":}`, `{"a":1`, `"s"`, ``} {
+		if _, ok := topLevelMembers([]byte(bad), []string{"a"}); ok {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

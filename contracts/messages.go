@@ -271,6 +271,15 @@ type messageTemplate struct {
 	// when whole is set): only they are decoded per call.
 	dataKeys []string
 	whole    bool
+	// fast holds the template as text and field references when that is
+	// all it is (the common case), rendered without reflection.
+	fast []templatePart
+}
+
+// templatePart is literal text, or a field path such as .args.q.
+type templatePart struct {
+	text string
+	path []string
 }
 
 // CompileTemplates parses per-status message templates. Templates run with
@@ -289,7 +298,7 @@ func CompileTemplates(specs map[string]string) (Templates, error) {
 		if err != nil {
 			return nil, &RuleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
 		}
-		mt := &messageTemplate{tpl: tpl}
+		mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
 		keys := map[string]bool{}
 		walkTemplate(tpl.Tree.Root, func(ident []string) {
 			switch {
@@ -362,24 +371,84 @@ func (t Templates) Render(status Status, args map[string]any, data json.RawMessa
 		return "", false
 	}
 	var decoded any
-	if len(data) > 0 && (mt.whole || len(mt.dataKeys) > 0) {
+	switch {
+	case len(data) == 0 || !mt.whole && len(mt.dataKeys) == 0:
+	case !mt.whole:
+		// Only the keys the template reads are decoded; the rest of the
+		// data is skipped, not parsed into a tree.
+		if m, ok := topLevelMembers(data, mt.dataKeys); ok {
+			decoded = m
+			break
+		}
+		fallthrough
+	default:
 		if doc, err := parseJSONDoc(data); err == nil {
-			if mt.whole || doc.nodes[0].kind != jsonObject {
-				decoded = doc.native(0)
-			} else {
-				m := make(map[string]any, len(mt.dataKeys))
-				for _, k := range mt.dataKeys {
-					if at, ok := doc.member(0, k); ok {
-						m[k] = doc.native(at)
-					}
-				}
-				decoded = m
-			}
+			decoded = doc.native(0)
 		}
 	}
+	root := map[string]any{"args": args, "data": decoded}
+	if mt.fast != nil {
+		var b strings.Builder
+		for _, p := range mt.fast {
+			if p.path == nil {
+				b.WriteString(p.text)
+				continue
+			}
+			if v := lookupPath(root, p.path); v != nil {
+				fmt.Fprint(&b, v)
+			}
+		}
+		return oneLine(b.String()), true
+	}
 	var buf bytes.Buffer
-	if err := mt.tpl.Execute(&buf, map[string]any{"args": args, "data": decoded}); err != nil {
+	if err := mt.tpl.Execute(&buf, root); err != nil {
 		return "", false
 	}
-	return strings.Join(strings.Fields(buf.String()), " "), true
+	// A missing value renders empty, as on the fast path, not as Go's
+	// "<no value>", which means nothing to a model.
+	return oneLine(strings.ReplaceAll(buf.String(), "<no value>", "")), true
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// simpleTemplate returns a template as parts when it is only text and
+// plain field references ({{.args.q}}), nil otherwise.
+func simpleTemplate(tpl *template.Template) []templatePart {
+	var parts []templatePart
+	for _, n := range tpl.Tree.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			parts = append(parts, templatePart{text: string(n.Text)})
+		case *parse.ActionNode:
+			if len(n.Pipe.Decl) > 0 || len(n.Pipe.Cmds) != 1 || len(n.Pipe.Cmds[0].Args) != 1 {
+				return nil
+			}
+			f, ok := n.Pipe.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok {
+				return nil
+			}
+			parts = append(parts, templatePart{path: f.Ident})
+		default:
+			return nil
+		}
+	}
+	if parts == nil {
+		parts = []templatePart{}
+	}
+	return parts
+}
+
+// lookupPath follows a field path through nested maps; nil when any step
+// is missing.
+func lookupPath(v any, path []string) any {
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if v, ok = m[k]; !ok {
+			return nil
+		}
+	}
+	return v
 }

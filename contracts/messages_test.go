@@ -68,3 +68,29 @@ func TestCatalogMessages(t *testing.T) {
 		t.Error("unknown catalogue accepted")
 	}
 }
+
+func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
+	tpls, err := CompileTemplates(map[string]string{
+		"ok":    "q={{.args.q}} missing={{.args.nope}} deep={{.data.x.y}} n={{.data.n}}",
+		"empty": `{{if .args.q}}q={{.args.q}}{{end}} missing={{.args.nope}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpls[StatusOK].fast == nil || tpls[StatusEmpty].fast != nil {
+		t.Fatal("fast path chosen wrongly")
+	}
+	got, ok := tpls.Render(StatusOK, map[string]any{"q": "go"}, []byte(`{"n":1.5,"x":{"y":true}}`))
+	if !ok || got != "q=go missing= deep=true n=1.5" {
+		t.Errorf("fast: %q", got)
+	}
+	got, ok = tpls.Render(StatusEmpty, map[string]any{"q": "go"}, nil)
+	if !ok || got != "q=go missing=" {
+		t.Errorf("slow: %q", got)
+	}
+	// Without data, a data field renders empty rather than failing.
+	got, ok = tpls.Render(StatusOK, map[string]any{"q": "go"}, nil)
+	if !ok || got != "q=go missing= deep= n=" {
+		t.Errorf("no data: %q", got)
+	}
+}

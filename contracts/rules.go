@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -94,10 +95,13 @@ func NewRuleEnv() (*RuleEnv, error) {
 	return &RuleEnv{env: env}, nil
 }
 
-// ruleCostLimit bounds one evaluation. Rules are written by the operator but
-// run over backend answers, which may be huge; a runaway comprehension ends
-// in an error (classified as an unreadable answer) instead of burning CPU.
-const ruleCostLimit = 1_000_000
+// ruleInterruptEvery is how many comprehension steps run between checks of
+// the call's context. Rules are written by the operator but run over
+// backend answers, which may be huge: a runaway comprehension ends with the
+// call's deadline (an error, classified as an unreadable answer) instead of
+// burning CPU. A cost limit would do the same, at the price of a cost
+// tracker per evaluation on every call.
+const ruleInterruptEvery = 100
 
 // CompileRules compiles and type-checks spec. The error, when not nil, is a
 // *RuleError.
@@ -151,7 +155,7 @@ func (re *RuleEnv) compile(field, expr string, want *cel.Type) (cel.Program, *ce
 		return nil, nil, &RuleError{Field: field, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType())}
 	}
-	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(ruleCostLimit), cel.InterruptCheckFrequency(1000))
+	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(ruleInterruptEvery))
 	if err != nil {
 		return nil, nil, &RuleError{Field: field, Msg: err.Error()}
 	}
@@ -201,6 +205,8 @@ func (r *Rules) HasData() bool { return r != nil && r.data != nil }
 
 // RuleInput is what rules see of one backend answer.
 type RuleInput struct {
+	// Ctx bounds evaluation (the call's deadline); nil means no bound.
+	Ctx    context.Context
 	Status int
 	Header http.Header
 	Body   *Body          // the parsed answer; nil when absent or not JSON
@@ -266,6 +272,15 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
+func eval(prg cel.Program, in *RuleInput, act *activation) (ref.Val, error) {
+	if in.Ctx != nil {
+		out, _, err := prg.ContextEval(in.Ctx, act)
+		return out, err
+	}
+	out, _, err := prg.Eval(act)
+	return out, err
+}
+
 // MatchedRule is the classification an error rule chose.
 type MatchedRule struct {
 	Status     Status
@@ -283,7 +298,7 @@ func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool) {
 	}
 	act := &activation{in: in}
 	for _, rule := range r.errors {
-		out, _, err := rule.prg.Eval(act)
+		out, err := eval(rule.prg, in, act)
 		if err != nil {
 			continue
 		}
@@ -304,7 +319,7 @@ func (r *Rules) Data(dst []byte, in *RuleInput) ([]byte, bool, error) {
 	if r == nil || r.data == nil {
 		return dst, false, nil
 	}
-	out, _, err := r.data.Eval(&activation{in: in})
+	out, err := eval(r.data, in, &activation{in: in})
 	if err != nil {
 		return dst, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
 	}
@@ -323,7 +338,7 @@ func (r *Rules) Empty(in *RuleInput) (empty bool, ok bool, err error) {
 	if r == nil || r.empty == nil {
 		return false, false, nil
 	}
-	out, _, err := r.empty.Eval(&activation{in: in})
+	out, err := eval(r.empty, in, &activation{in: in})
 	if err != nil {
 		return false, true, fmt.Errorf("%w: empty: %v", ErrRuleEval, err)
 	}
@@ -403,6 +418,28 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 }
 
 func appendCELMap(dst []byte, m traits.Mapper, order []string, depth int) ([]byte, error) {
+	if order != nil {
+		// A top-level map literal: its keys, in the order written.
+		if n, ok := m.Size().(types.Int); ok && int(n) == len(order) {
+			dst = append(dst, '{')
+			for i, k := range order {
+				v, found := m.Find(types.String(k))
+				if !found {
+					return dst, fmt.Errorf("map key %q missing", k)
+				}
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = AppendJSONString(dst, k)
+				dst = append(dst, ':')
+				var err error
+				if dst, err = appendCEL(dst, v, nil, depth+1); err != nil {
+					return dst, err
+				}
+			}
+			return append(dst, '}'), nil
+		}
+	}
 	var keys []string
 	it := m.Iterator()
 	for it.HasNext() == types.True {
@@ -413,26 +450,7 @@ func appendCELMap(dst []byte, m traits.Mapper, order []string, depth int) ([]byt
 		}
 		keys = append(keys, string(s))
 	}
-	if order != nil {
-		rank := make(map[string]int, len(order))
-		for i, k := range order {
-			rank[k] = i
-		}
-		sort.SliceStable(keys, func(i, j int) bool {
-			ri, iok := rank[keys[i]]
-			rj, jok := rank[keys[j]]
-			switch {
-			case iok && jok:
-				return ri < rj
-			case iok != jok:
-				return iok
-			default:
-				return keys[i] < keys[j]
-			}
-		})
-	} else {
-		sort.Strings(keys)
-	}
+	sort.Strings(keys)
 	dst = append(dst, '{')
 	for i, k := range keys {
 		if i > 0 {

@@ -499,10 +499,11 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 	} else {
 		cl.upCode = string(a.outcome.Reason)
 	}
+	defer putBody(a.buf)
 	if a.code == 0 || a.outcome.Reason == contracts.ReasonBadResponse || a.outcome.Reason == contracts.ReasonDeadline {
 		return a.outcome, false
 	}
-	return c.classify(cl, &a)
+	return c.classify(ctx, cl, &a)
 }
 
 func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) *http.Request {
@@ -517,10 +518,10 @@ func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) 
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     t.header.Clone(),
+		Header:     t.requestHeader(4),
 		Host:       u.Host,
 	}
-	req = req.WithContext(ctx)
+	// The context is set once, with the client trace, in upstream.send.
 	if bound.Body != nil {
 		req.Body = io.NopCloser(bytes.NewReader(bound.Body))
 		req.ContentLength = int64(len(bound.Body))
@@ -535,13 +536,25 @@ func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) 
 	return req
 }
 
+// requestHeader makes a backend request's header from the static headers,
+// with room for extra more. The value slices are shared, never copied: the
+// transport only reads them, and Set replaces a slice rather than writing
+// into it.
+func (t *tool) requestHeader(extra int) http.Header {
+	h := make(http.Header, len(t.header)+extra)
+	for k, v := range t.header {
+		h[k] = v
+	}
+	return h
+}
+
 // classify applies the contract's rules and the default table to an answer.
-func (c *Core) classify(cl *call, a *attempt) (contracts.Outcome, bool) {
+func (c *Core) classify(ctx context.Context, cl *call, a *attempt) (contracts.Outcome, bool) {
 	ct := cl.tool.contract
 	rules := ct.Rules
 	dedupes := ct.Idempotency.ForwardHeader != ""
 	success := a.code >= 200 && a.code < 300
-	in := contracts.RuleInput{Status: a.code, Header: a.header, Args: cl.args}
+	in := contracts.RuleInput{Ctx: ctx, Status: a.code, Header: a.header, Args: cl.args}
 	body := bytes.TrimSpace(a.body)
 	var parseErr error
 	if len(body) > 0 && (success || rules.NeedsBody()) {

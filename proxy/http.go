@@ -24,7 +24,8 @@ func (c *Core) Handler() http.Handler {
 	return mux
 }
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// outPool recycles the buffers envelopes are rendered into.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	snap := c.Snapshot()
@@ -94,16 +95,15 @@ func (c *Core) writeResult(w http.ResponseWriter, snap *policy.Snapshot, res *Re
 			h.Set("Retry-After", strconv.FormatInt(secs, 10))
 		}
 	}
-	buf := bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	b := res.Envelope.AppendJSON(buf.AvailableBuffer())
+	p := outPool.Get().(*[]byte)
+	b := res.Envelope.AppendJSON((*p)[:0])
 	b = append(b, '\n')
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
 	if cap(b) <= 64<<10 {
-		buf.Write(b[:0]) // keep the grown array
-		bufPool.Put(buf)
+		*p = b[:0] // keep the grown array for the next call
+		outPool.Put(p)
 	}
 }
 

@@ -73,7 +73,7 @@ type BackendRequest struct {
 // Backend describes the backend request as the contract binds it.
 func (p *Pending) Backend() BackendRequest {
 	t := p.cl.tool
-	h := t.header.Clone()
+	h := t.requestHeader(2)
 	h.Set("X-Request-Id", p.cl.callID)
 	if name := t.contract.Idempotency.ForwardHeader; name != "" && p.cl.forwardKey != "" {
 		h.Set(name, p.cl.forwardKey)
@@ -118,7 +118,7 @@ func (p *Pending) Finish(code int, header http.Header, body []byte) *Result {
 		if !success {
 			a.outcome = contracts.ClassifyHTTP(code, ct.SideEffect, ct.Idempotency.ForwardHeader != "", retryAfter(header, p.c.now()))
 		}
-		o, _ := p.c.classify(cl, &a)
+		o, _ := p.c.classify(p.ctx, cl, &a)
 		p.result = p.c.end(p.ctx, cl, o)
 	})
 	p.cancel()

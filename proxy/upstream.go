@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -132,15 +132,24 @@ type attempt struct {
 	body    []byte
 	sent    bool // the request may have reached the backend
 	verdict policy.Verdict
+	buf     *[]byte // pooled buffer behind body; putBody once classified
 }
 
 // send performs one attempt. It never returns an error: every failure is
 // classified into the attempt's outcome.
 func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool) attempt {
-	var wrote, gotConn atomic.Bool
+	// net/http resends a written request by itself when a reused
+	// connection breaks before the answer, if the request is a GET or
+	// carries an Idempotency-Key header; writes counts every whole write.
+	var gotConn atomic.Bool
+	var writes atomic.Int32
 	trace := &httptrace.ClientTrace{
-		GotConn:      func(httptrace.GotConnInfo) { gotConn.Store(true) },
-		WroteRequest: func(info httptrace.WroteRequestInfo) { wrote.Store(info.Err == nil) },
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				writes.Add(1)
+			}
+		},
 	}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
 	start := time.Now()
@@ -148,7 +157,13 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 	if err != nil {
 		u.codes.duration.Observe(time.Since(start).Seconds())
 		f := transportFailure(ctx, err, gotConn.Load())
-		a := attempt{outcome: contracts.ClassifyTransport(f, wrote.Load(), sideEffect, dedupes), sent: wrote.Load()}
+		written := writes.Load() > 0
+		if f == contracts.FailConnect && written {
+			// The resend could not connect, but the first write went out
+			// whole before its connection broke.
+			f = contracts.FailReset
+		}
+		a := attempt{outcome: contracts.ClassifyTransport(f, written, sideEffect, dedupes), sent: written}
 		a.verdict = policy.VerdictFailure
 		switch f {
 		case contracts.FailConnect:
@@ -163,10 +178,11 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 		}
 		return a
 	}
-	body, readErr := readBody(resp.Body, maxBody)
+	buf := bodyPool.Get().(*[]byte)
+	body, readErr := readBody(resp.Body, maxBody, resp.ContentLength, buf)
 	resp.Body.Close()
 	u.codes.duration.Observe(time.Since(start).Seconds())
-	a := attempt{code: resp.StatusCode, header: resp.Header, body: body, sent: true}
+	a := attempt{code: resp.StatusCode, header: resp.Header, body: body, buf: buf, sent: true}
 	u.codes.count(resp.StatusCode)
 	success := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
@@ -195,6 +211,11 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 	a.verdict = breakerVerdict(resp.StatusCode)
 	if !success {
 		a.outcome = contracts.ClassifyHTTP(resp.StatusCode, sideEffect, dedupes, retryAfter(resp.Header, time.Now()))
+		if sideEffect && writes.Load() > 1 && a.outcome.Effect == contracts.SideEffectNone {
+			// This answer is to a resend: the first write may have acted
+			// before its connection broke, whatever the resend met.
+			a.outcome.Effect, a.outcome.Retryable = contracts.SideEffectUnknown, dedupes
+		}
 	}
 	return a
 }
@@ -216,16 +237,45 @@ var errBodyTooLarge = errors.New("response body too large")
 
 // readBody reads at most max bytes; a longer body is errBodyTooLarge. The
 // length is found by reading, never by trusting Content-Length.
-func readBody(r io.Reader, max int64) ([]byte, error) {
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, err
+func readBody(r io.Reader, max, sizeHint int64, buf *[]byte) ([]byte, error) {
+	b := (*buf)[:0]
+	if sizeHint > 0 && sizeHint <= max && int64(cap(b)) < sizeHint+1 {
+		b = make([]byte, 0, sizeHint+1) // one read past the end sees EOF
 	}
-	if n > max {
-		return nil, errBodyTooLarge
+	for {
+		if len(b) == cap(b) {
+			if int64(len(b)) > max {
+				break
+			}
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > max {
+			break
+		}
+		if err == io.EOF {
+			*buf = b
+			return b, nil
+		}
+		if err != nil {
+			*buf = b
+			return nil, err
+		}
 	}
-	return buf.Bytes(), nil
+	*buf = b
+	return nil, errBodyTooLarge
+}
+
+// bodyPool recycles backend answer buffers. A buffer goes back once the
+// answer is classified: the envelope's data is always a copy.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func putBody(buf *[]byte) {
+	if buf != nil && cap(*buf) <= 256<<10 {
+		*buf = (*buf)[:0]
+		bodyPool.Put(buf)
+	}
 }
 
 // transportFailure maps a transport error to a failure class. Each branch
