@@ -45,10 +45,11 @@ func runExtproc(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	logger, ok := opts.check("extproc", stderr)
+	logger, sink, ok := opts.check("extproc", stderr)
 	if !ok {
 		return 2
 	}
+	defer sink.Close()
 	watcher := opts.startWatcher(logger)
 	if watcher != nil {
 		defer watcher.Close()

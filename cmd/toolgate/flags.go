@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -28,18 +29,44 @@ func (d *daemonFlags) register(fs *flag.FlagSet, drainWhat, graceWhat string) {
 	fs.BoolVar(&d.watch, "watch", true, "reload the policy when its files change (SIGHUP and POST /-/reload work either way)")
 }
 
-// check validates the shared flags after parsing and returns the logger;
-// ok=false means a usage error was printed.
-func (d *daemonFlags) check(cmd string, stderr io.Writer) (*slog.Logger, bool) {
+// check validates the shared flags after parsing and returns the logger,
+// whose lines are batched (see logSink); the caller closes the sink before
+// it returns. ok=false means a usage error was printed.
+func (d *daemonFlags) check(cmd string, stderr io.Writer) (*slog.Logger, *logSink, bool) {
 	if d.configPath == "" {
 		fmt.Fprintf(stderr, "toolgate %s: -config is required\n", cmd)
-		return nil, false
+		return nil, nil, false
 	}
 	if err := d.logLevel.UnmarshalText([]byte(d.level)); err != nil {
 		fmt.Fprintf(stderr, "toolgate %s: bad -log-level: %v\n", cmd, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: d.logLevel})), true
+	sink := newLogSink(stderr)
+	h := slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: d.logLevel})
+	return slog.New(flushOnWarn{Handler: h, sink: sink}), sink, true
+}
+
+// flushOnWarn writes warnings and errors out at once: they may be the last
+// lines before a crash, and an operator watching the log wants them now.
+type flushOnWarn struct {
+	slog.Handler
+	sink *logSink
+}
+
+func (f flushOnWarn) Handle(ctx context.Context, r slog.Record) error {
+	err := f.Handler.Handle(ctx, r)
+	if r.Level >= slog.LevelWarn {
+		f.sink.Flush()
+	}
+	return err
+}
+
+func (f flushOnWarn) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return flushOnWarn{Handler: f.Handler.WithAttrs(attrs), sink: f.sink}
+}
+
+func (f flushOnWarn) WithGroup(name string) slog.Handler {
+	return flushOnWarn{Handler: f.Handler.WithGroup(name), sink: f.sink}
 }
 
 // startWatcher watches the policy files when -watch is on. It starts before

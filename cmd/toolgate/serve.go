@@ -35,10 +35,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	logger, ok := opts.check("serve", stderr)
+	logger, sink, ok := opts.check("serve", stderr)
 	if !ok {
 		return 2
 	}
+	defer sink.Close()
 	watcher := opts.startWatcher(logger)
 	load := func() (*policy.Snapshot, error) { return config.Load(opts.configPath, config.Options{}) }
 	snap, err := load()
