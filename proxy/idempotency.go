@@ -210,15 +210,19 @@ func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
 }
 
 // settle finishes the call's claim once its envelope exists: a call that
-// sent nothing releases the key (so a retry runs), one whose outcome is
-// unknown keeps it as unknown, any other stores its envelope for replay.
+// sent nothing, or whose backend refused without acting and invites the
+// identical retry (429, 503, 408), releases the key (so that retry runs);
+// one whose outcome is unknown keeps it as unknown; any other stores its
+// envelope for replay.
 func (c *Core) settle(ctx context.Context, cl *call, res *Result, body []byte) {
 	cl2 := cl.claim
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
 	defer cancel()
 	var err error
 	switch {
-	case !cl.sent:
+	case !cl.sent, res.Envelope.SideEffect == contracts.SideEffectNone && res.Envelope.Retryable:
+		// Storing a retryable refusal would answer the retry it invites
+		// with the same refusal until the record expires.
 		err = c.store.Release(ctx, cl2.key, cl2.token)
 	case res.Envelope.SideEffect == contracts.SideEffectUnknown:
 		err = c.store.MarkUnknown(ctx, cl2.key, cl2.token, body, cl2.ttl)

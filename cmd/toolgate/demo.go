@@ -41,6 +41,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quiet := fs.Bool("quiet", false, "do not log calls")
+	faults := fs.Bool("faults", false, "run the fault-injecting backend behind examples/faults.yaml instead of the search and notify backends")
+	seed := fs.Uint64("faults-seed", 1, "with -faults: the seed of the backend's fault schedule")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,21 +51,34 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	snap, err := config.CompileSource("examples/policy.yaml", examples.Policy(), config.Options{})
+	name, doc := "examples/policy.yaml", examples.Policy()
+	if *faults {
+		name, doc = "examples/faults.yaml", examples.FaultsPolicy()
+	}
+	snap, err := config.CompileSource(name, doc, config.Options{})
 	if err != nil {
 		printLoadError(stderr, err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	backends := map[string]http.Handler{
-		"search": examples.NewSearchBackend(examples.SearchOptions{Logger: logger}),
-		"notify": examples.NewNotifyBackend(examples.NotifyOptions{Logger: logger}),
-	}
-	for name, h := range backends {
-		if err := startBackend(ctx, snap.Upstreams[name], h); err != nil {
+	if *faults {
+		fb := examples.NewFaultBackend(examples.FaultOptions{Seed: *seed, Weights: examples.DefaultFaultWeights(), BurstMax: 3, Logger: logger})
+		defer fb.Close()
+		if err := fb.Start(snap.Upstreams["faulty"].URL.Host); err != nil {
 			fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
 			return 1
+		}
+	} else {
+		backends := map[string]http.Handler{
+			"search": examples.NewSearchBackend(examples.SearchOptions{Logger: logger}),
+			"notify": examples.NewNotifyBackend(examples.NotifyOptions{Logger: logger}),
+		}
+		for name, h := range backends {
+			if err := startBackend(ctx, snap.Upstreams[name], h); err != nil {
+				fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
+				return 1
+			}
 		}
 	}
 	srv, err := newServer(snap, nil, logger)
@@ -75,7 +90,11 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolgate demo: %v (is another demo running?)\n", err)
 		return 1
 	}
-	printDemo(stdout, srv.agentAddr(), srv.adminAddr(), snap)
+	if *faults {
+		printFaultsDemo(stdout, srv.agentAddr(), srv.adminAddr(), snap)
+	} else {
+		printDemo(stdout, srv.agentAddr(), srv.adminAddr(), snap)
+	}
 	if err := srv.serve(ctx, 0, 5*time.Second); err != nil {
 		fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
 		return 1
@@ -107,6 +126,19 @@ func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 	fmt.Fprintf(w, "# list the tools\ncurl -s http://%s/v1/tools\n\n", agent)
 	for _, c := range demoCalls() {
 		fmt.Fprintf(w, "# %s\ncurl -s -X POST http://%s/v1/tools/%s %s-d '%s'\n\n", c.what, agent, c.tool, c.headers, c.body)
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
+}
+
+// printFaultsDemo prints one call per fault kind, for the read-only tool and
+// for the side-effecting one, so every row of the status table can be seen.
+func printFaultsDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
+	fmt.Fprintf(w, "toolgate demo -faults: agents call http://%s, metrics on http://%s/metrics\n", agent, admin)
+	fmt.Fprintf(w, "fault backend: %s (a call without \"fault\" meets the seeded random schedule)\n\n", snap.Upstreams["faulty"].URL)
+	fmt.Fprintf(w, "# a random fault\ncurl -s -X POST http://%s/v1/tools/lookup -d '{\"q\":\"go\"}'\n\n", agent)
+	for i, k := range examples.FaultKinds() {
+		fmt.Fprintf(w, "# %s\ncurl -s -X POST http://%s/v1/tools/lookup -d '{\"q\":\"go\",\"fault\":\"%s\"}'\n", k, agent, k)
+		fmt.Fprintf(w, "curl -s -X POST http://%s/v1/tools/notify -H 'Idempotency-Key: demo-%d' -d '{\"nonce\":\"demo-%d\",\"text\":\"hi\",\"fault\":\"%s\"}'\n\n", agent, i, i, k)
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }
