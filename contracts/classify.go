@@ -64,7 +64,8 @@ type Outcome struct {
 	HTTPCode   int       // the backend's HTTP status, when it answered
 	Arg        *ArgError // the failing argument of a bad_args outcome
 	Data       json.RawMessage
-	Detail     string // safe extra words for the message (a caller name, a limit)
+	Members    []Member // where Data's top-level members lie, when known
+	Detail     string   // safe extra words for the message (a caller name, a limit)
 }
 
 // RetryLater reports whether nothing happened at the backend and a retry may

@@ -113,8 +113,22 @@ func AppendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
+	valid := utf8.ValidString(s)
 	for i := 0; i < len(s); {
 		c := s[i]
+		if valid && c >= utf8.RuneSelf {
+			// Valid UTF-8: only U+2028 and U+2029 (E2 80 A8/A9) need
+			// escaping; every other multi-byte rune is copied as is.
+			if c == 0xE2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, '\\', 'u', '2', '0', '2', hex[s[i+2]&0xf])
+				i += 3
+				start = i
+				continue
+			}
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
 				i++
@@ -130,6 +144,10 @@ func AppendJSONString(dst []byte, s string) []byte {
 				dst = append(dst, '\\', 'r')
 			case '\t':
 				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
 			default:
 				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			}

@@ -366,6 +366,12 @@ func walkBranch(b *parse.BranchNode, visit func([]string)) {
 // Render executes the template for status, if any. A template that fails at
 // run time yields ok=false so the catalogue message is used instead.
 func (t Templates) Render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
+	return t.RenderMembers(status, args, data, nil)
+}
+
+// RenderMembers is Render with the data's top-level members already
+// located (see Rules.DataMembers), so the data is not scanned again.
+func (t Templates) RenderMembers(status Status, args map[string]any, data json.RawMessage, members []Member) (string, bool) {
 	mt := t[status]
 	if mt == nil {
 		return "", false
@@ -373,6 +379,18 @@ func (t Templates) Render(status Status, args map[string]any, data json.RawMessa
 	var decoded any
 	switch {
 	case len(data) == 0 || !mt.whole && len(mt.dataKeys) == 0:
+	case !mt.whole && members != nil:
+		m := make(map[string]any, len(mt.dataKeys))
+		for _, k := range mt.dataKeys {
+			for _, mem := range members {
+				if mem.Key == k && mem.End <= len(data) && mem.Start <= mem.End {
+					if doc, err := parseJSONDoc(data[mem.Start:mem.End]); err == nil {
+						m[k] = doc.native(0)
+					}
+				}
+			}
+		}
+		decoded = m
 	case !mt.whole:
 		// Only the keys the template reads are decoded; the rest of the
 		// data is skipped, not parsed into a tree.

@@ -212,7 +212,7 @@ func TestObservationCountsChineseInCodePoints(t *testing.T) {
 	}
 
 	t.Run("a shrunk Chinese document keeps whole runes", func(t *testing.T) {
-		got, cut := observation(StatusOK, "找到一篇文章。", data, 100)
+		got, cut := observation(StatusOK, "找到一篇文章。", data, 100, false)
 		checkBound(t, got, 100)
 		if cut != cutShrunk {
 			t.Fatalf("cut = %d, want the shrink path: %q", cut, got)
@@ -232,7 +232,7 @@ func TestObservationShrinksByStructure(t *testing.T) {
 	list := json.RawMessage(`{"items":[` + strings.Join(items, ",") + `],"total":20}`)
 
 	t.Run("an array keeps its first items and says how many more", func(t *testing.T) {
-		got, cut := observation(StatusOK, "Found 20 articles.", list, 300)
+		got, cut := observation(StatusOK, "Found 20 articles.", list, 300, false)
 		if cut != cutShrunk {
 			t.Fatalf("cut = %d, want the shrink path: %q", cut, got)
 		}
@@ -268,7 +268,7 @@ func TestObservationShrinksByStructure(t *testing.T) {
 
 	t.Run("keys keep their order when shrunk", func(t *testing.T) {
 		data := json.RawMessage(`{"zeta":"` + strings.Repeat("z", 300) + `","alpha":"` + strings.Repeat("a", 300) + `","mid":[` + strings.Repeat("1,", 100) + `1]}`)
-		got, cut := observation(StatusOK, "m", data, 120)
+		got, cut := observation(StatusOK, "m", data, 120, false)
 		if cut != cutShrunk {
 			t.Fatalf("cut = %d, want the shrink path: %q", cut, got)
 		}
@@ -280,7 +280,7 @@ func TestObservationShrinksByStructure(t *testing.T) {
 
 	t.Run("numbers keep their literal form when shrunk", func(t *testing.T) {
 		data := json.RawMessage(`{"n":1.50e+10,"big":12345678901234567890,"s":"` + strings.Repeat("s", 500) + `"}`)
-		got, cut := observation(StatusOK, "m", data, 100)
+		got, cut := observation(StatusOK, "m", data, 100, false)
 		if cut != cutShrunk {
 			t.Fatalf("cut = %d, want the shrink path: %q", cut, got)
 		}
@@ -290,7 +290,7 @@ func TestObservationShrinksByStructure(t *testing.T) {
 	})
 
 	t.Run("a top-level string is shortened, not cut blindly", func(t *testing.T) {
-		got, cut := observation(StatusUpstream, "m", json.RawMessage(`"`+strings.Repeat("é", 1000)+`"`), 100)
+		got, cut := observation(StatusUpstream, "m", json.RawMessage(`"`+strings.Repeat("é", 1000)+`"`), 100, false)
 		if cut != cutShrunk {
 			t.Fatalf("cut = %d, want the shrink path: %q", cut, got)
 		}
@@ -302,7 +302,7 @@ func TestObservationShrinksByStructure(t *testing.T) {
 
 	t.Run("deep nesting that cannot shrink is cut hard", func(t *testing.T) {
 		deep := json.RawMessage(strings.Repeat("[", 200) + strings.Repeat("]", 200))
-		got, cut := observation(StatusOK, "m", deep, 60)
+		got, cut := observation(StatusOK, "m", deep, 60, false)
 		if cut != cutHard && cut != cutShrunk {
 			t.Fatalf("cut = %d: %q", cut, got)
 		}
@@ -336,7 +336,7 @@ func TestObservationRespectsTheBoundAtEverySize(t *testing.T) {
 			t.Run(fx.name+" stays within every bound as "+string(status), func(t *testing.T) {
 				head := status.Tag() + " " + validUTF8(fx.message)
 				for maxChars := 10; maxChars <= 400; maxChars++ {
-					got, cut := observation(status, fx.message, json.RawMessage(fx.data), maxChars)
+					got, cut := observation(status, fx.message, json.RawMessage(fx.data), maxChars, false)
 					checkBound(t, got, maxChars)
 					if maxChars < MinObservationMaxChars {
 						continue
@@ -384,7 +384,7 @@ func FuzzObservation(f *testing.F) {
 		if maxChars > 4000 {
 			maxChars %= 4000
 		}
-		got, cut := observation(status, message, json.RawMessage(data), maxChars)
+		got, cut := observation(status, message, json.RawMessage(data), maxChars, false)
 		checkBound(t, got, maxChars)
 		bound := maxChars
 		if bound <= 0 {

@@ -41,15 +41,23 @@ type ErrorRuleSpec struct {
 
 // Rules are compiled, type-checked response rules.
 type Rules struct {
-	data      cel.Program
+	data      *program
 	dataOrder []string // key order of a top-level map literal in Data
-	empty     cel.Program
+	empty     *program
 	errors    []errorRule
 	uses      usage
 }
 
+// program is a compiled rule. Only rules with comprehensions can run long;
+// those evaluate under the call's context, the rest without the cost of a
+// cancellable evaluation context.
+type program struct {
+	prg   cel.Program
+	loops bool
+}
+
 type errorRule struct {
-	prg        cel.Program
+	prg        program
 	status     Status
 	retryable  *bool
 	sideEffect *SideEffect
@@ -136,12 +144,12 @@ func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 			return nil, err
 		}
 		r.uses.add(ast)
-		r.errors = append(r.errors, errorRule{prg: prg, status: e.Status, retryable: e.Retryable, sideEffect: e.SideEffect})
+		r.errors = append(r.errors, errorRule{prg: *prg, status: e.Status, retryable: e.Retryable, sideEffect: e.SideEffect})
 	}
 	return r, nil
 }
 
-func (re *RuleEnv) compile(field, expr string, want *cel.Type) (cel.Program, *cel.Ast, error) {
+func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.Ast, error) {
 	ast, iss := re.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		first := iss.Errors()[0]
@@ -159,7 +167,13 @@ func (re *RuleEnv) compile(field, expr string, want *cel.Type) (cel.Program, *ce
 	if err != nil {
 		return nil, nil, &RuleError{Field: field, Msg: err.Error()}
 	}
-	return prg, ast, nil
+	loops := false
+	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if e.Kind() == celast.ComprehensionKind {
+			loops = true
+		}
+	}))
+	return &program{prg: prg, loops: loops}, ast, nil
 }
 
 func (u *usage) add(ast *cel.Ast) {
@@ -272,12 +286,12 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-func eval(prg cel.Program, in *RuleInput, act *activation) (ref.Val, error) {
-	if in.Ctx != nil {
-		out, _, err := prg.ContextEval(in.Ctx, act)
+func eval(p *program, in *RuleInput, act *activation) (ref.Val, error) {
+	if p.loops && in.Ctx != nil {
+		out, _, err := p.prg.ContextEval(in.Ctx, act)
 		return out, err
 	}
-	out, _, err := prg.Eval(act)
+	out, _, err := p.prg.Eval(act)
 	return out, err
 }
 
@@ -298,7 +312,7 @@ func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool) {
 	}
 	act := &activation{in: in}
 	for _, rule := range r.errors {
-		out, err := eval(rule.prg, in, act)
+		out, err := eval(&rule.prg, in, act)
 		if err != nil {
 			continue
 		}
@@ -316,21 +330,41 @@ var ErrRuleEval = errors.New("response rule failed")
 // Data evaluates the data expression and appends its JSON to dst. Without a
 // data expression it returns ok=false and the caller uses the body as is.
 func (r *Rules) Data(dst []byte, in *RuleInput) ([]byte, bool, error) {
+	dst, _, shaped, err := r.DataMembers(dst, in)
+	return dst, shaped, err
+}
+
+// Member is where a top-level member of the data lies in its JSON, so a
+// message template can read it without parsing the data again.
+type Member struct {
+	Key        string
+	Start, End int // data[Start:End] is the member's value
+}
+
+// DataMembers is Data that also returns the top-level members of a data
+// expression that is a map literal.
+func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, error) {
 	if r == nil || r.data == nil {
-		return dst, false, nil
+		return dst, nil, false, nil
 	}
 	out, err := eval(r.data, in, &activation{in: in})
 	if err != nil {
-		return dst, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
 	}
 	if types.IsError(out) {
-		return dst, true, fmt.Errorf("%w: data: %v", ErrRuleEval, out)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, out)
 	}
-	dst, err = appendCEL(dst, out, r.dataOrder, 0)
+	var members []Member
+	if m, ok := out.(traits.Mapper); ok && r.dataOrder != nil {
+		members = make([]Member, 0, len(r.dataOrder))
+		dst, err = appendOrderedMap(dst, m, r.dataOrder, &members)
+	} else {
+		dst, err = appendCEL(dst, out, r.dataOrder, 0)
+	}
 	if err != nil {
-		return dst, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
 	}
-	return dst, true, nil
+	return dst, members, true, nil
 }
 
 // Empty evaluates the empty expression; ok is false when there is none.
@@ -417,28 +451,38 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 	return dst, fmt.Errorf("cannot represent %s as JSON", v.Type().TypeName())
 }
 
+// appendOrderedMap writes a top-level map literal's result with its keys
+// in the order written, noting where each member's value lies.
+func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Member) ([]byte, error) {
+	if n, ok := m.Size().(types.Int); !ok || int(n) != len(order) {
+		return appendCEL(dst, m, nil, 0)
+	}
+	dst = append(dst, '{')
+	for i, k := range order {
+		v, found := m.Find(types.String(k))
+		if !found {
+			return dst, fmt.Errorf("map key %q missing", k)
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendJSONString(dst, k)
+		dst = append(dst, ':')
+		start := len(dst)
+		var err error
+		if dst, err = appendCEL(dst, v, nil, 1); err != nil {
+			return dst, err
+		}
+		if members != nil {
+			*members = append(*members, Member{Key: k, Start: start, End: len(dst)})
+		}
+	}
+	return append(dst, '}'), nil
+}
+
 func appendCELMap(dst []byte, m traits.Mapper, order []string, depth int) ([]byte, error) {
 	if order != nil {
-		// A top-level map literal: its keys, in the order written.
-		if n, ok := m.Size().(types.Int); ok && int(n) == len(order) {
-			dst = append(dst, '{')
-			for i, k := range order {
-				v, found := m.Find(types.String(k))
-				if !found {
-					return dst, fmt.Errorf("map key %q missing", k)
-				}
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				dst = AppendJSONString(dst, k)
-				dst = append(dst, ':')
-				var err error
-				if dst, err = appendCEL(dst, v, nil, depth+1); err != nil {
-					return dst, err
-				}
-			}
-			return append(dst, '}'), nil
-		}
+		return appendOrderedMap(dst, m, order, nil)
 	}
 	var keys []string
 	it := m.Iterator()

@@ -97,3 +97,29 @@ func mustBody(t testing.TB, s string) *Body {
 	}
 	return b
 }
+
+func TestDataMembersLocateTopLevelValues(t *testing.T) {
+	env, _ := NewRuleEnv()
+	r, err := CompileRules(env, RulesSpec{Data: `{"items": body.results, "total": body.total}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &RuleInput{Status: 200, Body: mustBody(t, `{"results": [{"b": "}"}], "total": 7}`)}
+	data, members, shaped, err := r.DataMembers(nil, in)
+	if err != nil || !shaped || len(members) != 2 {
+		t.Fatalf("%s %v %v %v", data, members, shaped, err)
+	}
+	for _, m := range members {
+		got := string(data[m.Start:m.End])
+		want := map[string]string{"items": `[{"b":"}"}]`, "total": "7"}[m.Key]
+		if got != want {
+			t.Errorf("member %s = %s, want %s", m.Key, got, want)
+		}
+	}
+	tpls, _ := CompileTemplates(map[string]string{"ok": "{{.data.total}} found"})
+	a, _ := tpls.RenderMembers(StatusOK, nil, data, members)
+	b, _ := tpls.Render(StatusOK, nil, data)
+	if a != "7 found" || a != b {
+		t.Errorf("with members %q, without %q", a, b)
+	}
+}

@@ -143,3 +143,35 @@ func BenchmarkHTTPFront(b *testing.B) {
 	}
 	runtime.GC()
 }
+
+// cannedTransport answers every request with the same search answer, so a
+// benchmark measures toolgate's own work and nothing of a backend.
+type cannedTransport struct{ body []byte }
+
+func (c cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode:    200,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(c.body)),
+		ContentLength: int64(len(c.body)),
+		Request:       r,
+	}, nil
+}
+
+// BenchmarkCoreOnly is the search call's pipeline against a canned answer:
+// toolgate's own cost per call, without sockets or a backend.
+func BenchmarkCoreOnly(b *testing.B) {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil)
+	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, req)
+	core := benchCore(b, cannedTransport{body: rec.Body.Bytes()})
+	body := []byte(`{"q":"go","limit":5}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		res := core.Call(context.Background(), &Request{Tool: "search_articles", Body: body, CallID: "bench"})
+		if res.Envelope.Status != "ok" {
+			b.Fatal(res.Envelope.Status)
+		}
+		_ = res.Envelope.AppendJSON(nil)
+	}
+}

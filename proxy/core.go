@@ -571,10 +571,11 @@ func (c *Core) classify(ctx context.Context, cl *call, a *attempt) (contracts.Ou
 		return contracts.BadResponse(a.code), true
 	}
 	o := contracts.Outcome{Status: contracts.StatusOK, Reason: contracts.ReasonOK, Effect: contracts.SideEffectDone, HTTPCode: a.code}
-	data, shaped, err := rules.Data(make([]byte, 0, len(body)), &in)
+	data, members, shaped, err := rules.DataMembers(make([]byte, 0, len(body)), &in)
 	if err != nil {
 		return contracts.BadResponse(a.code), true
 	}
+	o.Members = members
 	if !shaped {
 		data = nil
 		if in.Body != nil {
@@ -644,7 +645,9 @@ func (c *Core) finish(ctx context.Context, cl *call, o contracts.Outcome) *Resul
 	}
 	env.Replayed = cl.replayLost
 	env.Message = c.message(st, cl, &o)
-	env.Observation = contracts.Observation(env.Status, env.Message, env.Data, st.snap.Server.ObservationMaxChars)
+	// Envelope data is always compact, valid UTF-8 JSON (the backend's
+	// answer went through the tape parser), so it is not validated again.
+	env.Observation = contracts.ObservationOfCompact(env.Status, env.Message, env.Data, st.snap.Server.ObservationMaxChars)
 	c.record(ctx, cl, res)
 	return res
 }
@@ -665,7 +668,7 @@ func (c *Core) record(ctx context.Context, cl *call, res *Result) {
 func (c *Core) message(st *state, cl *call, o *contracts.Outcome) string {
 	name := cl.req.Tool
 	if cl.tool != nil {
-		if msg, ok := cl.tool.contract.Templates.Render(o.Status, cl.args, o.Data); ok && msg != "" {
+		if msg, ok := cl.tool.contract.Templates.RenderMembers(o.Status, cl.args, o.Data, o.Members); ok && msg != "" {
 			return msg
 		}
 		name = cl.tool.contract.Name
