@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -71,29 +68,8 @@ func runExtproc(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolgate: %v\n", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := handleSignals(srv, watcher)
 	defer stop()
-	go func() {
-		// Once shutdown has begun, a second signal ends the process at once.
-		<-ctx.Done()
-		stop()
-	}()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				_ = srv.reload()
-			}
-		}
-	}()
-	if watcher != nil {
-		go watcher.run(ctx, func() { _ = srv.reload() })
-	}
 	logger.Info("toolgate extproc started", "version", version, "listen", ep.addr(), "admin", ep.adminAddr(),
 		"tools", len(snap.Tools), "checksum", snap.Checksum, "watch", watcher != nil)
 	if err := ep.serve(ctx, opts.drainDelay, opts.grace); err != nil {

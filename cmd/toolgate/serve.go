@@ -58,20 +58,17 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-// serveSignals runs srv until SIGTERM or SIGINT, reloading on SIGHUP and,
-// with a watcher, on file changes. It returns the exit code.
-func serveSignals(srv *server, watcher *policyWatcher, opts daemonFlags, logger *slog.Logger, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+// handleSignals returns a context that ends on SIGTERM or SIGINT (once it
+// has, a second signal ends the process at once), and reloads srv on SIGHUP
+// and, with a watcher, on file changes, until stop is called.
+func handleSignals(srv *server, watcher *policyWatcher) (ctx context.Context, stop func()) {
+	ctx, stopNotify := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	go func() {
-		// Once shutdown has begun, a second SIGTERM or SIGINT ends the
-		// process at once.
 		<-ctx.Done()
-		stop()
+		stopNotify()
 	}()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for {
 			select {
@@ -85,6 +82,17 @@ func serveSignals(srv *server, watcher *policyWatcher, opts daemonFlags, logger 
 	if watcher != nil {
 		go watcher.run(ctx, func() { _ = srv.reload() })
 	}
+	return ctx, func() {
+		signal.Stop(hup)
+		stopNotify()
+	}
+}
+
+// serveSignals runs srv until SIGTERM or SIGINT, reloading on SIGHUP and,
+// with a watcher, on file changes. It returns the exit code.
+func serveSignals(srv *server, watcher *policyWatcher, opts daemonFlags, logger *slog.Logger, stderr io.Writer) int {
+	ctx, stop := handleSignals(srv, watcher)
+	defer stop()
 	if err := srv.listen(); err != nil {
 		fmt.Fprintf(stderr, "toolgate: %v\n", err)
 		return 1
