@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -29,7 +30,11 @@ var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 
 func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	snap := c.Snapshot()
-	body, tooLarge, err := readRequestBody(r, snap.Server.MaxRequestBytes)
+	// The body is only read while the call runs (arguments are decoded into
+	// their own strings), so its buffer goes back to the pool after.
+	p := inPool.Get().(*[]byte)
+	defer putIn(p)
+	body, tooLarge, err := readRequestBodyInto(r, snap.Server.MaxRequestBytes, p)
 	var invalid error
 	if err != nil {
 		// The client went away or sent a broken body (a truncated chunked
@@ -55,6 +60,31 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	}
 	res := c.Call(r.Context(), req)
 	c.writeResult(w, snap, res)
+}
+
+// inPool recycles request body buffers.
+var inPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func putIn(p *[]byte) {
+	if cap(*p) <= 64<<10 {
+		*p = (*p)[:0]
+		inPool.Put(p)
+	}
+}
+
+// readRequestBodyInto is readRequestBody into a pooled buffer.
+func readRequestBodyInto(r *http.Request, limit int64, p *[]byte) ([]byte, bool, error) {
+	if r.ContentLength > limit {
+		return nil, true, nil
+	}
+	b, err := readBody(r.Body, limit, r.ContentLength, p)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return b, false, nil
 }
 
 // readRequestBody reads at most limit bytes. The size is found by reading,
