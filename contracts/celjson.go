@@ -38,9 +38,9 @@ func (d *jsonDoc) celValue(i int32) ref.Val {
 	case jsonString:
 		return types.String(d.str(i))
 	case jsonArray:
-		return &celJSONList{d: d, i: i}
+		return &celJSONList{jsonView: jsonView{d, i}}
 	default:
-		return &celJSONMap{d: d, i: i}
+		return &celJSONMap{jsonView: jsonView{d, i}}
 	}
 }
 
@@ -50,20 +50,29 @@ func standard(d *jsonDoc, i int32) ref.Val {
 	return types.DefaultTypeAdapter.NativeToValue(d.native(i))
 }
 
-// celJSONMap is a JSON object as a CEL map.
-type celJSONMap struct {
+// jsonView is what an object and an array view share: the node they show,
+// and the operations answered by cel-go's own value for it.
+type jsonView struct {
 	d *jsonDoc
 	i int32
+}
+
+func (v jsonView) ConvertToNative(t reflect.Type) (any, error) {
+	return standard(v.d, v.i).ConvertToNative(t)
+}
+func (v jsonView) Equal(other ref.Val) ref.Val { return standard(v.d, v.i).Equal(other) }
+func (v jsonView) Value() any                  { return v.d.native(v.i) }
+func (v jsonView) Size() ref.Val               { return types.Int(v.d.nodes[v.i].count) }
+
+// celJSONMap is a JSON object as a CEL map.
+type celJSONMap struct {
+	jsonView
 }
 
 var (
 	_ traits.Mapper = (*celJSONMap)(nil)
 	_ traits.Lister = (*celJSONList)(nil)
 )
-
-func (m *celJSONMap) ConvertToNative(t reflect.Type) (any, error) {
-	return standard(m.d, m.i).ConvertToNative(t)
-}
 
 func (m *celJSONMap) ConvertToType(t ref.Type) ref.Val {
 	switch t {
@@ -75,10 +84,7 @@ func (m *celJSONMap) ConvertToType(t ref.Type) ref.Val {
 	return types.NewErr("type conversion error from map to '%s'", t)
 }
 
-func (m *celJSONMap) Equal(other ref.Val) ref.Val { return standard(m.d, m.i).Equal(other) }
-func (m *celJSONMap) Type() ref.Type              { return types.MapType }
-func (m *celJSONMap) Value() any                  { return m.d.native(m.i) }
-func (m *celJSONMap) Size() ref.Val               { return types.Int(m.d.nodes[m.i].count) }
+func (m *celJSONMap) Type() ref.Type { return types.MapType }
 
 func (m *celJSONMap) Contains(key ref.Val) ref.Val {
 	_, found := m.Find(key)
@@ -112,40 +118,44 @@ func (m *celJSONMap) Find(key ref.Val) (ref.Val, bool) {
 }
 
 func (m *celJSONMap) Iterator() traits.Iterator {
-	return &celJSONKeys{d: m.d, next: m.i + 1, left: m.d.nodes[m.i].count}
+	return &celJSONIter{d: m.d, next: m.i + 1, left: m.d.nodes[m.i].count, keys: true}
 }
 
-// celJSONKeys iterates an object's keys.
-type celJSONKeys struct {
+// celJSONIter iterates an object's keys or an array's elements.
+type celJSONIter struct {
 	d    *jsonDoc
-	next int32
+	next int32 // the node of the next key or element
 	left int32
+	keys bool
 }
 
-func (it *celJSONKeys) HasNext() ref.Val { return types.Bool(it.left > 0) }
+func (it *celJSONIter) HasNext() ref.Val { return types.Bool(it.left > 0) }
 
-func (it *celJSONKeys) Next() ref.Val {
+func (it *celJSONIter) Next() ref.Val {
 	if it.left <= 0 {
 		return nil
 	}
-	k := it.next
-	it.next = it.d.nodes[k+1].next
+	n := it.next
 	it.left--
-	return types.String(it.d.str(k))
+	if it.keys {
+		it.next = it.d.nodes[n+1].next // skip the member's value
+		return types.String(it.d.str(n))
+	}
+	it.next = it.d.nodes[n].next
+	return it.d.celValue(n)
 }
 
-func (it *celJSONKeys) ConvertToNative(reflect.Type) (any, error) {
+func (it *celJSONIter) ConvertToNative(reflect.Type) (any, error) {
 	return nil, fmt.Errorf("type conversion on iterators not supported")
 }
-func (it *celJSONKeys) ConvertToType(ref.Type) ref.Val { return types.NewErr("no such overload") }
-func (it *celJSONKeys) Equal(ref.Val) ref.Val          { return types.NewErr("no such overload") }
-func (it *celJSONKeys) Type() ref.Type                 { return types.IteratorType }
-func (it *celJSONKeys) Value() any                     { return nil }
+func (it *celJSONIter) ConvertToType(ref.Type) ref.Val { return types.NewErr("no such overload") }
+func (it *celJSONIter) Equal(ref.Val) ref.Val          { return types.NewErr("no such overload") }
+func (it *celJSONIter) Type() ref.Type                 { return types.IteratorType }
+func (it *celJSONIter) Value() any                     { return nil }
 
 // celJSONList is a JSON array as a CEL list.
 type celJSONList struct {
-	d     *jsonDoc
-	i     int32
+	jsonView
 	elems []int32 // node indices, found on first indexed access
 }
 
@@ -154,10 +164,6 @@ func (l *celJSONList) index() []int32 {
 		l.elems = l.d.elements(l.i)
 	}
 	return l.elems
-}
-
-func (l *celJSONList) ConvertToNative(t reflect.Type) (any, error) {
-	return standard(l.d, l.i).ConvertToNative(t)
 }
 
 func (l *celJSONList) ConvertToType(t ref.Type) ref.Val {
@@ -170,10 +176,7 @@ func (l *celJSONList) ConvertToType(t ref.Type) ref.Val {
 	return types.NewErr("type conversion error from list to '%s'", t)
 }
 
-func (l *celJSONList) Equal(other ref.Val) ref.Val { return standard(l.d, l.i).Equal(other) }
-func (l *celJSONList) Type() ref.Type              { return types.ListType }
-func (l *celJSONList) Value() any                  { return l.d.native(l.i) }
-func (l *celJSONList) Size() ref.Val               { return types.Int(l.d.nodes[l.i].count) }
+func (l *celJSONList) Type() ref.Type { return types.ListType }
 
 func (l *celJSONList) Add(other ref.Val) ref.Val {
 	return standard(l.d, l.i).(traits.Adder).Add(other)
@@ -214,32 +217,5 @@ func (l *celJSONList) Get(index ref.Val) ref.Val {
 }
 
 func (l *celJSONList) Iterator() traits.Iterator {
-	return &celJSONElems{d: l.d, next: l.i + 1, left: l.d.nodes[l.i].count}
+	return &celJSONIter{d: l.d, next: l.i + 1, left: l.d.nodes[l.i].count}
 }
-
-// celJSONElems iterates an array's elements.
-type celJSONElems struct {
-	d    *jsonDoc
-	next int32
-	left int32
-}
-
-func (it *celJSONElems) HasNext() ref.Val { return types.Bool(it.left > 0) }
-
-func (it *celJSONElems) Next() ref.Val {
-	if it.left <= 0 {
-		return nil
-	}
-	e := it.next
-	it.next = it.d.nodes[e].next
-	it.left--
-	return it.d.celValue(e)
-}
-
-func (it *celJSONElems) ConvertToNative(reflect.Type) (any, error) {
-	return nil, fmt.Errorf("type conversion on iterators not supported")
-}
-func (it *celJSONElems) ConvertToType(ref.Type) ref.Val { return types.NewErr("no such overload") }
-func (it *celJSONElems) Equal(ref.Val) ref.Val          { return types.NewErr("no such overload") }
-func (it *celJSONElems) Type() ref.Type                 { return types.IteratorType }
-func (it *celJSONElems) Value() any                     { return nil }

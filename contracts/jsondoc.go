@@ -279,25 +279,34 @@ func (p *jsonParser) array(depth int) error {
 		if err := p.value(depth + 1); err != nil {
 			return err
 		}
-		if !p.validateOnly {
-			p.nodes[idx].count++
-		}
-		p.skipSpace()
-		if p.i >= len(p.src) {
-			return errJSONSyntax
-		}
-		switch p.src[p.i] {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case ']':
-			p.i++
-			p.close(idx)
-			return nil
-		default:
-			return errJSONSyntax
+		if done, err := p.member(idx, ']'); done || err != nil {
+			return err
 		}
 	}
+}
+
+// member counts the element or member just parsed into node idx and takes
+// what follows it: a comma (more to come) or closer (done; the node is
+// closed).
+func (p *jsonParser) member(idx int, closer byte) (done bool, err error) {
+	if !p.validateOnly {
+		p.nodes[idx].count++
+	}
+	p.skipSpace()
+	if p.i >= len(p.src) {
+		return false, errJSONSyntax
+	}
+	switch p.src[p.i] {
+	case ',':
+		p.i++
+		p.skipSpace()
+		return false, nil
+	case closer:
+		p.i++
+		p.close(idx)
+		return true, nil
+	}
+	return false, errJSONSyntax
 }
 
 func (p *jsonParser) object(depth int) error {
@@ -328,23 +337,8 @@ func (p *jsonParser) object(depth int) error {
 		if err := p.value(depth + 1); err != nil {
 			return err
 		}
-		if !p.validateOnly {
-			p.nodes[idx].count++
-		}
-		p.skipSpace()
-		if p.i >= len(p.src) {
-			return errJSONSyntax
-		}
-		switch p.src[p.i] {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case '}':
-			p.i++
-			p.close(idx)
-			return nil
-		default:
-			return errJSONSyntax
+		if done, err := p.member(idx, '}'); done || err != nil {
+			return err
 		}
 	}
 }
@@ -618,18 +612,10 @@ func topLevelMembers(src []byte, keys []string) (map[string]any, bool) {
 				}
 			}
 		}
-		p.skipSpace()
-		if p.i >= len(src) {
+		if done, err := p.member(0, '}'); err != nil {
 			return nil, false
-		}
-		switch src[p.i] {
-		case ',':
-			p.i++
-			p.skipSpace()
-		case '}':
+		} else if done {
 			return out, true
-		default:
-			return nil, false
 		}
 	}
 }
