@@ -629,3 +629,12 @@ func keyMatches(raw []byte, key string) bool {
 	var s string
 	return json.Unmarshal(raw, &s) == nil && s == key
 }
+
+// IsJSONNumber reports whether s is exactly one number in JSON's grammar.
+func IsJSONNumber(s string) bool {
+	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
+		return false
+	}
+	p := jsonParser{src: []byte(s), validateOnly: true}
+	return p.number() == nil && p.i == len(s)
+}

@@ -128,3 +128,11 @@ func TestTopLevelMembersDecodesOnlyWhatIsAsked(t *testing.T) {
 		}
 	}
 }
+
+func TestIsJSONNumber(t *testing.T) {
+	for s, want := range map[string]bool{"0": true, "-0": true, "12.5e-3": true, "1E+9": true, "": false, "01": false, "1.": false, ".5": false, "+1": false, "1e": false, "1 ": false, "NaN": false, "-": false} {
+		if got := IsJSONNumber(s); got != want {
+			t.Errorf("IsJSONNumber(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -127,19 +127,27 @@ func NewMemoryBudgets(now func() time.Time) *MemoryBudgets {
 	return &MemoryBudgets{now: now, windows: make(map[string]memBudgetWindow)}
 }
 
+// prepareSpend is what every store does before it counts: a charge that
+// passes, the cost in units (0: free, nothing to count), the limit, and the
+// window now falls in.
+func prepareSpend(caller string, cost float64, b BudgetSettings, now time.Time) (ch BudgetCharge, units, limit int64, start time.Time, err error) {
+	ch = BudgetCharge{OK: true, Caller: caller, Cost: cost}
+	if units = budgetUnits(cost); units == 0 {
+		return ch, 0, 0, time.Time{}, nil
+	}
+	if limit, err = checkBudget(b); err != nil {
+		return BudgetCharge{}, 0, 0, time.Time{}, err
+	}
+	start, ch.ResetIn = budgetWindow(now, b.Per)
+	return ch, units, limit, start, nil
+}
+
 // Spend implements BudgetStore.
 func (m *MemoryBudgets) Spend(_ context.Context, caller string, cost float64, b BudgetSettings) (BudgetCharge, error) {
-	ch := BudgetCharge{OK: true, Caller: caller, Cost: cost}
-	units := budgetUnits(cost)
-	if units == 0 {
-		return ch, nil
+	ch, units, limit, start, err := prepareSpend(caller, cost, b, m.now())
+	if err != nil || units == 0 {
+		return ch, err
 	}
-	limit, err := checkBudget(b)
-	if err != nil {
-		return BudgetCharge{}, err
-	}
-	start, resetIn := budgetWindow(m.now(), b.Per)
-	ch.ResetIn = resetIn
 
 	m.mu.Lock()
 	defer m.mu.Unlock()

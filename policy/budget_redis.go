@@ -93,18 +93,11 @@ return 1
 
 // Spend implements BudgetStore.
 func (s *RedisBudgets) Spend(ctx context.Context, caller string, cost float64, b BudgetSettings) (BudgetCharge, error) {
-	ch := BudgetCharge{OK: true, Caller: caller, Cost: cost}
-	units := budgetUnits(cost)
-	if units == 0 {
-		return ch, nil
+	ch, units, limit, start, err := prepareSpend(caller, cost, b, s.now())
+	if err != nil || units == 0 {
+		return ch, err
 	}
-	limit, err := checkBudget(b)
-	if err != nil {
-		return BudgetCharge{}, err
-	}
-	start, resetIn := budgetWindow(s.now(), b.Per)
-	ch.ResetIn = resetIn
-	ttl := (resetIn + budgetKeyGrace + time.Millisecond - 1) / time.Millisecond
+	ttl := (ch.ResetIn + budgetKeyGrace + time.Millisecond - 1) / time.Millisecond
 	n, err := redisBudgetSpend.Run(ctx, s.client, []string{s.key(caller, start)}, units, limit, int64(ttl)).Int64()
 	if err != nil {
 		return BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", err)

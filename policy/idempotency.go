@@ -281,7 +281,7 @@ func appendCanonical(dst []byte, v any) ([]byte, error) {
 	case string:
 		return contracts.AppendJSONString(dst, v), nil
 	case json.Number:
-		if !isJSONNumber(string(v)) {
+		if !contracts.IsJSONNumber(string(v)) {
 			return dst, fmt.Errorf("canonical json: invalid number %q", string(v))
 		}
 		return append(dst, v...), nil
@@ -377,44 +377,4 @@ func appendFloat(dst []byte, f float64, bits int) ([]byte, error) {
 		}
 	}
 	return dst, nil
-}
-
-// isJSONNumber reports whether s is a number in JSON's grammar.
-func isJSONNumber(s string) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return false
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		if i >= len(s) || s[i] < '0' || s[i] > '9' {
-			return false
-		}
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-	}
-	return i == len(s)
 }
