@@ -185,7 +185,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		// flight on them finish, only idle connections go.
 		for name, up := range prev.upstreams {
 			if next := st.upstreams[name]; next == nil || next.client != up.client {
-				up.client.CloseIdleConnections()
+				up.closeIdle()
 			}
 		}
 	}
@@ -196,7 +196,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 // store. Calls in flight must have finished.
 func (c *Core) Close() {
 	for _, up := range c.state.Load().upstreams {
-		up.client.CloseIdleConnections()
+		up.closeIdle()
 	}
 	_ = c.store.Close()
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,8 @@ import (
 // so connections and breaker state are kept.
 type upstream struct {
 	cfg     *policy.Upstream
-	client  *http.Client
+	client  *http.Client // passthrough routes, and calls to HTTPS backends
+	direct  *h1Client    // calls to plain-HTTP backends; nil for HTTPS
 	breaker *policy.Breaker
 	slots   chan struct{} // bulkhead: one token per call in flight
 	codes   upstreamCodes
@@ -48,8 +50,11 @@ type observer interface{ Observe(float64) }
 func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*policy.Upstream) http.RoundTripper) *upstream {
 	u := &upstream{cfg: cfg}
 	if prev != nil && sameTransport(prev.cfg, cfg) {
-		u.client = prev.client
+		u.client, u.direct = prev.client, prev.direct
 	} else {
+		if newRT == nil && cfg.URL.Scheme == "http" {
+			u.direct = newH1Client(hostPort(cfg.URL), cfg.MaxConcurrent)
+		}
 		var rt http.RoundTripper
 		if newRT != nil {
 			rt = newRT(cfg)
@@ -101,6 +106,23 @@ func (c *upstreamCodes) count(code int) {
 	c.other(strconv.Itoa(code)).Inc()
 }
 
+// hostPort is a plain-HTTP URL's address to dial.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// closeIdle closes the upstream's idle connections.
+func (u *upstream) closeIdle() {
+	u.client.CloseIdleConnections()
+	if u.direct != nil {
+		u.direct.CloseIdleConnections()
+	}
+}
+
 func sameTransport(a, b *policy.Upstream) bool {
 	return a.URL.String() == b.URL.String() && a.MaxConcurrent == b.MaxConcurrent
 }
@@ -138,6 +160,25 @@ type attempt struct {
 // send performs one attempt. It never returns an error: every failure is
 // classified into the attempt's outcome.
 func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool) attempt {
+	start := time.Now()
+	buf := bodyPool.Get().(*[]byte)
+	var ex exchange
+	if u.direct != nil {
+		ex = u.direct.do(ctx, req, maxBody, buf)
+	} else {
+		ex = u.roundTrip(ctx, req, maxBody, buf)
+	}
+	u.codes.duration.Observe(time.Since(start).Seconds())
+	if ex.err != nil {
+		putBody(buf)
+		return u.failed(ctx, &ex, sideEffect, dedupes)
+	}
+	return u.answered(ctx, &ex, buf, sideEffect, dedupes)
+}
+
+// roundTrip sends req through the upstream's http.RoundTripper: HTTPS
+// backends, or a transport a test or an embedder set.
+func (u *upstream) roundTrip(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte) exchange {
 	// net/http resends a written request by itself when a reused
 	// connection breaks before the answer, if the request is a GET or
 	// carries an Idempotency-Key header; writes counts every whole write.
@@ -152,69 +193,77 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 		},
 	}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
-	start := time.Now()
 	// The transport is called directly: no redirect is ever followed (an
 	// answer to classify, not to chase), so http.Client would add nothing
 	// but allocations.
 	resp, err := u.client.Transport.RoundTrip(req)
-	if err != nil {
-		u.codes.duration.Observe(time.Since(start).Seconds())
-		f := transportFailure(ctx, err, gotConn.Load())
-		written := writes.Load() > 0
-		if f == contracts.FailConnect && written {
-			// The resend could not connect, but the first write went out
-			// whole before its connection broke.
-			f = contracts.FailReset
-		}
-		a := attempt{outcome: contracts.ClassifyTransport(f, written, sideEffect, dedupes), sent: written}
-		a.verdict = policy.VerdictFailure
-		switch f {
-		case contracts.FailConnect:
-			u.codes.connect.Inc()
-		case contracts.FailDeadline:
-			u.codes.timeout.Inc()
-		case contracts.FailCanceled:
-			u.codes.reset.Inc()
-			a.verdict = policy.VerdictIgnored
-		default:
-			u.codes.reset.Inc()
-		}
-		return a
+	ex := exchange{resp: resp, err: err}
+	if err == nil {
+		ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
+		resp.Body.Close()
 	}
-	buf := bodyPool.Get().(*[]byte)
-	body, readErr := readBody(resp.Body, maxBody, resp.ContentLength, buf)
-	resp.Body.Close()
-	u.codes.duration.Observe(time.Since(start).Seconds())
-	a := attempt{code: resp.StatusCode, header: resp.Header, body: body, buf: buf, sent: true}
-	u.codes.count(resp.StatusCode)
-	success := resp.StatusCode >= 200 && resp.StatusCode < 300
+	ex.gotConn, ex.writes = gotConn.Load(), int(writes.Load())
+	return ex
+}
+
+// failed classifies an exchange that got no answer.
+func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool) attempt {
+	f := transportFailure(ctx, ex.err, ex.gotConn)
+	written := ex.writes > 0
+	if f == contracts.FailConnect && written {
+		// The resend could not connect, but the first write went out
+		// whole before its connection broke.
+		f = contracts.FailReset
+	}
+	a := attempt{outcome: contracts.ClassifyTransport(f, written, sideEffect, dedupes), sent: written}
+	a.verdict = policy.VerdictFailure
+	switch f {
+	case contracts.FailConnect:
+		u.codes.connect.Inc()
+	case contracts.FailDeadline:
+		u.codes.timeout.Inc()
+	case contracts.FailCanceled:
+		u.codes.reset.Inc()
+		a.verdict = policy.VerdictIgnored
+	default:
+		u.codes.reset.Inc()
+	}
+	return a
+}
+
+// answered classifies an exchange that got an answer.
+func (u *upstream) answered(ctx context.Context, ex *exchange, buf *[]byte, sideEffect, dedupes bool) attempt {
+	code := ex.resp.StatusCode
+	a := attempt{code: code, header: ex.resp.Header, body: ex.body, buf: buf, sent: true}
+	u.codes.count(code)
+	success := code >= 200 && code < 300
 	switch {
-	case readErr == nil:
-	case errors.Is(readErr, errBodyTooLarge):
+	case ex.readErr == nil:
+	case errors.Is(ex.readErr, errBodyTooLarge):
 		if success {
-			a.outcome = contracts.BadResponse(resp.StatusCode)
+			a.outcome = contracts.BadResponse(code)
 			a.verdict = policy.VerdictSuccess
 			return a
 		}
 		a.body = nil // an oversized error body is not read by the rules
 	default:
-		f := transportFailure(ctx, readErr, true)
+		f := transportFailure(ctx, ex.readErr, true)
 		if success {
 			// The backend acted; only its answer is lost.
-			a.outcome = contracts.BadResponse(resp.StatusCode)
+			a.outcome = contracts.BadResponse(code)
 			if f == contracts.FailDeadline {
 				a.outcome = contracts.Outcome{Status: contracts.StatusTimeout, Reason: contracts.ReasonDeadline,
-					Effect: contracts.SideEffectDone, Retryable: !sideEffect, HTTPCode: resp.StatusCode}
+					Effect: contracts.SideEffectDone, Retryable: !sideEffect, HTTPCode: code}
 			}
 			a.verdict = policy.VerdictFailure
 			return a
 		}
 		a.body = nil
 	}
-	a.verdict = breakerVerdict(resp.StatusCode)
+	a.verdict = breakerVerdict(code)
 	if !success {
-		a.outcome = contracts.ClassifyHTTP(resp.StatusCode, sideEffect, dedupes, retryAfter(resp.Header, time.Now()))
-		if sideEffect && writes.Load() > 1 && a.outcome.Effect == contracts.SideEffectNone {
+		a.outcome = contracts.ClassifyHTTP(code, sideEffect, dedupes, retryAfter(ex.resp.Header, time.Now()))
+		if sideEffect && ex.writes > 1 && a.outcome.Effect == contracts.SideEffectNone {
 			// This answer is to a resend: the first write may have acted
 			// before its connection broke, whatever the resend met.
 			a.outcome.Effect, a.outcome.Retryable = contracts.SideEffectUnknown, dedupes

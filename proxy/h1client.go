@@ -1,0 +1,313 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// h1Client sends HTTP/1.1 requests to one plain-HTTP backend on the calling
+// goroutine, over pooled keep-alive connections.
+//
+// net/http.Transport runs two goroutines per connection and hands each
+// request and each answer between them and the caller over channels. In a
+// sidecar, which forwards every call its service gets, those hand-offs cost
+// about a tenth of the CPU of a call (bench/RESULTS.md). This client keeps
+// net/http's wire code (Request.Write, ReadResponse) and drops the
+// hand-offs: the caller writes the request and reads the answer itself.
+//
+// It also knows exactly what reached the wire, which the exactly-once rules
+// need. A request goes out once; it is sent again, on a new connection,
+// only when nothing of it was written, or when a reused connection turned
+// out to be closed before any byte of an answer and the request is
+// replayable: the rule net/http follows. An idle connection the backend may
+// have closed meanwhile is checked before it is reused, so a side-effecting
+// call is not lost to a keep-alive timeout.
+//
+// HTTPS backends keep net/http.Transport (TLS, HTTP/2).
+type h1Client struct {
+	addr        string // host:port
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle     int
+	idleTimeout time.Duration
+	checkAfter  time.Duration // an idle connection older than this is checked before reuse
+
+	mu    sync.Mutex
+	idle  []*h1Conn   // oldest first; reuse takes the newest
+	sweep *time.Timer // closes connections idle past idleTimeout
+}
+
+// checkIdleAfter is how long a connection may sit idle before it is checked
+// for a close by the backend. Backends close idle connections after seconds
+// (keep-alive timeouts), never within this; under load a connection is
+// reused sooner and costs no check.
+const checkIdleAfter = 100 * time.Millisecond
+
+// max1xx bounds the informational answers read before the real one.
+const max1xx = 5
+
+func newH1Client(addr string, maxIdle int) *h1Client {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &h1Client{addr: addr, dial: d.DialContext, maxIdle: maxIdle, idleTimeout: 90 * time.Second, checkAfter: checkIdleAfter}
+}
+
+// h1Conn is one connection with its buffers and byte counts.
+type h1Conn struct {
+	nc      net.Conn
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	read    int64 // bytes read from nc
+	written int64 // bytes written to nc
+	idleAt  time.Time
+}
+
+func (pc *h1Conn) Read(p []byte) (int, error) {
+	n, err := pc.nc.Read(p)
+	pc.read += int64(n)
+	return n, err
+}
+
+func (pc *h1Conn) Write(p []byte) (int, error) {
+	n, err := pc.nc.Write(p)
+	pc.written += int64(n)
+	return n, err
+}
+
+// exchange is what one request to the backend came to, before it is
+// classified.
+type exchange struct {
+	resp    *http.Response // the answer; nil with err
+	body    []byte         // the answer's body, read whole
+	readErr error          // reading the body failed (body is nil)
+	err     error          // no answer
+	gotConn bool           // a connection was made
+	writes  int            // times the request went out whole
+}
+
+// aLongTimeAgo is a deadline in the past: it stops a connection's I/O now.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// do sends req and reads its answer, with at most maxBody bytes of body
+// into buf. The context's deadline and cancellation stop the exchange.
+func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte) exchange {
+	var ex exchange
+	if err := ctx.Err(); err != nil {
+		ex.err = err
+		return ex
+	}
+	for fresh := false; ; fresh = true {
+		pc, reused, err := c.conn(ctx, fresh)
+		if err != nil {
+			ex.err = err
+			return ex
+		}
+		ex.gotConn = true
+		if dl, ok := ctx.Deadline(); ok {
+			_ = pc.nc.SetDeadline(dl)
+		} else {
+			_ = pc.nc.SetDeadline(time.Time{})
+		}
+		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+
+		w0 := pc.written
+		err = req.Write(pc.bw)
+		if err == nil {
+			err = pc.bw.Flush()
+		}
+		if err != nil {
+			stop()
+			pc.close()
+			if reused && pc.written == w0 && rewind(req) {
+				continue // nothing of it left: the connection was dead
+			}
+			ex.err = err
+			return ex
+		}
+		ex.writes++
+
+		r0 := pc.read
+		resp, err := readFinal(pc.br, req)
+		if err != nil {
+			stop()
+			pc.close()
+			if reused && pc.read == r0 && closedEarly(err) && replayable(req) && rewind(req) {
+				continue // the backend closed it as the request arrived
+			}
+			ex.err = err
+			return ex
+		}
+		ex.resp = resp
+		ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
+		// A body read whole is at EOF, so closing it reads nothing more;
+		// a body left unread is never drained, the connection goes.
+		keep := ex.readErr == nil && !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
+		if ex.readErr == nil {
+			resp.Body.Close()
+		}
+		if stop() && keep && pc.br.Buffered() == 0 {
+			c.put(pc)
+		} else {
+			pc.close()
+		}
+		return ex
+	}
+}
+
+// readFinal reads the final answer to req, skipping informational ones.
+func readFinal(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for range max1xx + 1 {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode < 100 || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+	}
+	return nil, errors.New("too many informational answers")
+}
+
+// closedEarly says the connection ended before an answer began: a backend
+// that closed an idle connection as the request reached it.
+func closedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err)
+}
+
+func isConnReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
+
+// replayable is net/http's rule for sending a request again after a reused
+// connection failed: safe methods, or a request that carries an
+// idempotency key the backend dedupes by.
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
+}
+
+// rewind makes req's body readable again for a resend.
+func rewind(req *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody {
+		return true
+	}
+	if req.GetBody == nil {
+		return false
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return false
+	}
+	req.Body = body
+	return true
+}
+
+// conn returns an idle connection (reused=true) or dials a new one; fresh
+// always dials.
+func (c *h1Client) conn(ctx context.Context, fresh bool) (*h1Conn, bool, error) {
+	if !fresh {
+		for {
+			pc := c.take()
+			if pc == nil {
+				break
+			}
+			if time.Since(pc.idleAt) >= c.checkAfter && !pc.alive() {
+				pc.close()
+				continue
+			}
+			return pc, true, nil
+		}
+	}
+	nc, err := c.dial(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, false, err
+	}
+	pc := &h1Conn{nc: nc}
+	pc.br = bufio.NewReaderSize(pc, 4096)
+	pc.bw = bufio.NewWriterSize(pc, 4096)
+	return pc, false, nil
+}
+
+// take pops the most recently used idle connection.
+func (c *h1Client) take() *h1Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.idle)
+	if n == 0 {
+		return nil
+	}
+	pc := c.idle[n-1]
+	c.idle[n-1] = nil
+	c.idle = c.idle[:n-1]
+	return pc
+}
+
+// put keeps a connection for reuse, or closes it when the pool is full.
+func (c *h1Client) put(pc *h1Conn) {
+	pc.idleAt = time.Now()
+	c.mu.Lock()
+	if len(c.idle) >= c.maxIdle {
+		c.mu.Unlock()
+		pc.close()
+		return
+	}
+	c.idle = append(c.idle, pc)
+	if c.sweep == nil {
+		c.sweep = time.AfterFunc(c.idleTimeout, c.sweepIdle)
+	}
+	c.mu.Unlock()
+}
+
+// sweepIdle closes the connections idle for longer than idleTimeout and
+// sets the timer for the next one.
+func (c *h1Client) sweepIdle() {
+	c.mu.Lock()
+	now := time.Now()
+	n := 0
+	for n < len(c.idle) && now.Sub(c.idle[n].idleAt) >= c.idleTimeout {
+		n++
+	}
+	stale := make([]*h1Conn, n)
+	copy(stale, c.idle[:n])
+	rest := copy(c.idle, c.idle[n:])
+	clear(c.idle[rest:])
+	c.idle = c.idle[:rest]
+	switch {
+	case rest > 0 && c.sweep != nil:
+		c.sweep.Reset(c.idleTimeout - now.Sub(c.idle[0].idleAt))
+	case rest > 0: // CloseIdleConnections raced this sweep
+		c.sweep = time.AfterFunc(c.idleTimeout-now.Sub(c.idle[0].idleAt), c.sweepIdle)
+	default:
+		c.sweep = nil
+	}
+	c.mu.Unlock()
+	for _, pc := range stale {
+		pc.close()
+	}
+}
+
+// CloseIdleConnections closes every idle connection. Connections in use
+// are kept when their calls end, as with net/http.
+func (c *h1Client) CloseIdleConnections() {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle = nil
+	if c.sweep != nil {
+		c.sweep.Stop()
+		c.sweep = nil
+	}
+	c.mu.Unlock()
+	for _, pc := range idle {
+		pc.close()
+	}
+}
+
+func (pc *h1Conn) close() { _ = pc.nc.Close() }

@@ -1,0 +1,389 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// rawBackend is a TCP server whose handler sees each connection and the
+// number of the request on it, so a test can answer, close or reset at
+// exactly the point it means to.
+type rawBackend struct {
+	ln       net.Listener
+	conns    atomic.Int64 // connections accepted
+	requests atomic.Int64 // requests read whole
+	serve    func(c *rawConn, n int) bool
+	wg       sync.WaitGroup
+}
+
+// rawConn is one server-side connection.
+type rawConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+// newRawBackend starts a backend. serve answers the n-th request (from 1)
+// on a connection and says whether to keep reading it.
+func newRawBackend(t *testing.T, serve func(c *rawConn, n int) bool) *rawBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rawBackend{ln: ln, serve: serve}
+	b.wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.conns.Add(1)
+			b.wg.Go(func() {
+				defer nc.Close()
+				c := &rawConn{Conn: nc, br: bufio.NewReader(nc)}
+				for n := 1; ; n++ {
+					req, err := http.ReadRequest(c.br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					b.requests.Add(1)
+					if !b.serve(c, n) {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		b.wg.Wait()
+	})
+	return b
+}
+
+func (c *rawConn) answer(s string) bool {
+	_, err := io.WriteString(c, s)
+	return err == nil
+}
+
+// reset closes the connection with a RST instead of a FIN.
+func (c *rawConn) reset() {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
+
+func h1Request(t *testing.T, method, body string, header http.Header) *http.Request {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, "http://backend.test/x", rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	return req
+}
+
+func newTestH1Client(b *rawBackend) *h1Client {
+	c := newH1Client(b.ln.Addr().String(), 4)
+	c.checkAfter = 0
+	return c
+}
+
+func doH1(t *testing.T, c *h1Client, req *http.Request) exchange {
+	t.Helper()
+	buf := make([]byte, 0, 64)
+	return c.do(context.Background(), req, 1<<20, &buf)
+}
+
+func TestH1ClientReusesConnections(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the backend stops
+	chunked := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+	b := newRawBackend(t, func(c *rawConn, n int) bool {
+		if n%2 == 0 {
+			return c.answer(chunked)
+		}
+		return c.answer(okAnswer)
+	})
+	c := newTestH1Client(b)
+	defer c.CloseIdleConnections()
+	for i := range 6 {
+		ex := doH1(t, c, h1Request(t, "GET", "", nil))
+		if ex.err != nil || ex.readErr != nil {
+			t.Fatalf("call %d: %v %v", i, ex.err, ex.readErr)
+		}
+		want := `{"ok":true}`
+		if i%2 == 1 {
+			want = "hello"
+		}
+		if string(ex.body) != want || ex.writes != 1 || !ex.gotConn {
+			t.Fatalf("call %d: body %q writes %d", i, ex.body, ex.writes)
+		}
+	}
+	if got := b.conns.Load(); got != 1 {
+		t.Errorf("connections = %d, want 1 (kept alive)", got)
+	}
+}
+
+func TestH1ClientDoesNotReuse(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer string
+		max    int64
+	}{
+		{"an answer that says Connection: close", "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}", 1 << 20},
+		{"a body over the limit", okAnswer, 4},
+		{"an answer followed by stray bytes", okAnswer + "garbage", 1 << 20},
+		{"a 1.0 answer without a length", "HTTP/1.0 200 OK\r\n\r\n{}", 1 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newRawBackend(t, func(c *rawConn, n int) bool {
+				c.answer(tt.answer)
+				return !strings.HasPrefix(tt.answer, "HTTP/1.0")
+			})
+			c := newTestH1Client(b)
+			defer c.CloseIdleConnections()
+			for range 2 {
+				buf := make([]byte, 0, 64)
+				ex := c.do(context.Background(), h1Request(t, "GET", "", nil), tt.max, &buf)
+				if ex.err != nil || ex.resp.StatusCode != 200 {
+					t.Fatalf("exchange: %+v", ex)
+				}
+			}
+			if got := b.conns.Load(); got != 2 {
+				t.Errorf("connections = %d, want 2 (none reused)", got)
+			}
+		})
+	}
+}
+
+func TestH1ClientSkipsInformationalAnswers(t *testing.T) {
+	b := newRawBackend(t, func(c *rawConn, n int) bool {
+		return c.answer("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n" + okAnswer)
+	})
+	c := newTestH1Client(b)
+	defer c.CloseIdleConnections()
+	ex := doH1(t, c, h1Request(t, "POST", `{"a":1}`, nil))
+	if ex.err != nil || ex.resp.StatusCode != 200 || string(ex.body) != `{"ok":true}` {
+		t.Fatalf("exchange: %+v", ex)
+	}
+
+	endless := newRawBackend(t, func(c *rawConn, n int) bool {
+		return c.answer(strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", 10))
+	})
+	c2 := newTestH1Client(endless)
+	defer c2.CloseIdleConnections()
+	if ex := doH1(t, c2, h1Request(t, "GET", "", nil)); ex.err == nil || ex.writes != 1 {
+		t.Errorf("ten informational answers: %+v, want an error after the write", ex)
+	}
+}
+
+// TestH1ClientClosedIdleConnection: a backend that closed an idle
+// connection (its keep-alive timeout) must not cost a side-effecting call:
+// the connection is found closed before it is used.
+func TestH1ClientClosedIdleConnection(t *testing.T) {
+	closed := make(chan struct{})
+	var once atomic.Bool
+	b := newRawBackend(t, func(c *rawConn, n int) bool {
+		c.answer(okAnswer)
+		if once.CompareAndSwap(false, true) {
+			c.Close()
+			closed <- struct{}{}
+			return false
+		}
+		return true
+	})
+	c := newTestH1Client(b)
+	defer c.CloseIdleConnections()
+	if ex := doH1(t, c, h1Request(t, "POST", `{"n":1}`, nil)); ex.err != nil {
+		t.Fatal(ex.err)
+	}
+	<-closed
+	ex := doH1(t, c, h1Request(t, "POST", `{"n":2}`, nil))
+	if ex.err != nil || ex.writes != 1 {
+		t.Fatalf("second call: err %v writes %d", ex.err, ex.writes)
+	}
+	if got := b.requests.Load(); got != 2 {
+		t.Errorf("backend read %d requests, want 2", got)
+	}
+}
+
+// TestH1ClientResend pins when a request is sent again after its reused
+// connection failed: net/http's rule.
+func TestH1ClientResend(t *testing.T) {
+	tests := []struct {
+		name       string
+		method     string
+		body       string
+		header     http.Header
+		broken     func(c *rawConn) // what the backend does with request 2 on the first connection
+		wantErr    bool
+		wantWrites int
+	}{
+		{
+			name: "a GET that met a connection closed on arrival is sent again", method: "GET",
+			broken: func(c *rawConn) { c.Close() }, wantWrites: 2,
+		},
+		{
+			name: "a POST that met a connection closed on arrival is not", method: "POST", body: `{"a":1}`,
+			broken: func(c *rawConn) { c.Close() }, wantErr: true, wantWrites: 1,
+		},
+		{
+			name: "a POST with an idempotency key is", method: "POST", body: `{"a":1}`,
+			header: http.Header{"Idempotency-Key": {"k1"}},
+			broken: func(c *rawConn) { c.Close() }, wantWrites: 2,
+		},
+		{
+			name: "a POST that met a connection reset on arrival is not", method: "POST", body: `{"a":1}`,
+			broken: func(c *rawConn) { c.reset() }, wantErr: true, wantWrites: 1,
+		},
+		{
+			name: "a POST whose answer broke off is not", method: "POST", body: `{"a":1}`,
+			broken: func(c *rawConn) { c.answer("HTTP/1.1 200 OK\r\nContent-Len"); c.Close() }, wantErr: true, wantWrites: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var first atomic.Bool
+			b := newRawBackend(t, func(c *rawConn, n int) bool {
+				if n == 2 && first.CompareAndSwap(false, true) {
+					tt.broken(c)
+					return false
+				}
+				return c.answer(okAnswer)
+			})
+			c := newTestH1Client(b)
+			c.checkAfter = time.Hour // the race is on arrival, after any check
+			defer c.CloseIdleConnections()
+			if ex := doH1(t, c, h1Request(t, tt.method, tt.body, tt.header)); ex.err != nil {
+				t.Fatal(ex.err)
+			}
+			ex := doH1(t, c, h1Request(t, tt.method, tt.body, tt.header))
+			if (ex.err != nil) != tt.wantErr || ex.writes != tt.wantWrites {
+				t.Errorf("err %v writes %d, want error %v writes %d", ex.err, ex.writes, tt.wantErr, tt.wantWrites)
+			}
+		})
+	}
+}
+
+// TestH1ClientResendsWhenNothingWasWritten: a reused connection the
+// backend reset while idle fails the write itself; nothing went out, so
+// even a POST is sent again, once, on a new connection.
+func TestH1ClientResendsWhenNothingWasWritten(t *testing.T) {
+	reset := make(chan struct{})
+	var once atomic.Bool
+	b := newRawBackend(t, func(c *rawConn, n int) bool {
+		c.answer(okAnswer)
+		if once.CompareAndSwap(false, true) {
+			c.reset()
+			close(reset)
+			return false
+		}
+		return true
+	})
+	c := newTestH1Client(b)
+	c.checkAfter = time.Hour
+	defer c.CloseIdleConnections()
+	if ex := doH1(t, c, h1Request(t, "POST", `{"a":1}`, nil)); ex.err != nil {
+		t.Fatal(ex.err)
+	}
+	<-reset
+	ex := doH1(t, c, h1Request(t, "POST", `{"a":1}`, nil))
+	if ex.err != nil || ex.writes != 1 {
+		t.Fatalf("err %v writes %d, want a clean resend", ex.err, ex.writes)
+	}
+	if got := b.requests.Load(); got != 2 {
+		t.Errorf("backend read %d requests, want 2", got)
+	}
+}
+
+func TestH1ClientDeadlineAndCancel(t *testing.T) {
+	hang := make(chan struct{})
+	b := newRawBackend(t, func(c *rawConn, n int) bool {
+		<-hang
+		return false
+	})
+	defer close(hang)
+	c := newTestH1Client(b)
+	defer c.CloseIdleConnections()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	buf := make([]byte, 0, 64)
+	ex := c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf)
+	if ex.err == nil || !isTimeout(ex.err) || ex.writes != 1 {
+		t.Errorf("deadline: err %v writes %d, want a timeout after the write", ex.err, ex.writes)
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	ex = c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf)
+	if ex.err == nil || ctx.Err() == nil {
+		t.Errorf("cancel: err %v", ex.err)
+	}
+
+	ex = c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf)
+	if !errors.Is(ex.err, context.Canceled) || ex.gotConn {
+		t.Errorf("already cancelled: %+v, want no connection", ex)
+	}
+}
+
+func TestH1ClientIdlePool(t *testing.T) {
+	b := newRawBackend(t, func(c *rawConn, n int) bool { return c.answer(okAnswer) })
+	c := newTestH1Client(b)
+	c.idleTimeout = 20 * time.Millisecond
+	// Six calls at once need six connections; four stay idle after.
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 6 {
+		wg.Go(func() {
+			<-start
+			if ex := doH1(t, c, h1Request(t, "GET", "", nil)); ex.err != nil {
+				t.Error(ex.err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	c.mu.Lock()
+	n := len(c.idle)
+	c.mu.Unlock()
+	if n > 4 {
+		t.Errorf("%d idle connections, want at most 4", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		n, armed := len(c.idle), c.sweep != nil
+		c.mu.Unlock()
+		if n == 0 && !armed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections left after their idle timeout", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
