@@ -25,6 +25,7 @@ import (
 // `properties`); defaults behind `$ref` or combinators are not applied.
 type Schema struct {
 	compiled *jsonschema.Schema
+	quick    *quickSchema // nil when the schema is not simple enough
 	doc      map[string]any
 	json     json.RawMessage
 	props    []string
@@ -59,7 +60,7 @@ func CompileSchema(doc any) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("argument schema is not representable as JSON: %w", err)
 	}
-	s := &Schema{compiled: compiled, doc: obj, json: raw}
+	s := &Schema{compiled: compiled, quick: newQuickSchema(obj, compiled, true), doc: obj, json: raw}
 	if props, ok := obj["properties"].(map[string]any); ok {
 		for name := range props {
 			s.props = append(s.props, name)
@@ -126,6 +127,9 @@ func (s *Schema) Properties() []string { return s.props }
 // returned error, when not nil, is an *ArgError.
 func (s *Schema) Validate(args map[string]any) error {
 	applyDefaults(s.doc, args)
+	if s.quick != nil && s.quick.accepts(args) {
+		return nil
+	}
 	if err := s.compiled.Validate(args); err != nil {
 		var verr *jsonschema.ValidationError
 		if errors.As(err, &verr) {
