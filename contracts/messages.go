@@ -10,6 +10,7 @@ import (
 	"text/template"
 	"text/template/parse"
 	"time"
+	"unicode"
 )
 
 // Languages are the built-in message catalogues.
@@ -376,48 +377,10 @@ func (t Templates) RenderMembers(status Status, args map[string]any, data json.R
 	if mt == nil {
 		return "", false
 	}
-	var decoded any
-	switch {
-	case len(data) == 0 || !mt.whole && len(mt.dataKeys) == 0:
-	case !mt.whole && members != nil:
-		m := make(map[string]any, len(mt.dataKeys))
-		for _, k := range mt.dataKeys {
-			for _, mem := range members {
-				if mem.Key == k && mem.End <= len(data) && mem.Start <= mem.End {
-					if doc, err := parseJSONDoc(data[mem.Start:mem.End]); err == nil {
-						m[k] = doc.native(0)
-					}
-				}
-			}
-		}
-		decoded = m
-	case !mt.whole:
-		// Only the keys the template reads are decoded; the rest of the
-		// data is skipped, not parsed into a tree.
-		if m, ok := topLevelMembers(data, mt.dataKeys); ok {
-			decoded = m
-			break
-		}
-		fallthrough
-	default:
-		if doc, err := parseJSONDoc(data); err == nil {
-			decoded = doc.native(0)
-		}
-	}
-	root := map[string]any{"args": args, "data": decoded}
 	if mt.fast != nil {
-		var b strings.Builder
-		for _, p := range mt.fast {
-			if p.path == nil {
-				b.WriteString(p.text)
-				continue
-			}
-			if v := lookupPath(root, p.path); v != nil {
-				fmt.Fprint(&b, v)
-			}
-		}
-		return oneLine(b.String()), true
+		return mt.renderFast(args, data, members), true
 	}
+	root := map[string]any{"args": args, "data": mt.decodeData(data, members)}
 	var buf bytes.Buffer
 	if err := mt.tpl.Execute(&buf, root); err != nil {
 		return "", false
@@ -427,7 +390,136 @@ func (t Templates) RenderMembers(status Status, args map[string]any, data json.R
 	return oneLine(strings.ReplaceAll(buf.String(), "<no value>", "")), true
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// decodeData decodes the part of data the template reads: the top-level
+// members it names, or all of it.
+func (mt *messageTemplate) decodeData(data json.RawMessage, members []Member) any {
+	switch {
+	case len(data) == 0 || !mt.whole && len(mt.dataKeys) == 0:
+		return nil
+	case !mt.whole && members != nil:
+		m := make(map[string]any, len(mt.dataKeys))
+		for _, k := range mt.dataKeys {
+			if raw, ok := memberValue(data, members, k); ok {
+				if doc, err := parseJSONDoc(raw); err == nil {
+					m[k] = doc.native(0)
+				}
+			}
+		}
+		return m
+	case !mt.whole:
+		// Only the keys the template reads are decoded; the rest of the
+		// data is skipped, not parsed into a tree.
+		if m, ok := topLevelMembers(data, mt.dataKeys); ok {
+			return m
+		}
+	}
+	if doc, err := parseJSONDoc(data); err == nil {
+		return doc.native(0)
+	}
+	return nil
+}
+
+// renderFast renders a template of text and field references. An
+// argument, or a top-level data member that is a scalar, is written
+// directly; any other value is decoded as for a full template.
+func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage, members []Member) string {
+	b := make([]byte, 0, 128)
+	var root map[string]any // built only for a part that needs it
+	for _, p := range mt.fast {
+		switch {
+		case p.path == nil:
+			b = append(b, p.text...)
+			continue
+		case len(p.path) >= 2 && p.path[0] == "args":
+			b = appendTemplateValue(b, lookupPath(args, p.path[1:]))
+			continue
+		case len(p.path) == 2 && p.path[0] == "data" && !mt.whole && members != nil:
+			raw, ok := memberValue(data, members, p.path[1])
+			if !ok {
+				continue // a missing value renders empty
+			}
+			if out, ok := appendScalar(b, raw); ok {
+				b = out
+				continue
+			}
+		}
+		if root == nil {
+			root = map[string]any{"args": args, "data": mt.decodeData(data, members)}
+		}
+		b = appendTemplateValue(b, lookupPath(root, p.path))
+	}
+	return oneLine(string(b))
+}
+
+// memberValue is the raw value of the top-level data member key.
+func memberValue(data json.RawMessage, members []Member, key string) ([]byte, bool) {
+	for _, m := range members {
+		if m.Key == key && m.End <= len(data) && m.Start <= m.End {
+			return data[m.Start:m.End], true
+		}
+	}
+	return nil, false
+}
+
+// appendScalar writes a compact JSON scalar as a template prints its
+// decoded value: a number as a float64, a string without its quotes, null
+// as nothing. ok is false for objects, arrays and escaped strings.
+func appendScalar(b []byte, raw []byte) ([]byte, bool) {
+	if len(raw) == 0 {
+		return b, false
+	}
+	switch c := raw[0]; {
+	case c == '-' || c >= '0' && c <= '9':
+		// Decoded data holds numbers as float64, which a template
+		// prints as fmt's %v does.
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return b, false
+		}
+		return strconv.AppendFloat(b, f, 'g', -1, 64), true
+	case c == 't', c == 'f':
+		return append(b, raw...), true
+	case c == 'n':
+		return b, true
+	case c == '"' && len(raw) >= 2 && bytes.IndexByte(raw, '\\') < 0:
+		return append(b, raw[1:len(raw)-1]...), true
+	}
+	return b, false
+}
+
+// appendTemplateValue prints a decoded value as text/template does; a
+// missing one (nil) prints nothing.
+func appendTemplateValue(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return b
+	case string:
+		return append(b, v...)
+	case json.Number:
+		return append(b, v...)
+	case bool:
+		return strconv.AppendBool(b, v)
+	default:
+		return fmt.Append(b, v)
+	}
+}
+
+// oneLine collapses white space runs into single spaces and trims the
+// ends; a message that needs none of it is returned as is.
+func oneLine(s string) string {
+	space := true // a leading space goes
+	for _, r := range s {
+		isSpace := unicode.IsSpace(r)
+		if isSpace && (r != ' ' || space) {
+			return strings.Join(strings.Fields(s), " ")
+		}
+		space = isSpace
+	}
+	if space && s != "" {
+		return strings.Join(strings.Fields(s), " ")
+	}
+	return s
+}
 
 // simpleTemplate returns a template as parts when it is only text and
 // plain field references ({{.args.q}}), nil otherwise.

@@ -94,3 +94,80 @@ func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
 		t.Errorf("no data: %q", got)
 	}
 }
+
+// TestFastTemplatesMatchTextTemplate: the direct renderer writes what
+// text/template writes for the same template, arguments and data, with the
+// data's members located or not.
+func TestFastTemplatesMatchTextTemplate(t *testing.T) {
+	tpls, err := CompileTemplates(map[string]string{
+		"ok": "a={{.args.q}} n={{.args.n}} b={{.args.b}} o={{.args.o}} t={{.data.t}} s={{.data.s}} e={{.data.e}} " +
+			"z={{.data.z}} f={{.data.f}} neg={{.data.neg}} l={{.data.l}} m={{.data.m}} d={{.data.m.k}} none={{.data.none}}  \t end ",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := tpls[StatusOK]
+	if mt.fast == nil {
+		t.Fatal("no fast path")
+	}
+	args := decodeTestArgs(t, `{"q":"日本 go","n":1e3,"b":false,"o":{"x":[1,"y"]}}`)
+	for _, data := range []string{
+		`{"t":true,"s":"plain","e":"esc\"aped\\n\u00e9","z":null,"f":-1.5e-3,"neg":-0,"l":[1,{"a":2}],"m":{"k":"v"}}`,
+		`{"t":false,"s":"","e":"\u2028","f":1234567,"neg":100000,"z":1e21,"l":3.0,"m":{"k":12345678901234567890}}`,
+		`{"t":1e-7,"s":0.0001,"e":123456,"f":-2.5E+3,"neg":99999999999999999999999,"z":"","l":"x","m":{"k":null}}`,
+	} {
+		// Every template path is present: text/template fails on a
+		// missing one where the renderer prints nothing (tested above).
+		var want strings.Builder
+		var decoded any
+		if data != "" {
+			doc, err := parseJSONDoc([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded = doc.native(0)
+		}
+		if err := mt.tpl.Execute(&want, map[string]any{"args": args, "data": decoded}); err != nil {
+			t.Fatal(err)
+		}
+		wantText := oneLine(strings.ReplaceAll(want.String(), "<no value>", ""))
+		var members []Member
+		if data != "" {
+			members = testMembers(t, data)
+		}
+		for _, m := range [][]Member{members, nil} {
+			got, ok := tpls.RenderMembers(StatusOK, args, []byte(data), m)
+			if !ok || got != wantText {
+				t.Errorf("data %s (members %v):\n got %q\nwant %q", data, m != nil, got, wantText)
+			}
+		}
+	}
+}
+
+// testMembers locates the top-level members of a compact JSON object.
+func testMembers(t *testing.T, data string) []Member {
+	t.Helper()
+	doc, err := parseJSONDoc([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Member
+	for i := int32(1); i < int32(len(doc.nodes)); {
+		key, val := &doc.nodes[i], &doc.nodes[i+1]
+		out = append(out, Member{Key: doc.str(i), Start: int(val.start), End: int(val.end)})
+		_ = key
+		i = val.next
+	}
+	return out
+}
+
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "a b": "a b", " a": "a", "a ": "a", "a  b": "a b", "a\tb": "a b", "a\nb\n": "a b",
+		"命中 3 条。": "命中 3 条。", "a\u3000b": "a b", "a\u00a0b": "a b", "  ": "",
+	} {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

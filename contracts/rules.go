@@ -217,7 +217,9 @@ func (r *Rules) NeedsBody() bool { return r != nil && r.uses.body }
 // HasData reports whether a data expression shapes the envelope's data.
 func (r *Rules) HasData() bool { return r != nil && r.data != nil }
 
-// RuleInput is what rules see of one backend answer.
+// RuleInput is what rules see of one backend answer. The rules run on one
+// input share what they resolved (the body's view, the lower-cased
+// headers), so an input serves one answer: make a new one for another.
 type RuleInput struct {
 	// Ctx bounds evaluation (the call's deadline); nil means no bound.
 	Ctx    context.Context
@@ -225,6 +227,8 @@ type RuleInput struct {
 	Header http.Header
 	Body   *Body          // the parsed answer; nil when absent or not JSON
 	Args   map[string]any // validated arguments
+
+	act activation // shared by every rule run on this input
 }
 
 // Body is a backend answer parsed once for the rules and the envelope.
@@ -250,10 +254,19 @@ func (b *Body) AppendCompact(dst []byte) []byte { return b.doc.appendRaw(dst, 0)
 func (b *Body) Empty() bool { return b.doc.isEmpty(0) }
 
 // activation resolves rule variables lazily, so an unused header map is
-// never built.
+// never built, and once per answer: every rule run on the same input
+// shares what was resolved.
 type activation struct {
 	in      *RuleInput
 	headers map[string]string
+	body    any   // the view of bodyOf
+	bodyOf  *Body // the input's Body when body was resolved
+}
+
+// activation returns the input's activation.
+func (in *RuleInput) activation() *activation {
+	in.act.in = in
+	return &in.act
 }
 
 func (a *activation) ResolveName(name string) (any, bool) {
@@ -264,7 +277,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		if a.in.Body == nil {
 			return types.NullValue, true
 		}
-		return a.in.Body.doc.celValue(0), true
+		if a.body == nil || a.bodyOf != a.in.Body {
+			a.body, a.bodyOf = a.in.Body.doc.celValue(0), a.in.Body
+		}
+		return a.body, true
 	case "args":
 		if a.in.Args == nil {
 			return map[string]any{}, true
@@ -310,7 +326,7 @@ func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool) {
 	if r == nil || len(r.errors) == 0 {
 		return MatchedRule{}, false
 	}
-	act := &activation{in: in}
+	act := in.activation()
 	for _, rule := range r.errors {
 		out, err := eval(&rule.prg, in, act)
 		if err != nil {
@@ -347,7 +363,7 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 	if r == nil || r.data == nil {
 		return dst, nil, false, nil
 	}
-	out, err := eval(r.data, in, &activation{in: in})
+	out, err := eval(r.data, in, in.activation())
 	if err != nil {
 		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
 	}
@@ -372,7 +388,7 @@ func (r *Rules) Empty(in *RuleInput) (empty bool, ok bool, err error) {
 	if r == nil || r.empty == nil {
 		return false, false, nil
 	}
-	out, err := eval(r.empty, in, &activation{in: in})
+	out, err := eval(r.empty, in, in.activation())
 	if err != nil {
 		return false, true, fmt.Errorf("%w: empty: %v", ErrRuleEval, err)
 	}
