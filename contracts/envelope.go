@@ -113,27 +113,16 @@ func AppendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
-	valid := utf8.ValidString(s)
 	for i := 0; i < len(s); {
-		c := s[i]
-		if valid && c >= utf8.RuneSelf {
-			// Valid UTF-8: only U+2028 and U+2029 (E2 80 A8/A9) need
-			// escaping; every other multi-byte rune is copied as is.
-			if c == 0xE2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
-				dst = append(dst, s[start:i]...)
-				dst = append(dst, '\\', 'u', '2', '0', '2', hex[s[i+2]&0xf])
-				i += 3
-				start = i
-				continue
-			}
+		// Runs of bytes that need nothing are copied in one append.
+		for i < len(s) && jsonPlain[s[i]] {
 			i++
-			continue
 		}
+		if i == len(s) {
+			break
+		}
+		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -156,27 +145,31 @@ func AppendJSONString(dst []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript embedding;
-		// encoding/json escapes them too.
-		if r == '\u2028' || r == '\u2029' {
+			start = i + size
+		case r == '\u2028' || r == '\u2029':
+			// Valid JSON, but they break JavaScript embedding;
+			// encoding/json escapes them too.
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
+			start = i + size
 		}
 		i += size
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// jsonPlain marks the ASCII bytes a JSON string holds as they are.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // appendJSONFloat formats f the way encoding/json does.
 func appendJSONFloat(dst []byte, f float64) []byte {

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -116,7 +119,7 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 
 		w0 := pc.written
-		err = req.Write(pc.bw)
+		err = writeRequest(pc.bw, req)
 		if err == nil {
 			err = pc.bw.Flush()
 		}
@@ -157,6 +160,79 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 		}
 		return ex
 	}
+}
+
+// writeRequest writes req as HTTP/1.1: what Request.Write writes for the
+// requests toolgate makes (a known length, no trailers, no 100-continue),
+// without its allocations per call. Header names come from the policy,
+// which checks them; a value loses its control characters, as with
+// Request.Write, so no value can end a line.
+func writeRequest(w *bufio.Writer, req *http.Request) error {
+	w.WriteString(req.Method)
+	w.WriteByte(' ')
+	if req.URL.Opaque != "" {
+		w.WriteString(req.URL.Opaque)
+	} else {
+		w.WriteString(req.URL.EscapedPath())
+	}
+	if req.URL.RawQuery != "" {
+		w.WriteByte('?')
+		w.WriteString(req.URL.RawQuery)
+	}
+	w.WriteString(" HTTP/1.1\r\nHost: ")
+	writeHeaderValue(w, req.Host)
+	w.WriteString("\r\n")
+	for k, vs := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue // written from the request's fields, or never
+		}
+		for _, v := range vs {
+			w.WriteString(k)
+			w.WriteString(": ")
+			writeHeaderValue(w, v)
+			w.WriteString("\r\n")
+		}
+	}
+	switch {
+	case req.Body != nil && req.Body != http.NoBody:
+		w.WriteString("Content-Length: ")
+		w.Write(strconv.AppendInt(w.AvailableBuffer(), req.ContentLength, 10))
+		w.WriteString("\r\n\r\n")
+		n, err := io.Copy(w, req.Body)
+		req.Body.Close()
+		if err != nil {
+			return err
+		}
+		if n != req.ContentLength {
+			return fmt.Errorf("request body is %d bytes, not the %d declared", n, req.ContentLength)
+		}
+		return nil
+	case req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch:
+		w.WriteString("Content-Length: 0\r\n\r\n")
+	default:
+		w.WriteString("\r\n")
+	}
+	return nil
+}
+
+// writeHeaderValue writes v with every control character but tab turned
+// into a space and the ends trimmed.
+func writeHeaderValue(w *bufio.Writer, v string) {
+	v = strings.TrimSpace(v)
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			b := []byte(v)
+			for j := i; j < len(b); j++ {
+				if c := b[j]; c < 0x20 && c != '\t' || c == 0x7f {
+					b[j] = ' '
+				}
+			}
+			w.Write(b)
+			return
+		}
+	}
+	w.WriteString(v)
 }
 
 // readFinal reads the final answer to req, skipping informational ones.

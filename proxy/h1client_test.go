@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -385,5 +386,72 @@ func TestH1ClientIdlePool(t *testing.T) {
 			t.Fatalf("%d idle connections left after their idle timeout", n)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWriteRequest: what writeRequest writes reads back as the request it
+// was, and no header value can end its line.
+func TestWriteRequest(t *testing.T) {
+	tests := []struct {
+		name, method, uri, body string
+		header                  http.Header
+		wantLength              string
+	}{
+		{name: "a GET with a query", method: "GET", uri: "/api/search?q=go&limit=5", header: http.Header{"Accept": {"application/json"}}},
+		{name: "a POST with a body", method: "POST", uri: "/v1/users/a%2Fb/notifications", body: `{"text":"hi"}`, wantLength: "13",
+			header: http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}}},
+		{name: "a POST without a body", method: "POST", uri: "/x", wantLength: "0"},
+		{name: "a DELETE", method: "DELETE", uri: "/x/1"},
+		{name: "a value that tries to add a header", method: "GET", uri: "/x",
+			header: http.Header{"Traceparent": {"00-abc\r\nX-Injected: 1"}, "X-Multi": {"a", "b"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := url.Parse("http://backend:7001")
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.Opaque = strings.SplitN(tt.uri, "?", 2)[0]
+			if _, q, ok := strings.Cut(tt.uri, "?"); ok {
+				u.RawQuery = q
+			}
+			req := &http.Request{Method: tt.method, URL: u, Host: u.Host, Header: http.Header{"User-Agent": {"toolgate/test"}}}
+			for k, v := range tt.header {
+				req.Header[k] = v
+			}
+			if tt.body != "" {
+				req.Body = io.NopCloser(strings.NewReader(tt.body))
+				req.ContentLength = int64(len(tt.body))
+			}
+			var out strings.Builder
+			w := bufio.NewWriter(&out)
+			if err := writeRequest(w, req); err != nil {
+				t.Fatal(err)
+			}
+			w.Flush()
+			got, err := http.ReadRequest(bufio.NewReader(strings.NewReader(out.String())))
+			if err != nil {
+				t.Fatalf("%v in %q", err, out.String())
+			}
+			body, _ := io.ReadAll(got.Body)
+			if got.Method != tt.method || got.RequestURI != tt.uri || got.Host != "backend:7001" || string(body) != tt.body {
+				t.Errorf("read back %s %s host %s body %q from %q", got.Method, got.RequestURI, got.Host, body, out.String())
+			}
+			if l := got.Header.Get("Content-Length"); l != tt.wantLength {
+				t.Errorf("Content-Length %q, want %q", l, tt.wantLength)
+			}
+			if got.Header.Get("X-Injected") != "" {
+				t.Errorf("a value added a header: %q", out.String())
+			}
+			for k, v := range req.Header {
+				want := make([]string, len(v))
+				for i, s := range v {
+					want[i] = strings.ReplaceAll(s, "\r\n", "  ")
+				}
+				if g := got.Header.Values(k); strings.Join(g, ",") != strings.Join(want, ",") {
+					t.Errorf("header %s = %q, want %q", k, g, want)
+				}
+			}
+		})
 	}
 }

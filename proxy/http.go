@@ -108,11 +108,12 @@ func readRequestBody(r *http.Request, limit int64) ([]byte, bool, error) {
 // writeResult encodes a result as the HTTP answer.
 func (c *Core) writeResult(w http.ResponseWriter, snap *policy.Snapshot, res *Result) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Toolgate-Status", string(res.Envelope.Status))
-	h.Set("Cache-Control", "no-store")
+	// Constant values share their slices: the server only reads them.
+	h["Content-Type"] = headerJSON
+	h["Toolgate-Status"] = statusHeader(res.Envelope.Status)
+	h["Cache-Control"] = headerNoStore
 	if res.Envelope.Replayed {
-		h.Set("Idempotent-Replayed", "true")
+		h["Idempotent-Replayed"] = headerTrue
 	}
 	code := http.StatusOK
 	if snap.Server.HTTPStatus != policy.HTTPStatusAlways200 {
@@ -135,6 +136,26 @@ func (c *Core) writeResult(w http.ResponseWriter, snap *policy.Snapshot, res *Re
 		*p = b[:0] // keep the grown array for the next call
 		outPool.Put(p)
 	}
+}
+
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+	headerTrue    = []string{"true"}
+	statusHeaders = func() map[contracts.Status][]string {
+		m := map[contracts.Status][]string{}
+		for _, st := range contracts.Statuses() {
+			m[st] = []string{string(st)}
+		}
+		return m
+	}()
+)
+
+func statusHeader(st contracts.Status) []string {
+	if v, ok := statusHeaders[st]; ok {
+		return v
+	}
+	return []string{string(st)}
 }
 
 // ToolInfo is one entry of GET /v1/tools, in the shape function-calling
