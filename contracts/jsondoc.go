@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -54,23 +55,36 @@ var errJSONSyntax = errors.New("invalid JSON")
 
 // parseJSONDoc parses src (one JSON value, surrounding whitespace allowed).
 func parseJSONDoc(src []byte) (*jsonDoc, error) {
-	if len(src) > 1<<30 {
-		return nil, errors.New("JSON document too large")
-	}
-	p := jsonParser{src: src, compact: true}
-	p.nodes = make([]tapeNode, 0, 16+len(src)/24)
-	p.skipSpaceOuter()
-	if err := p.value(0); err != nil {
+	d := &jsonDoc{nodes: make([]tapeNode, 0, 16+len(src)/24)}
+	if err := d.parse(src); err != nil {
 		return nil, err
 	}
+	return d, nil
+}
+
+// parse parses src into d, reusing d's tape.
+func (d *jsonDoc) parse(src []byte) error {
+	if len(src) > 1<<30 {
+		return errors.New("JSON document too large")
+	}
+	p := jsonParser{src: src, compact: true, nodes: d.nodes[:0]}
 	p.skipSpaceOuter()
-	if p.i != len(src) {
-		return nil, errJSONSyntax
+	err := p.value(0)
+	if err == nil {
+		p.skipSpaceOuter()
+		if p.i != len(src) {
+			err = errJSONSyntax
+		}
+	}
+	d.nodes = p.nodes // kept for reuse even on failure
+	if err != nil {
+		return err
 	}
 	if p.compact && !utf8.Valid(src) {
 		p.compact = false
 	}
-	return &jsonDoc{src: src, nodes: p.nodes, compact: p.compact}, nil
+	d.src, d.compact = src, p.compact
+	return nil
 }
 
 type jsonParser struct {
@@ -498,6 +512,9 @@ func appendCompactJSON(dst, src []byte) []byte {
 	return dst
 }
 
+// argsDocs recycles the tapes DecodeArgs parses into.
+var argsDocs = sync.Pool{New: func() any { return &jsonDoc{nodes: make([]tapeNode, 0, 64)} }}
+
 // DecodeArgs decodes a JSON object of call arguments strictly: numbers stay
 // json.Number (no precision is lost before the schema sees them), duplicate
 // keys are refused (two readers could disagree on which one counts), as are
@@ -507,8 +524,15 @@ func DecodeArgs(src []byte, maxDepth int) (map[string]any, error) {
 	if !utf8.Valid(src) {
 		return nil, errors.New("the body is not valid UTF-8")
 	}
-	doc, err := parseJSONDoc(src)
-	if err != nil {
+	// The tape lives only while the arguments are copied out of it.
+	doc := argsDocs.Get().(*jsonDoc)
+	defer func() {
+		if cap(doc.nodes) <= 1<<12 {
+			doc.src = nil
+			argsDocs.Put(doc)
+		}
+	}()
+	if err := doc.parse(src); err != nil {
 		return nil, errors.New("the body is not valid JSON")
 	}
 	if doc.nodes[0].kind != jsonObject {

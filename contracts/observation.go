@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -82,6 +83,22 @@ func observation(status Status, message string, data json.RawMessage, maxChars i
 	}
 	tag := validUTF8(status.Tag())
 	message = validUTF8(message)
+
+	// The most common path: trusted data (compact, valid UTF-8) that fits
+	// is joined straight into the string.
+	if trusted && len(data) > 0 && string(data) != "null" {
+		n := utf8.RuneCountInString(tag) + 1 + utf8.RuneCountInString(message) + 1 + utf8.RuneCount(data)
+		if n <= maxChars {
+			var b strings.Builder
+			b.Grow(len(tag) + 1 + len(message) + 1 + len(data))
+			b.WriteString(tag)
+			b.WriteByte(' ')
+			b.WriteString(message)
+			b.WriteByte('\n')
+			b.Write(data)
+			return b.String(), cutNone
+		}
+	}
 
 	// The common path: build the full string in one buffer with one
 	// compaction pass and keep it if it fits.

@@ -386,6 +386,12 @@ func FuzzObservation(f *testing.F) {
 		}
 		got, cut := observation(status, message, json.RawMessage(data), maxChars, false)
 		checkBound(t, got, maxChars)
+		if valid, compact := validCompactJSON(data); valid && compact && utf8.Valid(data) {
+			// Data the envelope vouches for takes the trusted paths.
+			if trusted, tcut := observation(status, message, json.RawMessage(data), maxChars, true); trusted != got || tcut != cut {
+				t.Fatalf("trusted %q (cut %d), untrusted %q (cut %d)", trusted, tcut, got, cut)
+			}
+		}
 		bound := maxChars
 		if bound <= 0 {
 			bound = DefaultObservationMaxChars
