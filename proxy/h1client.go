@@ -97,7 +97,8 @@ type exchange struct {
 var aLongTimeAgo = time.Unix(1, 0)
 
 // do sends req and reads its answer, with at most maxBody bytes of body
-// into buf. The context's deadline and cancellation stop the exchange.
+// into buf. The context's end (its deadline, or a cancellation) stops the
+// exchange; a context that never ends does not bound it.
 func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte) exchange {
 	var ex exchange
 	if err := ctx.Err(); err != nil {
@@ -111,11 +112,10 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 			return ex
 		}
 		ex.gotConn = true
-		if dl, ok := ctx.Deadline(); ok {
-			_ = pc.nc.SetDeadline(dl)
-		} else {
-			_ = pc.nc.SetDeadline(time.Time{})
-		}
+		// The context ends at the call's deadline or when the caller goes
+		// away; either way the connection's I/O stops then. One hook
+		// serves both, so no deadline is set per exchange, and a pooled
+		// connection has none.
 		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 
 		w0 := pc.written
