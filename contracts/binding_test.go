@@ -148,13 +148,7 @@ func FuzzValidateAndBind(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		var v any
-		dec := json.NewDecoder(strings.NewReader(string(doc)))
-		dec.UseNumber()
-		if dec.Decode(&v) != nil {
-			return
-		}
-		args, ok := v.(map[string]any)
+		args, ok := fuzzArgs(doc)
 		if !ok {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -233,17 +234,33 @@ type RuleInput struct {
 
 // Body is a backend answer parsed once for the rules and the envelope.
 type Body struct {
-	doc *jsonDoc
+	doc jsonDoc
 }
 
+// bodies recycles parsed answers (see Body.Release).
+var bodies = sync.Pool{New: func() any { return &Body{doc: jsonDoc{nodes: make([]tapeNode, 0, 128)}} }}
+
 // ParseBody parses a JSON answer. It fails on anything that is not one
-// JSON value (surrounding whitespace allowed).
+// JSON value (surrounding whitespace allowed). The Body reads raw in place.
 func ParseBody(raw []byte) (*Body, error) {
-	doc, err := parseJSONDoc(raw)
-	if err != nil {
+	b := bodies.Get().(*Body)
+	if err := b.doc.parse(raw); err != nil {
+		b.Release()
 		return nil, err
 	}
-	return &Body{doc: doc}, nil
+	return b, nil
+}
+
+// Release hands the parsed answer back for reuse once every rule has run
+// on it: nothing read from it through the rules (their views of the body)
+// may be used after. The data, members and messages made from it are
+// copies and stay valid.
+func (b *Body) Release() {
+	if b == nil || cap(b.doc.nodes) > 1<<14 {
+		return
+	}
+	b.doc = jsonDoc{nodes: b.doc.nodes[:0]}
+	bodies.Put(b)
 }
 
 // AppendCompact appends the whole answer as compact, valid-UTF-8 JSON in

@@ -47,6 +47,11 @@ const (
 	typeAny jsonTypes = 1<<7 - 1
 )
 
+var jsonTypeNames = map[string]jsonTypes{
+	"null": typeNull, "boolean": typeBoolean, "integer": typeInteger, "number": typeNumber,
+	"string": typeString, "array": typeArray, "object": typeObject,
+}
+
 // quickKeywords are the keywords quickSchema applies, and the annotations
 // that assert nothing. format is left out: it may assert.
 var quickKeywords = map[string]bool{
@@ -72,25 +77,12 @@ func newQuickSchema(doc map[string]any, c *jsonschema.Schema, top bool) *quickSc
 	q := &quickSchema{types: typeAny, minLen: -1, maxLen: -1, minItems: -1, maxItems: -1}
 	if c.Types != nil {
 		q.types = 0
-		for _, t := range c.Types.ToStrings() {
-			switch t {
-			case "null":
-				q.types |= typeNull
-			case "boolean":
-				q.types |= typeBoolean
-			case "integer":
-				q.types |= typeInteger
-			case "number":
-				q.types |= typeNumber
-			case "string":
-				q.types |= typeString
-			case "array":
-				q.types |= typeArray
-			case "object":
-				q.types |= typeObject
-			default:
+		for _, name := range c.Types.ToStrings() {
+			t, ok := jsonTypeNames[name]
+			if !ok {
 				return nil
 			}
+			q.types |= t
 		}
 	}
 	if props, ok := doc["properties"].(map[string]any); ok {

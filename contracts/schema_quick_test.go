@@ -132,6 +132,19 @@ func decodeTestArgs(t testing.TB, doc string) map[string]any {
 	return args
 }
 
+// fuzzArgs decodes a fuzzed document the way a front end hands arguments
+// over (numbers as json.Number); ok is false unless it is a JSON object.
+func fuzzArgs(doc []byte) (map[string]any, bool) {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(doc)))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	args, ok := v.(map[string]any)
+	return args, ok
+}
+
 // FuzzQuickSchema: the quick check never vouches for arguments the library
 // rejects.
 func FuzzQuickSchema(f *testing.F) {
@@ -146,13 +159,8 @@ func FuzzQuickSchema(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		var v any
-		dec := json.NewDecoder(strings.NewReader(string(doc)))
-		dec.UseNumber()
-		if dec.Decode(&v) != nil {
-			return
-		}
-		if _, ok := v.(map[string]any); !ok {
+		v, ok := fuzzArgs(doc)
+		if !ok {
 			return
 		}
 		for i, s := range schemas {

@@ -560,6 +560,7 @@ func (c *Core) classify(ctx context.Context, cl *call, a *attempt) (contracts.Ou
 	if len(body) > 0 && (success || rules.NeedsBody()) {
 		// One parse serves the rules, the data and the envelope.
 		in.Body, parseErr = contracts.ParseBody(body)
+		defer in.Body.Release() // the outcome holds copies only
 	}
 	if m, ok := rules.MatchError(&in); ok {
 		return contracts.ApplyRule(m, a.code, ct.SideEffect, dedupes, retryAfter(a.header, c.now())), true
