@@ -3,8 +3,10 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // stdEnvelope mirrors Envelope without the custom marshaller, so the test
@@ -119,5 +121,63 @@ func FuzzAppendJSONString(f *testing.F) {
 		if got := string(AppendJSONString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
 			t.Fatalf("AppendJSONString(%q) = %s, encoding/json %s", s, got, want.String())
 		}
+	})
+}
+
+// decodeEnvelopeStd is the encoding/json decoding DecodeEnvelope replaced,
+// kept as the reference it must agree with.
+func decodeEnvelopeStd(b []byte) (*Envelope, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var e Envelope
+	if err := dec.Decode(&e); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	return &e, nil
+}
+
+// FuzzDecodeEnvelopeMatchesEncodingJSON: the tape decoder reads every field
+// as encoding/json does, and refuses only what it refuses, or keys that
+// differ from the field names in case (encoding/json folds case).
+func FuzzDecodeEnvelopeMatchesEncodingJSON(f *testing.F) {
+	f.Add([]byte(`{"status":"ok","message":"m \"q\" \u00e9 \ud83d\ude00 \ud800","data":{"a":[1,2]},"retryable":false,"side_effect":"done","side_effect_done":true,"replayed":false,"cost":0.5,"tool":"t","call_id":"c","observation":"[OK] m\n{\"a\":1}"}`))
+	f.Add([]byte(`{"status":"ok","message":null,"data":null,"retry_after_ms":-0,"cost":1e3,"Status":"ok","status":"empty"}`))
+	f.Add([]byte(`{"retry_after_ms":1.0}`))
+	f.Add([]byte(`{"cost":1e400}`))
+	f.Add([]byte(` {"tool":"a"} `))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !utf8.Valid(b) {
+			return
+		}
+		got, err := decodeEnvelopeFields(b)
+		want, wantErr := decodeEnvelopeStd(b)
+		if err == nil {
+			if wantErr != nil {
+				t.Fatalf("tape decoder accepted what encoding/json refuses (%v): %s", wantErr, b)
+			}
+			if !bytes.Equal(got.Data, want.Data) || got.Message != want.Message || got.Observation != want.Observation ||
+				got.Status != want.Status || got.SideEffect != want.SideEffect || got.Retryable != want.Retryable ||
+				got.SideEffectDone != want.SideEffectDone || got.Replayed != want.Replayed || got.RetryAfterMS != want.RetryAfterMS ||
+				got.Cost != want.Cost || got.Tool != want.Tool || got.CallID != want.CallID {
+				t.Fatalf("decoders disagree on %s:\n tape %+v\n json %+v", b, got, want)
+			}
+			return
+		}
+		if wantErr != nil {
+			return
+		}
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(b, &keys) != nil {
+			return
+		}
+		for k := range keys {
+			if !envelopeField(k) {
+				return // a case variant encoding/json folds
+			}
+		}
+		t.Fatalf("tape decoder refused (%v) what encoding/json accepts: %s", err, b)
 	})
 }

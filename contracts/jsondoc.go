@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -363,17 +364,121 @@ func (d *jsonDoc) raw(i int32) []byte {
 	return d.src[n.start:n.end]
 }
 
+// stringField, boolField, intField and floatField read a node as a field
+// of that type, as encoding/json would.
+func (d *jsonDoc) stringField(i int32) (string, error) {
+	if d.nodes[i].kind != jsonString {
+		return "", errors.New("not a string")
+	}
+	return d.str(i), nil
+}
+
+func (d *jsonDoc) boolField(i int32) (bool, error) {
+	switch d.nodes[i].kind {
+	case jsonTrue:
+		return true, nil
+	case jsonFalse:
+		return false, nil
+	}
+	return false, errors.New("not a boolean")
+}
+
+func (d *jsonDoc) intField(i int32) (int64, error) {
+	if d.nodes[i].kind != jsonNumber {
+		return 0, errors.New("not a number")
+	}
+	return strconv.ParseInt(string(d.raw(i)), 10, 64)
+}
+
+func (d *jsonDoc) floatField(i int32) (float64, error) {
+	if d.nodes[i].kind != jsonNumber {
+		return 0, errors.New("not a number")
+	}
+	return strconv.ParseFloat(string(d.raw(i)), 64)
+}
+
 // str returns a string node's value.
 func (d *jsonDoc) str(i int32) string {
 	n := &d.nodes[i]
-	if !n.escaped {
-		return string(d.src[n.start+1 : n.end-1])
+	raw := d.src[n.start+1 : n.end-1]
+	if !n.escaped && (d.compact || utf8.Valid(raw)) {
+		return string(raw)
 	}
-	var s string
-	if err := json.Unmarshal(d.src[n.start:n.end], &s); err != nil {
-		return ""
+	return unescapeJSON(raw)
+}
+
+// unescapeJSON decodes the inside of a JSON string the parser has checked,
+// as encoding/json does: a lone or broken surrogate escape and an invalid
+// UTF-8 byte each become U+FFFD.
+func unescapeJSON(s []byte) string {
+	b := make([]byte, 0, len(s))
+	for r := 0; r < len(s); {
+		c := s[r]
+		switch {
+		case c == '\\' && r+1 < len(s):
+			r++
+			switch e := s[r]; e {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				rr := hex4(s[r+1:])
+				r += 5
+				if utf16.IsSurrogate(rr) {
+					if r+1 < len(s) && s[r] == '\\' && s[r+1] == 'u' {
+						if dec := utf16.DecodeRune(rr, hex4(s[r+2:])); dec != utf8.RuneError {
+							b = utf8.AppendRune(b, dec)
+							r += 6
+							continue
+						}
+					}
+					rr = utf8.RuneError
+				}
+				b = utf8.AppendRune(b, rr)
+				continue
+			default: // " \ /
+				b = append(b, e)
+			}
+			r++
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			b = utf8.AppendRune(b, rr)
+			r += size
+		}
 	}
-	return s
+	return string(b)
+}
+
+// hex4 reads four hex digits; -1 when they are not.
+func hex4(s []byte) rune {
+	if len(s) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range s[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
 }
 
 // keyEquals reports whether string node i holds key, without allocating

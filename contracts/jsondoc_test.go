@@ -136,3 +136,25 @@ func TestIsJSONNumber(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnescapeJSON: a string's value is what encoding/json makes of it,
+// escapes, surrogate pairs, broken surrogates and invalid UTF-8 included.
+func FuzzUnescapeJSON(f *testing.F) {
+	for _, s := range []string{`plain`, `a\"b\\c\/d\b\f\n\r\t`, `\u00e9\ud83d\ude00`, `\ud800`, `\ud800\u0041`, `\udc00\ud800\udc00`, "\xff\xfe", `\uD83D\uDE00x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, inner []byte) {
+		src := append(append([]byte{'"'}, inner...), '"')
+		var want string
+		if json.Unmarshal(src, &want) != nil {
+			return
+		}
+		doc, err := parseJSONDoc(src)
+		if err != nil {
+			t.Fatalf("encoding/json reads %q, the tape parser refuses it: %v", src, err)
+		}
+		if got := doc.str(0); got != want {
+			t.Fatalf("str(%q) = %q, encoding/json %q", src, got, want)
+		}
+	})
+}
