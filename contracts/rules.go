@@ -42,19 +42,21 @@ type ErrorRuleSpec struct {
 
 // Rules are compiled, type-checked response rules.
 type Rules struct {
-	data      *program
-	dataOrder []string // key order of a top-level map literal in Data
-	empty     *program
-	errors    []errorRule
-	uses      usage
+	data       *program
+	dataOrder  []string      // key order of a top-level map literal in Data
+	dataDirect []directEntry // that literal without the interpreter, when it can be
+	empty      *program
+	errors     []errorRule
+	uses       usage
 }
 
 // program is a compiled rule. Only rules with comprehensions can run long;
 // those evaluate under the call's context, the rest without the cost of a
 // cancellable evaluation context.
 type program struct {
-	prg   cel.Program
-	loops bool
+	prg    cel.Program
+	loops  bool
+	direct directExpr // the common shapes without the interpreter; nil for others
 }
 
 type errorRule struct {
@@ -123,6 +125,9 @@ func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 			return nil, err
 		}
 		r.dataOrder = mapLiteralOrder(ast)
+		if r.dataOrder != nil {
+			r.dataDirect = compileDirectMap(ast)
+		}
 		r.uses.add(ast)
 	}
 	if spec.Empty != "" {
@@ -174,7 +179,7 @@ func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.A
 			loops = true
 		}
 	}))
-	return &program{prg: prg, loops: loops}, ast, nil
+	return &program{prg: prg, loops: loops, direct: compileDirect(ast.NativeRep().Expr())}, ast, nil
 }
 
 func (u *usage) add(ast *cel.Ast) {
@@ -320,6 +325,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 func (a *activation) Parent() interpreter.Activation { return nil }
 
 func eval(p *program, in *RuleInput, act *activation) (ref.Val, error) {
+	if p.direct != nil {
+		if v, ok := p.direct(act); ok && v.kind == dBool {
+			return types.Bool(v.b), nil
+		}
+	}
 	if p.loops && in.Ctx != nil {
 		out, _, err := p.prg.ContextEval(in.Ctx, act)
 		return out, err
@@ -380,7 +390,13 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 	if r == nil || r.data == nil {
 		return dst, nil, false, nil
 	}
-	out, err := eval(r.data, in, in.activation())
+	act := in.activation()
+	if r.dataDirect != nil {
+		if out, members, ok := appendDirectMap(dst, r.dataDirect, act); ok {
+			return out, members, true, nil
+		}
+	}
+	out, err := eval(r.data, in, act)
 	if err != nil {
 		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
 	}
