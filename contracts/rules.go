@@ -179,7 +179,13 @@ func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.A
 			loops = true
 		}
 	}))
-	return &program{prg: prg, loops: loops, direct: compileDirect(ast.NativeRep().Expr())}, ast, nil
+	p := &program{prg: prg, loops: loops}
+	if ast.OutputType().IsExactType(cel.BoolType) {
+		// Only a bool is ever taken from the direct path (the data map
+		// literal has its own, compileDirectMap).
+		p.direct = compileDirect(ast.NativeRep().Expr())
+	}
+	return p, ast, nil
 }
 
 func (u *usage) add(ast *cel.Ast) {
