@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/toolgate/toolgate/contracts"
 )
 
 // rawBackend is a TCP server whose handler sees each connection and the
@@ -451,6 +453,44 @@ func TestWriteRequest(t *testing.T) {
 				if g := got.Header.Values(k); strings.Join(g, ",") != strings.Join(want, ",") {
 					t.Errorf("header %s = %q, want %q", k, g, want)
 				}
+			}
+		})
+	}
+}
+
+// TestCallerGoneStopsTheBackendCall: an agent that goes away while the
+// backend works stops the exchange at once (not at the tool's deadline),
+// and the envelope says what is known: nothing for a read, an unknown
+// effect for a write that reached the backend.
+func TestCallerGoneStopsTheBackendCall(t *testing.T) {
+	tests := []struct {
+		tool       string
+		wantEffect contracts.SideEffect
+		wantRetry  bool
+	}{
+		{"read", contracts.SideEffectNone, true},
+		{"write", contracts.SideEffectUnknown, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			h := newHarness(t, strings.Replace(harnessPolicy, "timeout: 300ms", "timeout: 1h", 1))
+			ctx, cancel := context.WithCancel(context.Background())
+			before := h.backend.calls.Load()
+			go func() {
+				// The agent leaves once the backend has the call (or after
+				// 5 s, and then the envelope below says it never got there).
+				for deadline := time.Now().Add(5 * time.Second); h.backend.calls.Load() == before && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+				cancel()
+			}()
+			req := &Request{Tool: tt.tool, Body: []byte(`{"mode":"hang"}`), IdempotencyKey: "k-gone", Front: "http"}
+			res := h.core.Call(ctx, req)
+			env := res.Envelope
+			if res.Reason != contracts.ReasonCanceled || env.Status != contracts.StatusUpstream ||
+				env.SideEffect != tt.wantEffect || env.Retryable != tt.wantRetry {
+				t.Errorf("reason %s, envelope %+v; want canceled, upstream, side_effect %s, retryable %v",
+					res.Reason, env, tt.wantEffect, tt.wantRetry)
 			}
 		})
 	}
