@@ -102,16 +102,6 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 	return e, nil
 }
 
-// envelopeField says name is one of the envelope's JSON fields.
-func envelopeField(name string) bool {
-	switch name {
-	case "status", "message", "data", "retryable", "side_effect", "side_effect_done",
-		"replayed", "retry_after_ms", "cost", "tool", "call_id", "observation":
-		return true
-	}
-	return false
-}
-
 // decodeEnvelopeFields reads an envelope's fields from one JSON object
 // through the tape parser: a replay decodes a stored record on every call,
 // and encoding/json's reflection was half of its cost. It accepts what
@@ -133,40 +123,33 @@ func decodeEnvelopeFields(b []byte) (*Envelope, error) {
 		v := k + 1
 		name := doc.str(k)
 		var err error
-		if !envelopeField(name) {
+		switch name {
+		case "status":
+			err = doc.readString(v, (*string)(&e.Status))
+		case "message":
+			err = doc.readString(v, &e.Message)
+		case "data":
+			e.Data = bytes.Clone(doc.raw(v))
+		case "retryable":
+			err = doc.readBool(v, &e.Retryable)
+		case "side_effect":
+			err = doc.readString(v, (*string)(&e.SideEffect))
+		case "side_effect_done":
+			err = doc.readBool(v, &e.SideEffectDone)
+		case "replayed":
+			err = doc.readBool(v, &e.Replayed)
+		case "retry_after_ms":
+			err = doc.readInt(v, &e.RetryAfterMS)
+		case "cost":
+			err = doc.readFloat(v, &e.Cost)
+		case "tool":
+			err = doc.readString(v, &e.Tool)
+		case "call_id":
+			err = doc.readString(v, &e.CallID)
+		case "observation":
+			err = doc.readString(v, &e.Observation)
+		default:
 			return nil, fmt.Errorf("unknown field %q", name)
-		}
-		if doc.nodes[v].kind != jsonNull || name == "data" {
-			switch name {
-			case "status":
-				var st string
-				st, err = doc.stringField(v)
-				e.Status = Status(st)
-			case "message":
-				e.Message, err = doc.stringField(v)
-			case "data":
-				e.Data = bytes.Clone(doc.raw(v))
-			case "retryable":
-				e.Retryable, err = doc.boolField(v)
-			case "side_effect":
-				var se string
-				se, err = doc.stringField(v)
-				e.SideEffect = SideEffect(se)
-			case "side_effect_done":
-				e.SideEffectDone, err = doc.boolField(v)
-			case "replayed":
-				e.Replayed, err = doc.boolField(v)
-			case "retry_after_ms":
-				e.RetryAfterMS, err = doc.intField(v)
-			case "cost":
-				e.Cost, err = doc.floatField(v)
-			case "tool":
-				e.Tool, err = doc.stringField(v)
-			case "call_id":
-				e.CallID, err = doc.stringField(v)
-			case "observation":
-				e.Observation, err = doc.stringField(v)
-			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("field %q: %v", name, err)

@@ -364,37 +364,57 @@ func (d *jsonDoc) raw(i int32) []byte {
 	return d.src[n.start:n.end]
 }
 
-// stringField, boolField, intField and floatField read a node as a field
-// of that type, as encoding/json would.
-func (d *jsonDoc) stringField(i int32) (string, error) {
-	if d.nodes[i].kind != jsonString {
-		return "", errors.New("not a string")
-	}
-	return d.str(i), nil
-}
-
-func (d *jsonDoc) boolField(i int32) (bool, error) {
+// readString, readBool, readInt and readFloat set *dst from node i as
+// encoding/json sets a field of that type: a null leaves it as it is, and
+// a value of another type is an error.
+func (d *jsonDoc) readString(i int32, dst *string) error {
 	switch d.nodes[i].kind {
-	case jsonTrue:
-		return true, nil
-	case jsonFalse:
-		return false, nil
+	case jsonNull:
+	case jsonString:
+		*dst = d.str(i)
+	default:
+		return errors.New("not a string")
 	}
-	return false, errors.New("not a boolean")
+	return nil
 }
 
-func (d *jsonDoc) intField(i int32) (int64, error) {
-	if d.nodes[i].kind != jsonNumber {
-		return 0, errors.New("not a number")
+func (d *jsonDoc) readBool(i int32, dst *bool) error {
+	switch d.nodes[i].kind {
+	case jsonNull:
+	case jsonTrue, jsonFalse:
+		*dst = d.nodes[i].kind == jsonTrue
+	default:
+		return errors.New("not a boolean")
 	}
-	return strconv.ParseInt(string(d.raw(i)), 10, 64)
+	return nil
 }
 
-func (d *jsonDoc) floatField(i int32) (float64, error) {
-	if d.nodes[i].kind != jsonNumber {
-		return 0, errors.New("not a number")
+func (d *jsonDoc) readInt(i int32, dst *int64) error {
+	switch d.nodes[i].kind {
+	case jsonNull:
+		return nil
+	case jsonNumber:
+		n, err := strconv.ParseInt(string(d.raw(i)), 10, 64)
+		if err == nil {
+			*dst = n
+		}
+		return err
 	}
-	return strconv.ParseFloat(string(d.raw(i)), 64)
+	return errors.New("not a number")
+}
+
+func (d *jsonDoc) readFloat(i int32, dst *float64) error {
+	switch d.nodes[i].kind {
+	case jsonNull:
+		return nil
+	case jsonNumber:
+		f, err := strconv.ParseFloat(string(d.raw(i)), 64)
+		if err == nil {
+			*dst = f
+		}
+		return err
+	}
+	return errors.New("not a number")
 }
 
 // str returns a string node's value.
