@@ -199,13 +199,21 @@ func newHarness(t *testing.T, policyYAML string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &harness{core: core, reg: reg, backend: b, server: serveCore(t, core)}
+}
+
+// serveCore serves core's agent port (the tool API, /mcp, transparent
+// routes) on a test server; the server and then the core close with the
+// test.
+func serveCore(t *testing.T, core *Core) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(core.Handler())
 	t.Cleanup(func() {
 		srv.Client().CloseIdleConnections()
 		srv.Close()
 		core.Close()
 	})
-	return &harness{core: core, reg: reg, backend: b, server: srv}
+	return srv
 }
 
 // call posts a tool call and decodes the envelope.

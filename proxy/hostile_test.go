@@ -159,14 +159,7 @@ func newHostileHarness(t *testing.T) *hostileHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", core.MCPHandler(MCPOptions{}))
-	mux.Handle("/", core.Handler())
-	front := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		front.Close()
-		core.Close()
-	})
+	front := serveCore(t, core)
 	return &hostileHarness{core: core, backend: b, front: front, addr: front.Listener.Addr().String()}
 }
 

@@ -248,14 +248,7 @@ func newSecurityHarness(t *testing.T, from string) *securityHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", core.MCPHandler(MCPOptions{}))
-	mux.Handle("/", core.Handler())
-	front := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		front.Close()
-		core.Close()
-	})
+	front := serveCore(t, core)
 	return &securityHarness{core: core, reg: reg, front: front, backend: b, logs: logs}
 }
 
