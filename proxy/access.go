@@ -13,21 +13,28 @@ const (
 	RejectBudget = "budget"
 )
 
-// admit is the access stage: is the caller allowed this tool, within its
-// rate, within its cost budget? It runs before anything is parsed, so a
-// rejected caller costs almost nothing. A spent budget is recorded on the
-// call, to be refunded if the call turns out never to reach the backend.
-func (c *Core) admit(ctx context.Context, cl *call) (contracts.Outcome, bool) {
-	access := &cl.st.snap.Access
-	name := cl.tool.contract.Name
-	if !access.Allows(cl.req.Caller, name) {
+// allow is the access stage: may this caller call this tool at all? It runs
+// before anything is parsed, so a caller without access costs almost
+// nothing.
+func (c *Core) allow(cl *call) (contracts.Outcome, bool) {
+	if !cl.st.snap.Access.Allows(cl.req.Caller, cl.tool.contract.Name) {
 		c.reject(cl, RejectDenied)
 		return contracts.Reject(contracts.StatusForbidden, contracts.ReasonDenied), false
 	}
-	entry := access.Callers[cl.req.Caller]
+	return contracts.Outcome{}, true
+}
+
+// charge takes the call's rate token and cost from the caller's budget. It
+// runs after the idempotency claim, so a replay, or a call that waited for
+// its key's first call, charges neither (DESIGN section 8, "Replay comes
+// first"). A spent budget is recorded on the call, to be refunded if the
+// call turns out never to reach the backend.
+func (c *Core) charge(ctx context.Context, cl *call) (contracts.Outcome, bool) {
+	entry := cl.st.snap.Access.Callers[cl.req.Caller]
 	if entry == nil {
 		return contracts.Outcome{}, true
 	}
+	name := cl.tool.contract.Name
 	if ok, wait := c.limiters.Allow(entry, name); !ok {
 		c.reject(cl, RejectRate)
 		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonRateLimited)

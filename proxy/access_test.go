@@ -365,3 +365,66 @@ func TestBudgetsSharedByTwoInstancesOnOneRedis(t *testing.T) {
 		}
 	}
 }
+
+func TestReplayComesBeforeRateAndBudget(t *testing.T) {
+	t.Run("a caller whose own call spent its budget gets the replay, not forbidden", func(t *testing.T) {
+		h := newAccessHarness(t, "header", "deny", nil, "")
+		hdr := map[string]string{"X-Toolgate-Caller": "budget-agent", "Idempotency-Key": "spend-all"}
+		// Two units: the side effect spends one, a search the other.
+		if _, env := h.call(t, "send", hdr); env.Status != contracts.StatusOK || env.SideEffect != contracts.SideEffectDone {
+			t.Fatalf("first send: %+v", env)
+		}
+		if _, env := h.call(t, "search", hdr); env.Status != contracts.StatusOK {
+			t.Fatalf("search: %+v", env)
+		}
+		if _, env := h.call(t, "search", hdr); env.Status != contracts.StatusForbidden {
+			t.Fatalf("the budget is not spent: %+v", env)
+		}
+		_, env := h.call(t, "send", hdr)
+		if !env.Replayed || env.Status != contracts.StatusOK || env.SideEffect != contracts.SideEffectDone || env.Cost != 0 {
+			t.Fatalf("the retry of a performed action must be its replay: %+v", env)
+		}
+		if n := len(h.backend.headers); n != 2 {
+			t.Errorf("backend calls = %d, want 2 (the send and one search)", n)
+		}
+		// A new key is a new action: the spent budget refuses it, and the
+		// refusal is not stored against the key.
+		hdr["Idempotency-Key"] = "spend-more"
+		if _, env := h.call(t, "send", hdr); env.Status != contracts.StatusForbidden || env.SideEffect != contracts.SideEffectNone {
+			t.Fatalf("new key over budget: %+v", env)
+		}
+		h.clock.Add(time.Hour)
+		if _, env := h.call(t, "send", hdr); env.Status != contracts.StatusOK || env.Replayed {
+			t.Fatalf("after the reset the refused key runs: %+v", env)
+		}
+	})
+	t.Run("a replay is not rate limited", func(t *testing.T) {
+		h := newAccessHarness(t, "header", "deny", nil, "")
+		hdr := map[string]string{"X-Toolgate-Caller": "ops-agent", "Idempotency-Key": "rate-1"}
+		for i := range 2 {
+			if _, env := h.call(t, "send", hdr); env.Status != contracts.StatusOK {
+				t.Fatalf("call %d: %+v", i, env)
+			}
+		}
+		// The replay took no token: one of the burst of 2 is left.
+		hdr2 := map[string]string{"X-Toolgate-Caller": "ops-agent"}
+		if _, env := h.call(t, "search", hdr2); env.Status != contracts.StatusOK {
+			t.Fatalf("the replay took a rate token: %+v", env)
+		}
+		if _, env := h.call(t, "search", hdr2); env.Status != contracts.StatusUpstream {
+			t.Fatalf("the burst is not spent: %+v", env)
+		}
+		for range 3 {
+			if _, env := h.call(t, "send", hdr); !env.Replayed || env.Status != contracts.StatusOK {
+				t.Fatalf("replay under a spent rate: %+v", env)
+			}
+		}
+	})
+	t.Run("access is still checked before the replay", func(t *testing.T) {
+		h := newAccessHarness(t, "header", "deny", nil, "")
+		hdr := map[string]string{"X-Toolgate-Caller": "research-agent", "Idempotency-Key": "k"}
+		if _, env := h.call(t, "send", hdr); env.Status != contracts.StatusForbidden {
+			t.Fatalf("a caller without access: %+v", env)
+		}
+	})
+}

@@ -305,12 +305,14 @@ func (c *Core) run(ctx context.Context, cl *call) contracts.Outcome {
 	return c.execute(ctx, cl, bound)
 }
 
-// begin runs every stage before the backend call: access, arguments,
-// idempotency key and claim, binding. ok=false carries the outcome that
-// ends the call without sending (a rejection or a replay).
+// begin runs every stage before the backend call, in order: access,
+// arguments and idempotency key, the idempotency claim (which may answer
+// with a stored result), then rate and budget. ok=false carries the outcome
+// that ends the call without sending (a rejection or a replay); a claim
+// already taken is released when the call ends unsent.
 func (c *Core) begin(ctx context.Context, cl *call) (contracts.Bound, contracts.Outcome, bool) {
 	t := cl.tool
-	if o, ok := c.admit(ctx, cl); !ok {
+	if o, ok := c.allow(cl); !ok {
 		return contracts.Bound{}, o, false
 	}
 	bound, key, o, ok := c.validate(ctx, cl)
@@ -324,6 +326,9 @@ func (c *Core) begin(ctx context.Context, cl *call) (contracts.Bound, contracts.
 		if !owned {
 			return contracts.Bound{}, o, false
 		}
+	}
+	if o, ok := c.charge(ctx, cl); !ok {
+		return contracts.Bound{}, o, false
 	}
 	return bound, contracts.Outcome{}, true
 }
