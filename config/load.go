@@ -499,6 +499,15 @@ func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
 	if s.MaxConcurrent <= 0 {
 		c.errorAt(base+".max_concurrent", "must be positive")
 	}
+	perCaller := policy.DefaultMaxConcurrentPerCaller(s.MaxConcurrent)
+	switch {
+	case s.MaxConcurrentPerCaller < 0:
+		c.errorAt(base+".max_concurrent_per_caller", "must be positive")
+	case s.MaxConcurrentPerCaller > 0 && s.MaxConcurrent > 0 && s.MaxConcurrentPerCaller > s.MaxConcurrent:
+		c.errorAt(base+".max_concurrent_per_caller", "must be at most max_concurrent (%d)", s.MaxConcurrent)
+	case s.MaxConcurrentPerCaller > 0:
+		perCaller = s.MaxConcurrentPerCaller
+	}
 	headers := http.Header{}
 	for _, k := range sortedKeys(s.Headers) {
 		if !headerNameRE.MatchString(k) {
@@ -512,13 +521,14 @@ func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
 		headers.Set(k, s.Headers[k])
 	}
 	up := &policy.Upstream{
-		Name:          name,
-		URL:           u,
-		Timeout:       time.Duration(s.Timeout),
-		MaxConcurrent: s.MaxConcurrent,
-		Headers:       headers,
-		Breaker:       policy.DefaultBreakerSettings(),
-		Retries:       policy.DefaultRetrySettings(),
+		Name:                   name,
+		URL:                    u,
+		Timeout:                time.Duration(s.Timeout),
+		MaxConcurrent:          s.MaxConcurrent,
+		MaxConcurrentPerCaller: perCaller,
+		Headers:                headers,
+		Breaker:                policy.DefaultBreakerSettings(),
+		Retries:                policy.DefaultRetrySettings(),
 	}
 	if b := s.Breaker; b != nil {
 		if b.FailureRatio < 0 || b.FailureRatio > 1 {

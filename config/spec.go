@@ -77,12 +77,14 @@ func (s *stateSpec) setDefaults() {
 }
 
 type upstreamSpec struct {
-	URL           string            `yaml:"url"`
-	Timeout       duration          `yaml:"timeout"`
-	MaxConcurrent int               `yaml:"max_concurrent"`
-	Headers       map[string]string `yaml:"headers"`
-	Breaker       *breakerSpec      `yaml:"breaker"`
-	Retries       *retriesSpec      `yaml:"retries"`
+	URL           string   `yaml:"url"`
+	Timeout       duration `yaml:"timeout"`
+	MaxConcurrent int      `yaml:"max_concurrent"`
+	// MaxConcurrentPerCaller is 0 when unset: 7/8 of MaxConcurrent.
+	MaxConcurrentPerCaller int               `yaml:"max_concurrent_per_caller"`
+	Headers                map[string]string `yaml:"headers"`
+	Breaker                *breakerSpec      `yaml:"breaker"`
+	Retries                *retriesSpec      `yaml:"retries"`
 }
 
 func (u *upstreamSpec) setDefaults() {

@@ -115,9 +115,12 @@ type Upstream struct {
 	URL           *url.URL
 	Timeout       time.Duration
 	MaxConcurrent int
-	Headers       http.Header
-	Breaker       BreakerSettings
-	Retries       RetrySettings
+	// MaxConcurrentPerCaller bounds the calls one caller may have in flight
+	// to this upstream, so that no caller can take the whole bulkhead.
+	MaxConcurrentPerCaller int
+	Headers                http.Header
+	Breaker                BreakerSettings
+	Retries                RetrySettings
 }
 
 // Access is the `access` section.
@@ -156,4 +159,12 @@ func (a *Access) CallerLabel(caller string) string {
 		return caller
 	}
 	return "unknown"
+}
+
+// DefaultMaxConcurrentPerCaller is a caller's share of a bulkhead of
+// maxConcurrent when the policy names none: all of it but an eighth, so
+// that one caller can never take the slots every other caller needs, while
+// a lone caller loses little. At least one.
+func DefaultMaxConcurrentPerCaller(maxConcurrent int) int {
+	return max(1, maxConcurrent-maxConcurrent/8)
 }

@@ -472,9 +472,7 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 		o.Retryable, o.RetryAfter = true, wait
 		return o, false
 	}
-	select {
-	case up.slots <- struct{}{}:
-	default:
+	if !up.bulk.acquire(cl.caller) {
 		done(policy.VerdictIgnored)
 		cl.upCode = "bulkhead"
 		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonBulkhead)
@@ -487,7 +485,7 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 	ct := t.contract
 	dedupes := ct.Idempotency.ForwardHeader != ""
 	a := up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, dedupes)
-	<-up.slots
+	up.bulk.release(cl.caller)
 	done(a.verdict)
 	if span != nil {
 		span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", ct.Upstream))

@@ -28,7 +28,7 @@ type upstream struct {
 	client  *http.Client // passthrough routes, and calls to HTTPS backends
 	direct  *h1Client    // calls to plain-HTTP backends; nil for HTTPS
 	breaker *policy.Breaker
-	slots   chan struct{} // bulkhead: one token per call in flight
+	bulk    *bulkhead
 	codes   upstreamCodes
 }
 
@@ -77,11 +77,11 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*p
 		})
 		gauge.Set(float64(u.breaker.State()))
 	}
-	if prev != nil && cap(prev.slots) == cfg.MaxConcurrent {
-		u.slots = prev.slots
-	} else {
-		u.slots = make(chan struct{}, cfg.MaxConcurrent)
+	var prevBulk *bulkhead
+	if prev != nil {
+		prevBulk = prev.bulk
 	}
+	u.bulk = prevBulk.resized(cfg.MaxConcurrent, cfg.MaxConcurrentPerCaller)
 	name := cfg.Name
 	u.codes = upstreamCodes{
 		byCode:   map[int]counter{},
