@@ -145,37 +145,36 @@ func (c *Catalog) key(sideEffect bool, o *Outcome) string {
 	if o.Reason == ReasonRule {
 		base = "rule:" + string(o.Status)
 	}
-	status := "status:" + string(o.Status)
-	var candidates [6]string
-	n := 0
-	add := func(k string) {
-		candidates[n] = k
-		n++
-	}
+	// Keys are concatenated where they are looked up, so that one only
+	// allocates when it is the answer.
 	if sideEffect {
 		if suffix := effectSuffix(o); suffix != "" {
-			add(base + suffix)
-			add(status + suffix)
-			add("effect" + suffix)
+			if _, ok := c.entries[base+suffix]; ok {
+				return base + suffix
+			}
+			if _, ok := c.entries["status:"+string(o.Status)+suffix]; ok {
+				return "status:" + string(o.Status) + suffix
+			}
+			return "effect" + suffix
 		}
 	} else if o.Effect != SideEffectNone {
-		add(base + ":sent")
+		if _, ok := c.entries[base+":sent"]; ok {
+			return base + ":sent"
+		}
 	}
 	if o.Reason == ReasonRule && o.Retryable != defaultRetryable(o.Status) {
+		suffix := ":final"
 		if o.Retryable {
-			add(base + ":retry")
-		} else {
-			add(base + ":final")
+			suffix = ":retry"
+		}
+		if _, ok := c.entries[base+suffix]; ok {
+			return base + suffix
 		}
 	}
-	add(base)
-	add(status)
-	for _, k := range candidates[:n] {
-		if _, ok := c.entries[k]; ok {
-			return k
-		}
+	if _, ok := c.entries[base]; ok {
+		return base
 	}
-	return status
+	return "status:" + string(o.Status)
 }
 
 // effectSuffix names the side effect of a side-effecting tool's outcome.
