@@ -353,7 +353,7 @@ func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
 			snap.Upstreams[name] = u
 		}
 	}
-	env, err := contracts.NewRuleEnv()
+	env, err := contracts.NewRuleEnv(contracts.RuleOptions{CostLimit: uint64(max(f.Server.CELCostLimit, 1))})
 	if err != nil {
 		c.errorAt("tools", "%v", err)
 		return snap
@@ -420,6 +420,9 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	}
 	if s.ObservationMaxChars < 64 {
 		c.errorAt("server.observation_max_chars", "must be at least 64")
+	}
+	if s.CELCostLimit <= 0 {
+		c.errorAt("server.cel_cost_limit", "must be positive")
 	}
 	if s.HTTPStatus != policy.HTTPStatusMapped && s.HTTPStatus != policy.HTTPStatusAlways200 {
 		c.errorAt("server.http_status", "%q is not valid (want mapped or always_200)", s.HTTPStatus)

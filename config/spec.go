@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -25,6 +26,7 @@ type serverSpec struct {
 	MaxRequestBytes     int64             `yaml:"max_request_bytes"`
 	MaxResponseBytes    int64             `yaml:"max_response_bytes"`
 	ObservationMaxChars int               `yaml:"observation_max_chars"`
+	CELCostLimit        int64             `yaml:"cel_cost_limit"`
 	Messages            string            `yaml:"messages"`
 	HTTPStatus          string            `yaml:"http_status"`
 	Transparent         bool              `yaml:"transparent"`
@@ -56,6 +58,7 @@ func (s *serverSpec) setDefaults() {
 		MaxRequestBytes:     64 << 10,
 		MaxResponseBytes:    1 << 20,
 		ObservationMaxChars: 1800,
+		CELCostLimit:        contracts.DefaultRuleCostLimit,
 		Messages:            "en",
 		HTTPStatus:          policy.HTTPStatusMapped,
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"net/http"
 	"net/url"
 	"sort"
@@ -353,10 +352,7 @@ func scalarString(v any) (string, bool) {
 	case bool:
 		return strconv.FormatBool(t), true
 	case float64:
-		if t == math.Trunc(t) && math.Abs(t) < 1e15 {
-			return strconv.FormatInt(int64(t), 10), true
-		}
-		return strconv.FormatFloat(t, 'g', -1, 64), true
+		return formatFloat(t)
 	case int64:
 		return strconv.FormatInt(t, 10), true
 	case int:
@@ -398,12 +394,19 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, t), nil
 	case json.Number:
-		if !json.Valid([]byte(t)) {
+		if !IsJSONNumber(string(t)) {
 			return dst, fmt.Errorf("invalid number %q", string(t))
 		}
 		return append(dst, canonicalNumber(t)...), nil
 	case float64:
-		return appendJSONFloat(dst, t), nil
+		f, ok := formatFloat(t)
+		switch {
+		case !ok:
+			return dst, fmt.Errorf("%v is not a JSON number", t)
+		case t != math.Trunc(t):
+			return appendJSONFloat(dst, t), nil
+		}
+		return append(dst, f...), nil
 	case int64:
 		return strconv.AppendInt(dst, t, 10), nil
 	case int:
@@ -447,31 +450,38 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 	return append(dst, b...), nil
 }
 
-// canonicalNumber spells an integral number as an integer ("1e1" and
-// "10.0" become "10"): JSON Schema calls them integers, and a legacy
-// backend parsing an integer parameter would choke on the exponent. Other
-// numbers keep their spelling.
+// canonicalNumber spells an integral number as plain digits ("1e1" and
+// "10.0" become "10", "1e20" becomes "100000000000000000000"): JSON Schema
+// calls them integers, and a legacy backend parsing an integer parameter
+// would choke on the exponent or read a float. Other numbers keep their
+// spelling. Validation has refused numbers beyond the argument bounds, so
+// an integer here has at most MaxNumberExponent digits; one beyond them
+// (never validated) is returned as written.
 func canonicalNumber(n json.Number) string {
 	s := string(n)
 	if !strings.ContainsAny(s, ".eE") {
 		return s
 	}
-	if len(s) > 400 {
+	shape, ok := parseNumber(s)
+	if !ok || !shape.inBounds() {
 		return s
 	}
-	if e := strings.IndexAny(s, "eE"); e >= 0 {
-		// A huge exponent would make big.Rat build a huge number.
-		exp, err := strconv.Atoi(strings.TrimPrefix(s[e+1:], "+"))
-		if err != nil || exp > 400 || exp < -400 {
-			return s
-		}
-	}
-	r, ok := new(big.Rat).SetString(s)
-	if !ok || !r.IsInt() {
-		return s
-	}
-	if i := r.Num(); i.BitLen() <= 1024 {
-		return i.String()
+	if b, ok := shape.appendInteger(make([]byte, 0, 24)); ok {
+		return string(b)
 	}
 	return s
+}
+
+// formatFloat spells a float64 argument (handed over by an embedder) as
+// canonicalNumber spells a JSON number: integral values as plain digits,
+// never with an exponent; ok is false for NaN and the infinities, which
+// no backend reads as a number.
+func formatFloat(f float64) (string, bool) {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return "", false
+	case f == math.Trunc(f):
+		return strconv.FormatFloat(f, 'f', -1, 64), true
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64), true
 }

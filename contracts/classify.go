@@ -170,6 +170,21 @@ func BadResponse(code int) Outcome {
 	return Outcome{Status: StatusUpstream, Reason: ReasonBadResponse, HTTPCode: code, Effect: SideEffectDone}
 }
 
+// Unreadable is the outcome of an answer the contract's rules cannot read:
+// an error rule, or the data or empty expression, failed to evaluate (the
+// cost limit, the deadline, a value of another type). A 2xx answer is
+// BadResponse: the action ran. Any other answer keeps the side effect the
+// default table gave it (table, the outcome ClassifyHTTP made of it, with
+// anything the transport learned), since the answer's code still tells
+// whether the backend acted. It is never retryable: the same answer would
+// be as unreadable again.
+func Unreadable(code int, table Outcome) Outcome {
+	if code >= 200 && code < 300 {
+		return BadResponse(code)
+	}
+	return Outcome{Status: StatusUpstream, Reason: ReasonBadResponse, HTTPCode: code, Effect: table.Effect}
+}
+
 // ApplyRule turns a matched error rule into an outcome. A rule matching a 2xx
 // answer defaults to no side effect (a business rejection); on other answers
 // it keeps the default table's side effect and retryability.

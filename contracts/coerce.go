@@ -19,9 +19,9 @@ func (s *Schema) Coerce(arg string, raw []string) (any, error) {
 		itemTypes := schemaTypes(items)
 		out := make([]any, 0, len(raw))
 		for i, v := range raw {
-			c, ok := coerceScalar(itemTypes, v)
-			if !ok {
-				return nil, &ArgError{Pointer: ptr + "/" + strconv.Itoa(i), Problem: ProblemType, Want: typeWant(itemTypes), Got: quoteShort(v)}
+			c, err := coerceScalar(itemTypes, v, ptr+"/"+strconv.Itoa(i))
+			if err != nil {
+				return nil, err
 			}
 			out = append(out, c)
 		}
@@ -33,11 +33,7 @@ func (s *Schema) Coerce(arg string, raw []string) (any, error) {
 	if len(raw) > 1 {
 		return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Want: typeWant(types), Got: strconv.Itoa(len(raw)) + " values"}
 	}
-	c, ok := coerceScalar(types, raw[0])
-	if !ok {
-		return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Want: typeWant(types), Got: quoteShort(raw[0])}
-	}
-	return c, nil
+	return coerceScalar(types, raw[0], ptr)
 }
 
 func schemaTypes(sub map[string]any) []string {
@@ -80,38 +76,53 @@ func typeWant(types []string) string {
 }
 
 // coerceScalar converts text by the first declared type it fits; with no
-// declared type, or "string" among them, text stays a string.
-func coerceScalar(types []string, v string) (any, bool) {
+// declared type, or "string" among them, text stays a string. A number
+// beyond the argument bounds (numbers.go) fits no numeric type; when no
+// other type takes it, the error says so. The error, when not nil, is an
+// *ArgError for the argument at ptr.
+func coerceScalar(types []string, v, ptr string) (any, error) {
 	if len(types) == 0 {
-		return v, true
+		return v, nil
 	}
+	tooBig := false
 	for _, t := range types {
 		switch t {
 		case "integer":
 			if isIntegerLiteral(v) {
-				return json.Number(v), true
+				if numberInBounds(v) {
+					return json.Number(v), nil
+				}
+				tooBig = true
 			}
 		case "number":
-			if _, err := strconv.ParseFloat(v, 64); err == nil && json.Valid([]byte(v)) {
-				return json.Number(v), true
+			if IsJSONNumber(v) {
+				if numberInBounds(v) {
+					return json.Number(v), nil
+				}
+				tooBig = true
 			}
 		case "boolean":
 			if v == "true" || v == "false" {
-				return v == "true", true
+				return v == "true", nil
 			}
 		case "string":
-			return v, true
+			return v, nil
 		case "null":
 			if v == "null" || v == "" {
-				return nil, true
+				return nil, nil
 			}
 		}
 	}
-	return nil, false
+	if tooBig {
+		return nil, &ArgError{Pointer: ptr, Problem: ProblemNumber, Got: shorten(v, 40)}
+	}
+	return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Want: typeWant(types), Got: quoteShort(v)}
 }
 
+// isIntegerLiteral accepts an integer written as JSON writes one: digits,
+// an optional minus, no leading zero.
 func isIntegerLiteral(v string) bool {
-	if v == "" || len(v) > 400 {
+	if v == "" {
 		return false
 	}
 	i := 0

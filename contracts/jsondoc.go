@@ -641,7 +641,9 @@ func appendCompactJSON(dst, src []byte) []byte {
 var argsDocs = sync.Pool{New: func() any { return &jsonDoc{nodes: make([]tapeNode, 0, 64)} }}
 
 // DecodeArgs decodes a JSON object of call arguments strictly: numbers stay
-// json.Number (no precision is lost before the schema sees them), duplicate
+// json.Number (no precision is lost before the schema sees them; reading
+// one costs its length, and Schema.Validate refuses those beyond the
+// argument bounds of numbers.go before anything computes with them), duplicate
 // keys are refused (two readers could disagree on which one counts), as are
 // invalid UTF-8, nesting deeper than maxDepth, and anything after the
 // object. The error text is fit for the model.

@@ -50,9 +50,10 @@ type Rules struct {
 	uses       usage
 }
 
-// program is a compiled rule. Only rules with comprehensions can run long;
-// those evaluate under the call's context, the rest without the cost of a
-// cancellable evaluation context.
+// program is a compiled rule. Every evaluation runs under the cost limit;
+// only rules with comprehensions can run long, and those also evaluate
+// under the call's context (the rest without the cost of a cancellable
+// evaluation context, which only comprehensions check).
 type program struct {
 	prg    cel.Program
 	loops  bool
@@ -86,11 +87,26 @@ func (e *RuleError) Error() string { return e.Field + ": " + e.Msg }
 // RuleEnv is the CEL environment rules are compiled in. Build it once per
 // policy load and share it between tools.
 type RuleEnv struct {
-	env *cel.Env
+	env       *cel.Env
+	costLimit uint64
 }
 
+// RuleOptions tune the rule environment. Zero values are the defaults.
+type RuleOptions struct {
+	// CostLimit bounds one evaluation of one rule, in CEL's cost units
+	// (about one per step: a comprehension over n elements costs a few n).
+	// Zero means DefaultRuleCostLimit.
+	CostLimit uint64
+}
+
+// DefaultRuleCostLimit is the cost limit of one rule evaluation: a linear
+// pass over some 150 000 list elements, or a few tens of milliseconds of
+// CPU. An evaluation that goes beyond it fails, and the answer is
+// unreadable (see MatchError).
+const DefaultRuleCostLimit = 1_000_000
+
 // NewRuleEnv creates the rule environment.
-func NewRuleEnv() (*RuleEnv, error) {
+func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 	env, err := cel.NewEnv(
 		cel.Variable("status", cel.IntType),
 		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
@@ -103,15 +119,19 @@ func NewRuleEnv() (*RuleEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cel environment: %w", err)
 	}
-	return &RuleEnv{env: env}, nil
+	if opts.CostLimit == 0 {
+		opts.CostLimit = DefaultRuleCostLimit
+	}
+	return &RuleEnv{env: env, costLimit: opts.CostLimit}, nil
 }
 
 // ruleInterruptEvery is how many comprehension steps run between checks of
 // the call's context. Rules are written by the operator but run over
-// backend answers, which may be huge: a runaway comprehension ends with the
-// call's deadline (an error, classified as an unreadable answer) instead of
-// burning CPU. A cost limit would do the same, at the price of a cost
-// tracker per evaluation on every call.
+// backend answers, which may be huge: every evaluation through the
+// interpreter runs under the cost limit, and one with a comprehension also
+// under the call's deadline, so a runaway rule ends in an error (the answer
+// is unreadable) instead of burning CPU. Expressions without a
+// comprehension have no loop to interrupt: the cost limit bounds them.
 const ruleInterruptEvery = 100
 
 // CompileRules compiles and type-checks spec. The error, when not nil, is a
@@ -169,7 +189,8 @@ func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.A
 		return nil, nil, &RuleError{Field: field, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType())}
 	}
-	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.InterruptCheckFrequency(ruleInterruptEvery))
+	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize),
+		cel.InterruptCheckFrequency(ruleInterruptEvery), cel.CostLimit(re.costLimit))
 	if err != nil {
 		return nil, nil, &RuleError{Field: field, Msg: err.Error()}
 	}
@@ -352,24 +373,65 @@ type MatchedRule struct {
 }
 
 // MatchError runs the error rules in order and returns the first match.
-// A rule that fails to evaluate (a missing field, a type mismatch) does not
-// match: the rules describe error shapes, and a body of another shape is not
-// that error.
-func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool) {
+//
+// A rule that fails only because what it reads is absent from this answer
+// does not match: a missing key (body.code on a body without code, or on
+// a body that is not an object, or no body at all), an index past the end
+// of a list, a field of a list. Rules describe error shapes, and an answer
+// of another shape is not that error; `body.code == "X"` over {} is false,
+// as `has(body.code) && body.code == "X"` is.
+//
+// Any other failure (the cost limit, the call's deadline, a value of the
+// wrong type for an operator, a division by zero, a number out of range)
+// is returned as an error wrapping ErrRuleEval, and no later rule is
+// tried: whether the failing rule would have matched is unknown, so the
+// answer cannot be read (see Unreadable), never "no match".
+func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool, error) {
 	if r == nil || len(r.errors) == 0 {
-		return MatchedRule{}, false
+		return MatchedRule{}, false, nil
 	}
 	act := in.activation()
-	for _, rule := range r.errors {
+	for i, rule := range r.errors {
 		out, err := eval(&rule.prg, in, act)
 		if err != nil {
-			continue
+			if rule.prg.loops && in.Ctx != nil && in.Ctx.Err() != nil {
+				// Past the deadline, the error CEL kept of two (a || b)
+				// may be an absent field: the interrupt decides.
+				return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: interrupted: %w", ErrRuleEval, i, context.Cause(in.Ctx))
+			}
+			if absentPath(err) {
+				continue
+			}
+			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: %v", ErrRuleEval, i, err)
 		}
-		if b, ok := out.(types.Bool); ok && bool(b) {
-			return MatchedRule{Status: rule.status, Retryable: rule.retryable, SideEffect: rule.sideEffect}, true
+		b, ok := out.(types.Bool)
+		if !ok {
+			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: not a bool", ErrRuleEval, i)
+		}
+		if b {
+			return MatchedRule{Status: rule.status, Retryable: rule.retryable, SideEffect: rule.sideEffect}, true, nil
 		}
 	}
-	return MatchedRule{}, false
+	return MatchedRule{}, false, nil
+}
+
+// absentPath reports whether a rule's evaluation error says only that the
+// path it reads is not in the answer: a missing key, an index past the end
+// of a list, or a key looked up in a list. CEL has no error codes; these
+// are its messages and those of the body's views (celjson.go), pinned by
+// TestErrorRulesTellAbsentFieldsFromUnreadableAnswers.
+func absentPath(err error) bool {
+	var e *types.Err
+	if !errors.As(err, &e) {
+		return false // the cost limit and interrupts are not CEL values
+	}
+	msg := e.Error()
+	for _, prefix := range []string{"no such key: ", "index out of bounds: ", "index out of range: ", "unsupported index type 'string' in list"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrRuleEval wraps a data or empty rule that failed on a 2xx answer: the

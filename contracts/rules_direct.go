@@ -17,6 +17,13 @@ import (
 // is certain of what CEL would answer, and hands everything else (a missing
 // member, a value of another type, any error CEL would raise) to the
 // compiled program. FuzzDirectRules compares the two.
+//
+// It needs neither the cost limit nor the call's deadline, because it is
+// bounded by construction: it has no loops, evaluates each node of the
+// expression at most once, and each node does work linear in the part of
+// the body it reads (a member lookup scans one object's keys, a comparison
+// reads two scalars, a data member copies one value). One evaluation costs
+// at most the body's size times the expression's.
 
 // dkind is the kind of a directly evaluated value.
 type dkind uint8

@@ -49,7 +49,7 @@ func compileTestRule(t testing.TB, env *RuleEnv, expr string) (*program, []direc
 }
 
 func TestDirectRulesTakeTheCommonShapes(t *testing.T) {
-	env, err := NewRuleEnv()
+	env, err := NewRuleEnv(RuleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestDirectRulesTakeTheCommonShapes(t *testing.T) {
 // FuzzDirectRules: whatever the direct evaluator answers, CEL answers the
 // same, for every rule above and any answer.
 func FuzzDirectRules(f *testing.F) {
-	env, err := NewRuleEnv()
+	env, err := NewRuleEnv(RuleOptions{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,13 +1,16 @@
 package contracts
 
 import (
+	"context"
+	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
 )
 
 func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
-	env, err := NewRuleEnv()
+	env, err := NewRuleEnv(RuleOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
 }
 
 func TestErrorRulesMatchInOrderAndSkipFailingExpressions(t *testing.T) {
-	env, _ := NewRuleEnv()
+	env, _ := NewRuleEnv(RuleOptions{})
 	r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{
 		{When: `body.code == "E_NOPERM"`, Status: StatusForbidden},
 		{When: `status == 200 && headers["x-legacy-error"] == "throttle"`, Status: StatusUpstream},
@@ -57,8 +60,8 @@ func TestErrorRulesMatchInOrderAndSkipFailingExpressions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, ok := r.MatchError(&tt.in)
-			if ok != tt.ok || m.Status != tt.want {
+			m, ok, err := r.MatchError(&tt.in)
+			if err != nil || ok != tt.ok || m.Status != tt.want {
 				t.Errorf("match = %v %v, want %v %v", m.Status, ok, tt.want, tt.ok)
 			}
 		})
@@ -66,7 +69,7 @@ func TestErrorRulesMatchInOrderAndSkipFailingExpressions(t *testing.T) {
 }
 
 func TestCompileRulesTypeChecks(t *testing.T) {
-	env, _ := NewRuleEnv()
+	env, _ := NewRuleEnv(RuleOptions{})
 	tests := []struct {
 		name string
 		spec RulesSpec
@@ -99,7 +102,7 @@ func mustBody(t testing.TB, s string) *Body {
 }
 
 func TestDataMembersLocateTopLevelValues(t *testing.T) {
-	env, _ := NewRuleEnv()
+	env, _ := NewRuleEnv(RuleOptions{})
 	r, err := CompileRules(env, RulesSpec{Data: `{"items": body.results, "total": body.total}`})
 	if err != nil {
 		t.Fatal(err)
@@ -121,5 +124,166 @@ func TestDataMembersLocateTopLevelValues(t *testing.T) {
 	b, _ := tpls.Render(StatusOK, nil, data)
 	if a != "7 found" || a != b {
 		t.Errorf("with members %q, without %q", a, b)
+	}
+}
+
+func TestErrorRulesTellAbsentFieldsFromUnreadableAnswers(t *testing.T) {
+	env, err := NewRuleEnv(RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type verdict int
+	const (
+		noMatch verdict = iota
+		match
+		unreadable
+	)
+	tests := []struct {
+		name string
+		when string
+		body string // "" for no body (empty, or not JSON)
+		want verdict
+	}{
+		{"a field the body lacks is no match", `body.code == "X"`, `{}`, noMatch},
+		{"guarding with has() is the same", `has(body.code) && body.code == "X"`, `{}`, noMatch},
+		{"a field of no body is no match", `body.code == "X"`, ``, noMatch},
+		{"a field of a string is no match", `body.code == "X"`, `"X"`, noMatch},
+		{"a field of a list is no match", `body.code == "X"`, `[1]`, noMatch},
+		{"a nested field under null is no match", `body.error.code == "X"`, `{"error":null}`, noMatch},
+		{"an element past the end is no match", `body.errors[0].code == "X"`, `{"errors":[]}`, noMatch},
+		{"a missing argument is no match", `args.region == "eu"`, `{}`, noMatch},
+		{"a missing header is no match", `headers["x-error"] == "1"`, `{}`, noMatch},
+		{"an element without the field is no match", `body.items.exists(i, i.code == "X")`, `{"items":[{"a":1}]}`, noMatch},
+		{"the field present matches", `body.code == "X"`, `{"code":"X"}`, match},
+		{"a value of the wrong type for an operator is unreadable", `body.count > 5`, `{"count":"many"}`, unreadable},
+		{"a failed conversion is unreadable", `int(body.count) > 5`, `{"count":"many"}`, unreadable},
+		{"a division by zero is unreadable", `body.n / body.d == 1`, `{"n":1,"d":0}`, unreadable},
+		{"a number out of range is unreadable", `body.n == 1`, `{"n":1e999}`, unreadable},
+		{"a result that is not a bool is unreadable", `body.flag`, `{"flag":"yes"}`, unreadable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: tt.when, Status: StatusForbidden}, {When: `true`, Status: StatusNotFound}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &RuleInput{Status: 200, Header: http.Header{}, Args: map[string]any{}}
+			if tt.body != "" {
+				in.Body = mustBody(t, tt.body)
+			}
+			m, ok, err := r.MatchError(in)
+			switch tt.want {
+			case noMatch:
+				// The rule did not match, so the next one did.
+				if err != nil || !ok || m.Status != StatusNotFound {
+					t.Errorf("match = %v %v %v, want the second rule", m.Status, ok, err)
+				}
+			case match:
+				if err != nil || !ok || m.Status != StatusForbidden {
+					t.Errorf("match = %v %v %v, want the first rule", m.Status, ok, err)
+				}
+			case unreadable:
+				if err == nil || !errors.Is(err, ErrRuleEval) || ok {
+					t.Errorf("match = %v %v %v, want an unreadable answer", m.Status, ok, err)
+				}
+			}
+		})
+	}
+}
+
+// TestEveryRuleRunsUnderTheCostLimit: an error rule, data and empty that
+// would run for minutes stop at the cost limit with an error, never a
+// verdict.
+func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
+	env, err := NewRuleEnv(RuleOptions{}) // the default limit
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A smaller limit, set as a policy would, keeps the test quick.
+	small, err := NewRuleEnv(RuleOptions{CostLimit: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two thousand elements: a nested comprehension is four million steps.
+	items := `{"items":[` + strings.Repeat("1,", 1999) + `2]}`
+	const quadratic = `body.items.exists(x, body.items.exists(y, x != y && x + y == 0))`
+	spec := RulesSpec{
+		Data:   `body.items.map(x, body.items.filter(y, y == x).size())`,
+		Empty:  quadratic,
+		Errors: []ErrorRuleSpec{{When: quadratic, Status: StatusBadArgs}},
+	}
+	rules, err := CompileRules(env, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallRules, err := CompileRules(small, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func() *RuleInput { return &RuleInput{Ctx: context.Background(), Status: 200, Body: mustBody(t, items)} }
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrRuleEval) || !strings.Contains(err.Error(), "cost limit exceeded") {
+			t.Errorf("err = %v, want the cost limit", err)
+		}
+	}
+	t.Run("an error rule under the default limit", func(t *testing.T) {
+		_, ok, err := rules.MatchError(in())
+		if ok {
+			t.Error("matched")
+		}
+		check(t, err)
+	})
+	t.Run("an error rule under the policy's limit", func(t *testing.T) {
+		_, ok, err := smallRules.MatchError(in())
+		if ok {
+			t.Error("matched")
+		}
+		check(t, err)
+	})
+	t.Run("data", func(t *testing.T) {
+		_, _, err := smallRules.Data(nil, in())
+		check(t, err)
+	})
+	t.Run("empty", func(t *testing.T) {
+		_, _, err := smallRules.Empty(in())
+		check(t, err)
+	})
+	t.Run("a linear pass over the same list fits the default", func(t *testing.T) {
+		r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: `body.items.exists(x, x == 2)`, Status: StatusBadArgs}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, ok, err := r.MatchError(in()); err != nil || !ok || m.Status != StatusBadArgs {
+			t.Errorf("match = %v %v %v", m.Status, ok, err)
+		}
+	})
+}
+
+// TestRulesStopAtTheDeadline: a comprehension past the call's deadline
+// ends in an error, even where another error of the same rule would read
+// as an absent field.
+func TestRulesStopAtTheDeadline(t *testing.T) {
+	env, err := NewRuleEnv(RuleOptions{CostLimit: math.MaxUint64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	body := `{"items":[` + strings.Repeat("1,", 999) + `2]}`
+	for _, when := range []string{
+		`body.items.exists(x, x == 3)`,
+		`body.missing == 1 || body.items.exists(x, x == 3)`,
+	} {
+		t.Run(when, func(t *testing.T) {
+			r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: when, Status: StatusBadArgs}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ok, err := r.MatchError(&RuleInput{Ctx: ctx, Status: 200, Body: mustBody(t, body)})
+			if ok || !errors.Is(err, ErrRuleEval) || !strings.Contains(err.Error(), "interrupted") {
+				t.Errorf("match = %v, %v; want an interrupted evaluation", ok, err)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -125,8 +126,15 @@ func (s *Schema) Properties() []string { return s.props }
 
 // Validate applies defaults to args (in place) and validates them. The
 // returned error, when not nil, is an *ArgError.
+//
+// Numbers beyond the argument bounds (see numbers.go) are refused first,
+// wherever they are in the arguments and whatever the schema says of them:
+// the library would otherwise spend unbounded time reading them.
 func (s *Schema) Validate(args map[string]any) error {
 	applyDefaults(s.doc, args)
+	if err := checkNumbers(args); err != nil {
+		return err
+	}
 	if s.quick != nil && s.quick.accepts(args) {
 		return nil
 	}
@@ -206,6 +214,7 @@ const (
 	ProblemNotObject  Problem = "not_object"
 	ProblemScalar     Problem = "scalar"
 	ProblemSegment    Problem = "segment"
+	ProblemNumber     Problem = "number" // a number beyond the argument bounds (numbers.go)
 )
 
 // ArgError says which argument failed and what was expected, in terms fit
@@ -276,6 +285,9 @@ func (e *ArgError) en() string {
 		return "must be a string, number or boolean to be sent in the request" + got
 	case ProblemSegment:
 		return "must be a non-empty value that is not \".\" or \"..\""
+	case ProblemNumber:
+		return "must be a number with at most " + strconv.Itoa(MaxNumberDigits) + " significant digits, zero or between 1e-" +
+			strconv.Itoa(MaxNumberExponent) + " and 1e" + strconv.Itoa(MaxNumberExponent) + " in magnitude" + got
 	default:
 		if e.Want != "" {
 			return "does not match the schema: " + e.Want
@@ -328,6 +340,9 @@ func (e *ArgError) zh() string {
 		return "必须是字符串、数字或布尔值" + got
 	case ProblemSegment:
 		return "必须是非空值，且不能是 \".\" 或 \"..\""
+	case ProblemNumber:
+		return "必须是有效数字不超过 " + strconv.Itoa(MaxNumberDigits) + " 位、为零或绝对值在 1e-" +
+			strconv.Itoa(MaxNumberExponent) + " 与 1e" + strconv.Itoa(MaxNumberExponent) + " 之间的数" + got
 	default:
 		return "不符合参数约定"
 	}

@@ -119,6 +119,13 @@ func TestStatusMappingTable(t *testing.T) {
 				if strings.ContainsAny(env.Message, "\n") || env.Message == "" {
 					t.Errorf("message is not one line: %q", env.Message)
 				}
+				// The message agrees with the envelope.
+				if !env.Retryable && strings.Contains(env.Message, "retry the same call") {
+					t.Errorf("not retryable, yet the message says to retry: %q", env.Message)
+				}
+				if !row.costless && (strings.Contains(env.Message, "before the call was sent") || strings.Contains(env.Message, "nothing was sent")) {
+					t.Errorf("the request reached the backend, yet the message says it was not sent: %q", env.Message)
+				}
 				for _, leak := range []string{secretHost, "127.0.0.1", "java.lang", "<html>", "localhost"} {
 					if strings.Contains(env.Message, leak) || strings.Contains(env.Observation, leak) {
 						t.Errorf("message or observation leaks %q: %q / %q", leak, env.Message, env.Observation)

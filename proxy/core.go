@@ -565,7 +565,13 @@ func (c *Core) classify(ctx context.Context, cl *call, a *attempt) (contracts.Ou
 		in.Body, parseErr = contracts.ParseBody(body)
 		defer in.Body.Release() // the outcome holds copies only
 	}
-	if m, ok := rules.MatchError(&in); ok {
+	m, matched, err := rules.MatchError(&in)
+	if err != nil {
+		// A rule that could not be evaluated (cost limit, deadline, a type
+		// error) leaves the answer unread: never "no match".
+		return contracts.Unreadable(a.code, a.outcome), true
+	}
+	if matched {
 		return contracts.ApplyRule(m, a.code, ct.SideEffect, dedupes, retryAfter(a.header, c.now())), true
 	}
 	if !success {

@@ -530,21 +530,23 @@ func TestHostileEncodings(t *testing.T) {
 	bad("an integer beyond int64 over its maximum", "/v1/tools/search", `{"q":"a","limit":9223372036854775808}`, nil)
 	bad("a number beyond float64 over an integer's maximum", "/v1/tools/search", `{"q":"a","limit":1e400}`, nil)
 	bad("a number below float64's range where an integer is due", "/v1/tools/send", `{"text":"a","count":1.5e-400}`, key)
+	bad("a number beyond the argument bounds where any number will do", "/v1/tools/search", `{"q":"a","score":1e999999}`, nil)
 	bad("trailing data after the object", "/v1/tools/search", `{"q":"a"} {"q":"b"}`, nil)
 	bad("a byte order mark", "/v1/tools/search", "\ufeff{\"q\":\"a\"}", nil)
 
 	t.Run("numbers beyond int64 and float64 reach the backend exactly as sent", func(t *testing.T) {
 		const huge = "123456789012345678901234567890"
-		resp, env := h.post(t, "/v1/tools/search", strings.NewReader(`{"q":"n","big":`+huge+`,"score":1e400}`), map[string]string{"X-Request-Id": "numbers"})
+		const precise = "0.1234567890123456789012345678901e-300" // beyond float64's precision and range
+		resp, env := h.post(t, "/v1/tools/search", strings.NewReader(`{"q":"n","big":`+huge+`,"score":`+precise+`}`), map[string]string{"X-Request-Id": "numbers"})
 		wantEnvelope(t, resp, env, contracts.StatusOK, http.StatusOK)
 		seen, ok := h.backend.byID("numbers")
-		if !ok || seen.query.Get("big") != huge || seen.query.Get("score") != "1e400" {
+		if !ok || seen.query.Get("big") != huge || seen.query.Get("score") != precise {
 			t.Errorf("backend saw %q", seen.requestURI)
 		}
 	})
 	t.Run("numbers beyond float64 in a side-effecting call are fingerprinted and sent", func(t *testing.T) {
 		for i := range 2 {
-			resp, env := h.post(t, "/v1/tools/send", strings.NewReader(`{"text":"n","amount":1e400,"count":`+strings.Repeat("9", 40)+`}`),
+			resp, env := h.post(t, "/v1/tools/send", strings.NewReader(`{"text":"n","amount":1e399,"count":`+strings.Repeat("9", 40)+`}`),
 				map[string]string{"Idempotency-Key": "k-huge"})
 			wantEnvelope(t, resp, env, contracts.StatusOK, http.StatusOK)
 			if i == 1 && !env.Replayed {
