@@ -5,7 +5,9 @@ go 1.26.7
 require (
 	cel.dev/cel-go v0.33.2
 	github.com/VictoriaMetrics/metricsql v0.87.3
+	github.com/aymanbagabas/go-udiff v0.4.2
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
