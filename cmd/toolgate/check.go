@@ -57,6 +57,19 @@ func printLoadError(w io.Writer, err error) {
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("toolgate check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage of toolgate check:
+  toolgate check [-config] PATH...
+
+Validates each policy file or directory (its *.yaml files merged) as toolgate serve would load it,
+and prints one line per path:
+  ok: PATH: N tools, M upstreams (checksum HEX)
+(with "; files A, B" after the checksum for a directory), or the errors, one per line starting with
+file:line:col, and exits 1.
+
+`)
+		fs.PrintDefaults()
+	}
 	var paths []string
 	fs.Func("config", "policy file or directory to validate (repeatable; paths may also follow the flags)", func(s string) error {
 		paths = append(paths, s)

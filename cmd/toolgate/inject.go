@@ -471,9 +471,12 @@ func applyToTemplate(tmpl *yaml.Node, p *sidecarPlan) error {
 	return nil
 }
 
-// sameNamespace reports whether two objects of the input are in one
-// namespace (an object without one is in the namespace it is applied to).
-func sameNamespace(a, b *object) bool { return a.namespace == b.namespace }
+// sameNamespace reports whether two objects of the input may be in one
+// namespace: an object without one goes to the namespace it is applied
+// to, as kubectl apply -n does with a whole file.
+func sameNamespace(a, b *object) bool {
+	return a.namespace == b.namespace || a.namespace == "" || b.namespace == ""
+}
 
 // selectsPods reports whether a Service's selector selects the template's
 // pods.

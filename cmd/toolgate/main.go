@@ -17,6 +17,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -127,7 +128,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return c.run(args, stdout, stderr)
 }
 
-func runVersion(_ []string, stdout, _ io.Writer) int {
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("toolgate version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
 	fmt.Fprintf(stdout, "toolgate %s (%s)\n", version, runtime.Version())
 	return 0
 }
@@ -147,10 +153,10 @@ func wantsHelp(args []string) bool {
 }
 
 // commandHelp prints a command's flags on stdout, taken from the command's
-// own flag set so the text cannot drift from the flags. Flag sets named
-// without the program name ("serve") print "Usage of serve:"; the first
-// line is completed to "Usage of toolgate serve:", the form every command
-// uses.
+// own flag set so the text cannot drift from the flags. Every command's
+// help starts "Usage of toolgate CMD:"; the first line of the commands
+// that say it otherwise (flag sets named "serve", import's "usage: ...")
+// is brought to that form here.
 func commandHelp(c command, stdout io.Writer) int {
 	args := c.helpArgs
 	if args == nil {
@@ -159,8 +165,11 @@ func commandHelp(c command, stdout io.Writer) int {
 	var out bytes.Buffer
 	c.run(args, &out, &out)
 	text := out.String()
+	head := "Usage of toolgate " + c.name + ":"
 	if rest, ok := strings.CutPrefix(text, "Usage of "+c.name+":"); ok {
-		text = "Usage of toolgate " + c.name + ":" + rest
+		text = head + rest
+	} else if rest, ok := strings.CutPrefix(text, "usage: "); ok {
+		text = head + "\n  " + rest
 	}
 	fmt.Fprint(stdout, text)
 	return 0
