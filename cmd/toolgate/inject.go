@@ -53,7 +53,7 @@ directories of *.yaml/*.yml/*.json, or standard input; List objects too) and pri
 toolgate listens on its own agent port and calls the application's port over 127.0.0.1; the
 application keeps its port. Annotations on a pod template (toolgate.dev/container, /port,
 /policy) choose per workload; toolgate.dev/inject: "false" skips one. A workload that has a
-toolgate container already is left as it is.
+toolgate container already is left as it is. Flags may come before or after the files.
 
 `)
 		fs.PrintDefaults()

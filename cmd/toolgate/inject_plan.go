@@ -311,13 +311,13 @@ func checkFree(spec *corev1.PodSpec, app appPort, opts injectOptions) error {
 			return fmt.Errorf("port %d is out of range", port)
 		}
 		if port == app.number {
-			return fmt.Errorf("port %d is the application's own (%s); toolgate needs ports of its own (-agent-port, -admin-port)", port, app)
+			return fmt.Errorf("port %d is the application's own (%s); toolgate needs ports of its own: -agent-port or -admin-port %d, say", port, app, freePort(spec, app, opts, port))
 		}
 	}
 	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
 		for _, p := range c.Ports {
 			if p.ContainerPort == opts.agentPort || p.ContainerPort == opts.adminPort {
-				return fmt.Errorf("container %s uses port %d already; choose another with -agent-port or -admin-port", c.Name, p.ContainerPort)
+				return fmt.Errorf("container %s uses port %d already; choose another with -agent-port or -admin-port (%d is free)", c.Name, p.ContainerPort, freePort(spec, app, opts, p.ContainerPort))
 			}
 			if p.Name == agentPortName || p.Name == adminPortName {
 				return fmt.Errorf("container %s has a port named %s already", c.Name, p.Name)
@@ -330,6 +330,22 @@ func checkFree(spec *corev1.PodSpec, app appPort, opts injectOptions) error {
 		}
 	}
 	return nil
+}
+
+// freePort suggests a port above from that no container of the pod, the
+// application and toolgate's other port use.
+func freePort(spec *corev1.PodSpec, app appPort, opts injectOptions, from int32) int32 {
+	used := map[int32]bool{app.number: true, opts.agentPort: true, opts.adminPort: true}
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		for _, p := range c.Ports {
+			used[p.ContainerPort] = true
+		}
+	}
+	p := from + 1
+	for used[p] && p < 65535 {
+		p++
+	}
+	return p
 }
 
 // appShutdownAllowance is the time granted to the application to stop

@@ -387,6 +387,10 @@ func TestInjectReadsDirectoriesAndStdin(t *testing.T) {
 	if !strings.HasPrefix(fromDir, fromFile) {
 		t.Errorf("the directory's output does not start with its first file's")
 	}
+	flagsAfter, _, code := runInjectArgs(t, []string{filepath.Join("testdata", "inject", "mixed.yaml"), "-image", testImage}, "")
+	if code != 0 || flagsAfter != fromFile {
+		t.Errorf("flags after the file give different output (exit %d)", code)
+	}
 }
 
 func TestInjectDryRunPrintsADiff(t *testing.T) {
@@ -435,8 +439,8 @@ func TestInjectRefusesWhatCannotWork(t *testing.T) {
 		{"when it cannot tell the application container", []string{"-image", testImage}, twoContainers, 1, "2 containers could be the application; name one with -container"},
 		{"an unknown container", []string{"-image", testImage, "-container", "c"}, twoContainers, 1, `no container "c"`},
 		{"an unknown port name", []string{"-image", testImage, "-port", "grpc"}, oneContainer, 1, `no port named "grpc"`},
-		{"an agent port the application uses", []string{"-image", testImage, "-agent-port", "8000"}, oneContainer, 1, "port 8000 is the application's own"},
-		{"an admin port another container uses", []string{"-image", testImage, "-container", "a", "-admin-port", "8001"}, twoContainers, 1, "container b uses port 8001 already"},
+		{"an agent port the application uses", []string{"-image", testImage, "-agent-port", "8000"}, oneContainer, 1, "port 8000 is the application's own (container a port http (8000)); toolgate needs ports of its own: -agent-port or -admin-port 8001"},
+		{"an admin port another container uses", []string{"-image", testImage, "-container", "a", "-admin-port", "8001"}, twoContainers, 1, "container b uses port 8001 already; choose another with -agent-port or -admin-port (8002 is free)"},
 		{"a pod on the host's network", []string{"-image", testImage}, deployment("      hostNetwork: true\n      containers:\n        - {name: a, image: a, ports: [{containerPort: 8000}]}\n"), 1, "uses the host's network"},
 		{"a policy on loopback", []string{"-image", testImage}, oneContainer + policy("    server: {listen: \"127.0.0.1:8080\", admin_listen: \":9090\"}\n", "http://127.0.0.1:8000"), 1, `server.listen is "127.0.0.1:8080", want ":8080"`},
 		{"a policy without admin_listen", []string{"-image", testImage}, oneContainer + policy("    server: {listen: \":8080\"}\n", "http://127.0.0.1:8000"), 1, `server.admin_listen is not set, want ":9090"`},
