@@ -1,11 +1,11 @@
-// Package deploy holds toolgate's Kubernetes manifests (a kustomize base and
-// the overlays single and replicated), its Dockerfile and its alert rules.
-// The tests here decode every manifest strictly into the Kubernetes and
-// prometheus-operator types, render the overlays with kustomize's own
-// library, check that the rendered pieces fit together (ports, probes,
-// selectors, the policy mount) and that the policy in the ConfigMap passes
-// toolgate's validation.
 package deploy
+
+// The tests here decode every manifest strictly into the Kubernetes and
+// prometheus-operator types, render the overlays, the sidecar component,
+// the webhook and the examples with kustomize's own library, check that
+// the rendered pieces fit together (ports, probes, selectors, the policy
+// mount, the Secrets) and that the policy in the ConfigMap passes
+// toolgate's validation.
 
 import (
 	"bytes"
@@ -23,7 +23,9 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -37,6 +39,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/sidecartest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -58,10 +61,28 @@ func decodeStrict(doc []byte) (any, error) {
 	switch tm.APIVersion + " " + tm.Kind {
 	case "apps/v1 Deployment":
 		obj = &appsv1.Deployment{}
+	case "apps/v1 StatefulSet":
+		obj = &appsv1.StatefulSet{}
+	case "apps/v1 DaemonSet":
+		obj = &appsv1.DaemonSet{}
+	case "batch/v1 Job":
+		obj = &batchv1.Job{}
 	case "v1 Service":
 		obj = &corev1.Service{}
 	case "v1 ConfigMap":
 		obj = &corev1.ConfigMap{}
+	case "v1 Secret":
+		obj = &corev1.Secret{}
+	case "v1 Namespace":
+		obj = &corev1.Namespace{}
+	case "v1 ServiceAccount":
+		obj = &corev1.ServiceAccount{}
+	case "admissionregistration.k8s.io/v1 MutatingWebhookConfiguration":
+		obj = &admissionregistrationv1.MutatingWebhookConfiguration{}
+	case "cert-manager.io/v1 Issuer":
+		obj = &certManagerIssuer{}
+	case "cert-manager.io/v1 Certificate":
+		obj = &certManagerCertificate{}
 	case "policy/v1 PodDisruptionBudget":
 		obj = &policyv1.PodDisruptionBudget{}
 	case "networking.k8s.io/v1 NetworkPolicy":
@@ -119,7 +140,8 @@ func stripComments(s string) string {
 }
 
 // manifestFiles lists the YAML files under deploy/ that are Kubernetes
-// objects: everything but kustomization files, policy files and testdata.
+// objects: everything but kustomization files, policy files, testdata and
+// the component's patches (TestComponentAddsTheSidecar renders those).
 func manifestFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
@@ -127,11 +149,11 @@ func manifestFiles(t *testing.T) []string {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "envoy") {
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "envoy" || d.Name() == "components") {
 			return filepath.SkipDir
 		}
 		name := d.Name()
-		if d.IsDir() || !strings.HasSuffix(name, ".yaml") || name == "kustomization.yaml" || name == "policy.yaml" {
+		if d.IsDir() || !strings.HasSuffix(name, ".yaml") || name == "kustomization.yaml" || name == "policy.yaml" || isPolicyFile(path) {
 			return nil
 		}
 		files = append(files, path)
@@ -166,10 +188,25 @@ func TestEveryManifestDecodesStrictly(t *testing.T) {
 	}
 }
 
+// isPolicyFile reports whether a YAML file under deploy/ is a toolgate
+// policy file (a "version: 1" document) rather than a manifest.
+func isPolicyFile(path string) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && regexp.MustCompile(`(?m)^version: 1\s*$`).Match(data)
+}
+
 func TestEveryKustomizationDecodesStrictly(t *testing.T) {
-	for _, dir := range []string{"base", "overlays/single", "overlays/replicated"} {
-		t.Run(dir, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	for _, c := range []struct{ dir, apiVersion, kind string }{
+		{"base", types.KustomizationVersion, types.KustomizationKind},
+		{"overlays/single", types.KustomizationVersion, types.KustomizationKind},
+		{"overlays/replicated", types.KustomizationVersion, types.KustomizationKind},
+		{"webhook", types.KustomizationVersion, types.KustomizationKind},
+		{"examples/secrets", types.KustomizationVersion, types.KustomizationKind},
+		{"components/sidecar", types.ComponentVersion, types.ComponentKind},
+		{"testdata/component", types.KustomizationVersion, types.KustomizationKind},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(c.dir, "kustomization.yaml"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,8 +214,8 @@ func TestEveryKustomizationDecodesStrictly(t *testing.T) {
 			if err := unmarshalStrict(data, &k); err != nil {
 				t.Fatal(err)
 			}
-			if k.Kind != types.KustomizationKind || k.APIVersion != types.KustomizationVersion {
-				t.Errorf("apiVersion/kind = %s/%s, want %s/%s", k.APIVersion, k.Kind, types.KustomizationVersion, types.KustomizationKind)
+			if k.Kind != c.kind || k.APIVersion != c.apiVersion {
+				t.Errorf("apiVersion/kind = %s/%s, want %s/%s", k.APIVersion, k.Kind, c.apiVersion, c.kind)
 			}
 		})
 	}
@@ -190,7 +227,8 @@ func TestStrictDecodingRejectsUnknownFields(t *testing.T) {
 		"Service":        "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec:\n  ports: [{port: 80, targetport: 8080}]\n",
 		"ServiceMonitor": "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\nspec:\n  endpoints: [{port: admin, intervall: 15s}]\n",
 		"PrometheusRule": "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: x}\nspec:\n  groups: [{name: g, rules: [{alert: A, expr: up, fro: 1m}]}]\n",
-		"unknown kind":   "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n",
+		"Certificate":    "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {name: x}\nspec:\n  secretname: x\n",
+		"unknown kind":   "apiVersion: v1\nkind: Endpoints\nmetadata: {name: x}\n",
 	}
 	for name, doc := range docs {
 		t.Run(name, func(t *testing.T) {
@@ -204,8 +242,12 @@ func TestStrictDecodingRejectsUnknownFields(t *testing.T) {
 // rendered is an overlay's output, decoded.
 type rendered struct {
 	deployments  map[string]*appsv1.Deployment
+	templates    map[string]corev1.PodTemplateSpec // "Kind/name" of every workload
 	services     map[string]*corev1.Service
 	configMaps   map[string]*corev1.ConfigMap
+	secrets      map[string]*corev1.Secret
+	webhooks     []*admissionregistrationv1.MutatingWebhookConfiguration
+	certificates map[string]*certManagerCertificate
 	pdbs         []*policyv1.PodDisruptionBudget
 	netpols      []*networkingv1.NetworkPolicy
 	monitors     []*monitoringv1.ServiceMonitor
@@ -223,9 +265,12 @@ func render(t *testing.T, dir string) *rendered {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
 	r := &rendered{
-		deployments: map[string]*appsv1.Deployment{},
-		services:    map[string]*corev1.Service{},
-		configMaps:  map[string]*corev1.ConfigMap{},
+		deployments:  map[string]*appsv1.Deployment{},
+		templates:    map[string]corev1.PodTemplateSpec{},
+		services:     map[string]*corev1.Service{},
+		configMaps:   map[string]*corev1.ConfigMap{},
+		secrets:      map[string]*corev1.Secret{},
+		certificates: map[string]*certManagerCertificate{},
 	}
 	for _, res := range m.Resources() {
 		doc, err := res.AsYAML()
@@ -240,6 +285,19 @@ func render(t *testing.T, dir string) *rendered {
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
 			r.deployments[o.Name] = o
+			r.templates["Deployment/"+o.Name] = o.Spec.Template
+		case *appsv1.StatefulSet:
+			r.templates["StatefulSet/"+o.Name] = o.Spec.Template
+		case *appsv1.DaemonSet:
+			r.templates["DaemonSet/"+o.Name] = o.Spec.Template
+		case *batchv1.Job:
+			r.templates["Job/"+o.Name] = o.Spec.Template
+		case *corev1.Secret:
+			r.secrets[o.Name] = o
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			r.webhooks = append(r.webhooks, o)
+		case *certManagerCertificate:
+			r.certificates[o.Metadata.Name] = o
 		case *corev1.Service:
 			r.services[o.Name] = o
 		case *corev1.ConfigMap:
@@ -267,7 +325,7 @@ var overlays = []struct {
 	{
 		dir: "overlays/single", replicas: 1, backend: policy.BackendMemory,
 		objects: []string{
-			"ConfigMap/toolgate-policy", "Deployment/legacy-tools", "PodDisruptionBudget/legacy-tools",
+			"ConfigMap/toolgate-policy", "Deployment/legacy-tools", "NetworkPolicy/legacy-tools", "PodDisruptionBudget/legacy-tools",
 			"PrometheusRule/toolgate", "Service/legacy-tools", "Service/legacy-tools-admin",
 			"ServiceMonitor/legacy-tools-toolgate",
 		},
@@ -275,7 +333,7 @@ var overlays = []struct {
 	{
 		dir: "overlays/replicated", replicas: 3, backend: policy.BackendRedis,
 		objects: []string{
-			"ConfigMap/toolgate-policy", "Deployment/legacy-tools", "Deployment/redis", "NetworkPolicy/redis",
+			"ConfigMap/toolgate-policy", "Deployment/legacy-tools", "Deployment/redis", "NetworkPolicy/legacy-tools", "NetworkPolicy/redis",
 			"PodDisruptionBudget/legacy-tools", "PrometheusRule/toolgate", "Service/legacy-tools",
 			"Service/legacy-tools-admin", "Service/redis", "ServiceMonitor/legacy-tools-toolgate",
 		},
@@ -308,6 +366,7 @@ func TestOverlaysRenderAndFitTogether(t *testing.T) {
 			checkPodSecurity(t, d.Spec.Template.Spec)
 			checkServices(t, r, d, snap)
 			checkPDB(t, r, d)
+			checkLegacyPortsClosed(t, r, d)
 		})
 	}
 }
@@ -677,6 +736,34 @@ func checkServices(t *testing.T, r *rendered, d *appsv1.Deployment, snap *policy
 	}
 	if host, port, _ := net.SplitHostPort(snap.Server.AdminListen); host != "" || port != strconv.Itoa(int(admin)) {
 		t.Errorf("admin_listen %s does not match the admin port %d", snap.Server.AdminListen, admin)
+	}
+}
+
+// checkLegacyPortsClosed: other pods reach the legacy containers' ports
+// only through toolgate; no Service leads to them, and the NetworkPolicy
+// admits no other pod to them.
+func checkLegacyPortsClosed(t *testing.T, r *rendered, d *appsv1.Deployment) {
+	var services []corev1.Service
+	for _, s := range r.services {
+		services = append(services, *s)
+	}
+	var policies []networkingv1.NetworkPolicy
+	for _, np := range r.netpols {
+		policies = append(policies, *np)
+	}
+	selected := false
+	for _, np := range policies {
+		if sidecartest.Selects(np.Spec.PodSelector.MatchLabels, d.Spec.Template.Labels) {
+			selected = true
+		}
+	}
+	if !selected {
+		t.Error("no NetworkPolicy selects the pods: other pods can call the legacy ports directly")
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			sidecartest.AppPortClosed(t, d.Spec.Template.Labels, c, p.ContainerPort, services, policies)
+		}
 	}
 }
 

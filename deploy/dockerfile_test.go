@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -144,5 +145,97 @@ func TestToolgateBuildsAsAStaticBinary(t *testing.T) {
 	}
 	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
 		t.Errorf("the binary needs shared libraries %v", libs)
+	}
+}
+
+// dockerignore reads Dockerfile.dockerignore into its patterns, in order.
+func dockerignore(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("Dockerfile.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, line)
+		}
+	}
+	return patterns
+}
+
+// ignorePattern compiles a .dockerignore pattern as BuildKit reads it: *
+// and ? within a path segment, ** across segments; a pattern that matches
+// a directory excludes (or, with !, includes) what is under it.
+func ignorePattern(t *testing.T, p string) *regexp.Regexp {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(p); i++ {
+		switch {
+		case strings.HasPrefix(p[i:], "**/"):
+			b.WriteString("(.*/)?")
+			i += 2
+		case strings.HasPrefix(p[i:], "**"):
+			b.WriteString(".*")
+			i++
+		case p[i] == '*':
+			b.WriteString("[^/]*")
+		case p[i] == '?':
+			b.WriteString("[^/]")
+		default:
+			b.WriteString(regexp.QuoteMeta(p[i : i+1]))
+		}
+	}
+	b.WriteString("(/.*)?$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		t.Fatalf("pattern %q: %v", p, err)
+	}
+	return re
+}
+
+// TestDockerContextHoldsWhatTheBuildNeeds lists every file `go build
+// ./cmd/toolgate` reads from this module (Go files and embedded files) and
+// checks that Dockerfile.dockerignore keeps each in the build context.
+func TestDockerContextHoldsWhatTheBuildNeeds(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}
+{{end}}{{range .EmbedFiles}}{{$d}}/{{.}}
+{{end}}{{end}}{{end}}`, "../cmd/toolgate").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rule struct {
+		re      *regexp.Regexp
+		include bool
+	}
+	var rules []rule
+	for _, p := range dockerignore(t) {
+		include := strings.HasPrefix(p, "!")
+		rules = append(rules, rule{ignorePattern(t, strings.TrimPrefix(p, "!")), include})
+	}
+	files := strings.Fields(string(out))
+	if len(files) < 20 {
+		t.Fatalf("go list found only %d files", len(files))
+	}
+	for _, f := range files {
+		rel, err := filepath.Rel(root, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = filepath.ToSlash(rel)
+		excluded := false
+		for _, r := range rules {
+			if r.re.MatchString(rel) {
+				excluded = !r.include
+			}
+		}
+		if excluded {
+			t.Errorf("the build needs %s, which Dockerfile.dockerignore leaves out of the context", rel)
+		}
 	}
 }

@@ -155,8 +155,9 @@ func (v *variable) labelValues() (selector, label string, ok bool) {
 }
 
 // The variables every panel query is filtered by, and the labels they
-// filter.
-var filterVariables = []string{"job", "tool", "caller"}
+// filter, in the order the dashboard shows them: each variable's own query
+// is filtered by the ones before it.
+var filterVariables = []string{"namespace", "job", "instance", "tool", "caller"}
 
 func isDatasourceVariable(ds *datasourceRef) bool {
 	return ds != nil && ds.Type == "prometheus" && (ds.UID == "${datasource}" || ds.UID == "$datasource")
@@ -273,6 +274,67 @@ func TestDashboardHasThePanelsOperatorsNeed(t *testing.T) {
 	for _, title := range got {
 		if !slices.Contains(want, title) {
 			t.Errorf("panel %q is not in the list the README explains; add it here and there", title)
+		}
+	}
+}
+
+// TestVariablesNarrowEachOther checks the chain of template variables: the
+// values offered for each are those under the choices made before it (a
+// namespace's jobs, a job's instances, and so on), and every one is shown.
+func TestVariablesNarrowEachOther(t *testing.T) {
+	d := loadDashboard(t)
+	var names []string
+	for _, v := range d.Templating.List {
+		names = append(names, v.Name)
+	}
+	if want := append([]string{"datasource"}, filterVariables...); !slices.Equal(names, want) {
+		t.Fatalf("variables %v, want %v", names, want)
+	}
+	for i, name := range filterVariables {
+		v := d.variable(name)
+		selector, _, ok := v.labelValues()
+		if !ok {
+			t.Errorf("variable %s: not a label_values query", name)
+			continue
+		}
+		for _, before := range filterVariables[:i] {
+			if !strings.Contains(selector, before+`=~"$`+before+`"`) {
+				t.Errorf("variable %s: %s does not narrow by $%s", name, selector, before)
+			}
+		}
+		for _, after := range filterVariables[i:] {
+			if strings.Contains(selector, "$"+after) {
+				t.Errorf("variable %s: %s depends on $%s, which comes later", name, selector, after)
+			}
+		}
+	}
+}
+
+// TestPanelsSayWhenCallerDoesNotFilterThem: the caller variable filters
+// only series with a caller label (DESIGN section 5 fixes the label sets:
+// latency histograms, upstream, idempotency and reload series have none).
+// A panel with such a series says so in its description, and a panel
+// without one does not claim it.
+func TestPanelsSayWhenCallerDoesNotFilterThem(t *testing.T) {
+	cat := exportedMetrics(t)
+	for _, p := range loadDashboard(t).allPanels() {
+		if p.Type == "row" {
+			continue
+		}
+		var without []string
+		for _, tg := range p.Targets {
+			for _, name := range seriesNames(t, tg.Expr) {
+				if !cat[name]["caller"] && !slices.Contains(without, name) {
+					without = append(without, name)
+				}
+			}
+		}
+		says := strings.Contains(p.Description, "Not filtered by caller")
+		switch {
+		case len(without) > 0 && !says:
+			t.Errorf("panel %q: %v have no caller label, but the description does not say \"Not filtered by caller\"", p.Title, without)
+		case len(without) == 0 && says:
+			t.Errorf("panel %q: every series has a caller label, but the description says it is not filtered by caller", p.Title)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func TestARealPrometheusAnswersEveryPanel(t *testing.T) {
 	t.Logf("calls driven and scraped after %v", time.Since(start).Round(time.Millisecond))
 
 	d := loadDashboard(t)
-	all := strings.NewReplacer(`"$job"`, `".*"`, `"$tool"`, `".*"`, `"$caller"`, `".*"`, "$__rate_interval", "1m")
+	all := strings.NewReplacer(`"$namespace"`, `".*"`, `"$job"`, `".*"`, `"$instance"`, `".*"`, `"$tool"`, `".*"`, `"$caller"`, `".*"`, "$__rate_interval", "1m")
 	for _, q := range d.queries() {
 		t.Run(q.where, func(t *testing.T) {
 			res := prom.query(t, all.Replace(q.expr))
@@ -118,9 +118,11 @@ func TestARealPrometheusAnswersEveryPanel(t *testing.T) {
 	// The template variables as Grafana resolves them.
 	t.Run("template variables", func(t *testing.T) {
 		for name, want := range map[string][]string{
-			"job":    {"toolgate"},
-			"tool":   {"search_articles", "send_notification"},
-			"caller": {"ops-agent", "research-agent", "unknown"},
+			"namespace": {e2eNamespace},
+			"job":       {"toolgate"},
+			"instance":  {tg.admin},
+			"tool":      {"search_articles", "send_notification"},
+			"caller":    {"ops-agent", "research-agent", "unknown"},
 		} {
 			selector, label, _ := d.variable(name).labelValues()
 			selector = all.Replace(selector)
@@ -135,7 +137,8 @@ func TestARealPrometheusAnswersEveryPanel(t *testing.T) {
 	// One concrete selection, as a user picks a tool and a caller: every
 	// query still runs.
 	t.Run("queries with one tool and caller selected", func(t *testing.T) {
-		one := strings.NewReplacer(`"$job"`, `"toolgate"`, `"$tool"`, `"search_articles"`, `"$caller"`, `"ops-agent"`, "$__rate_interval", "1m")
+		one := strings.NewReplacer(`"$namespace"`, `"`+e2eNamespace+`"`, `"$job"`, `"toolgate"`, `"$instance"`, `"`+tg.admin+`"`,
+			`"$tool"`, `"search_articles"`, `"$caller"`, `"ops-agent"`, "$__rate_interval", "1m")
 		res := prom.query(t, one.Replace(d.queries()[0].expr))
 		if len(res) == 0 {
 			t.Errorf("no data for search_articles and ops-agent")
@@ -418,6 +421,10 @@ func alertRulesFile(t *testing.T) string {
 	return path
 }
 
+// e2eNamespace is the namespace label the test's scrape gives toolgate's
+// series, for the dashboard's namespace variable.
+const e2eNamespace = "e2e"
+
 type promServer struct {
 	url    string
 	client *http.Client
@@ -468,7 +475,9 @@ scrape_configs:
   - job_name: toolgate
     static_configs:
       - targets: [%q]
-`, rules, target)
+        # As prometheus-operator's discovery labels a pod's series.
+        labels: {namespace: %q}
+`, rules, target, e2eNamespace)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -6,14 +6,16 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/VictoriaMetrics/metricsql"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/config"
@@ -171,8 +173,6 @@ var grafanaIntervals = strings.NewReplacer(
 	"${__range}", "1h", "$__range", "1h",
 )
 
-var promqlParser = parser.NewParser(parser.Options{})
-
 // checkOptions say what else an expression must do.
 type checkOptions struct {
 	// filtered: every selector filters each of these labels it has by the
@@ -180,62 +180,99 @@ type checkOptions struct {
 	filtered []string
 }
 
+// parseExpr parses a dashboard or rule expression into a syntax tree.
+//
+// The tree comes from VictoriaMetrics' metricsql, a small parser of a
+// superset of PromQL: Prometheus' own parser lives in the prometheus
+// module, whose go.mod drags the cloud SDKs of every service discovery
+// into `go mod download`. That metricsql accepts a little more than PromQL
+// is covered by TestPromtoolAcceptsEveryDashboardQuery, which gives every
+// expression to Prometheus' parser through promtool.
+func parseExpr(expr string) (metricsql.Expr, error) {
+	return metricsql.Parse(grafanaIntervals.Replace(expr))
+}
+
+// selectorName returns a selector's metric name and its label matchers
+// (metricsql keeps the name as the first __name__ matcher; an "or" inside
+// braces makes several groups, none of which the dashboard uses).
+func selectorName(me *metricsql.MetricExpr) (string, []metricsql.LabelFilter, error) {
+	if len(me.LabelFilterss) != 1 {
+		return "", nil, fmt.Errorf("%s: one group of label matchers expected", me.AppendString(nil))
+	}
+	var name string
+	var matchers []metricsql.LabelFilter
+	for _, lf := range me.LabelFilterss[0] {
+		if lf.Label == "__name__" && !lf.IsRegexp && !lf.IsNegative && name == "" {
+			name = lf.Value
+			continue
+		}
+		matchers = append(matchers, lf)
+	}
+	return name, matchers, nil
+}
+
+// matchOp renders a matcher's operator as PromQL writes it.
+func matchOp(lf metricsql.LabelFilter) string {
+	switch {
+	case lf.IsNegative && lf.IsRegexp:
+		return "!~"
+	case lf.IsNegative:
+		return "!="
+	case lf.IsRegexp:
+		return "=~"
+	}
+	return "="
+}
+
 // checkExpr parses expr and checks it against the catalog: known metric
 // names, existing label names in matchers, groupings and vector matching,
 // and existing values of the closed label sets.
 func checkExpr(cat catalog, expr string, opts checkOptions) error {
-	node, err := promqlParser.ParseExpr(grafanaIntervals.Replace(expr))
+	node, err := parseExpr(expr)
 	if err != nil {
 		return fmt.Errorf("does not parse: %w", err)
 	}
 	var errs []error
 	values := knownValues()
-	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+	metricsql.VisitAll(node, func(n metricsql.Expr) {
 		switch n := n.(type) {
-		case *parser.VectorSelector:
+		case *metricsql.MetricExpr:
 			errs = append(errs, checkSelector(cat, n, values, opts)...)
-		case *parser.AggregateExpr:
-			errs = append(errs, checkLabelsExist(cat, n.Expr, n.Grouping, "grouping of "+n.Op.String())...)
-		case *parser.BinaryExpr:
-			if n.VectorMatching != nil {
-				labels := append(slices.Clone(n.VectorMatching.MatchingLabels), n.VectorMatching.Include...)
-				errs = append(errs, checkLabelsExist(cat, n, labels, "vector matching of "+n.Op.String())...)
-			}
+		case *metricsql.AggrFuncExpr:
+			errs = append(errs, checkLabelsExist(cat, n, n.Modifier.Args, "grouping of "+n.Name)...)
+		case *metricsql.BinaryOpExpr:
+			labels := append(slices.Clone(n.GroupModifier.Args), n.JoinModifier.Args...)
+			errs = append(errs, checkLabelsExist(cat, n, labels, "vector matching of "+n.Op)...)
 		}
-		return nil
 	})
 	return errors.Join(errs...)
 }
 
-func checkSelector(cat catalog, vs *parser.VectorSelector, values map[string][]string, opts checkOptions) []error {
-	name := vs.Name
-	for _, m := range vs.LabelMatchers {
-		if m.Name == "__name__" && name == "" {
-			name = m.Value
-		}
+func checkSelector(cat catalog, vs *metricsql.MetricExpr, values map[string][]string, opts checkOptions) []error {
+	name, matchers, err := selectorName(vs)
+	if err != nil {
+		return []error{err}
 	}
+	where := string(vs.AppendString(nil))
 	labels, ok := cat[name]
 	if !ok {
-		return []error{fmt.Errorf("%s: toolgate exports no series %q", vs, name)}
+		return []error{fmt.Errorf("%s: toolgate exports no series %q", where, name)}
 	}
 	var errs []error
-	matchers := map[string]string{}
-	for _, m := range vs.LabelMatchers {
-		if m.Name == "__name__" {
+	byLabel := map[string]string{}
+	for _, m := range matchers {
+		byLabel[m.Label] = matchOp(m) + m.Value
+		if !labels[m.Label] && !slices.Contains(targetLabels, m.Label) {
+			errs = append(errs, fmt.Errorf("%s: %s has no label %q", where, name, m.Label))
 			continue
 		}
-		matchers[m.Name] = m.Type.String() + m.Value
-		if !labels[m.Name] && !slices.Contains(targetLabels, m.Name) {
-			errs = append(errs, fmt.Errorf("%s: %s has no label %q", vs, name, m.Name))
-			continue
-		}
-		known, closed := values[m.Name]
+		known, closed := values[m.Label]
 		if !closed || strings.Contains(m.Value, "$") || m.Value == "" {
 			continue
 		}
 		for v := range strings.SplitSeq(m.Value, "|") {
 			if !slices.Contains(known, v) {
-				errs = append(errs, fmt.Errorf("%s: %q is not a value of %s (%v)", vs, v, m.Name, known))
+				errs = append(errs, fmt.Errorf("%s: %q is not a value of %s (%v)", where, v, m.Label, known))
 			}
 		}
 	}
@@ -243,8 +280,8 @@ func checkSelector(cat catalog, vs *parser.VectorSelector, values map[string][]s
 		if !labels[label] && !slices.Contains(targetLabels, label) {
 			continue
 		}
-		if want := `=~$` + label; matchers[label] != want {
-			errs = append(errs, fmt.Errorf("%s: filter %s by the template variable: %s=~\"$%s\"", vs, label, label, label))
+		if want := `=~$` + label; byLabel[label] != want {
+			errs = append(errs, fmt.Errorf("%s: filter %s by the template variable: %s=~\"$%s\"", where, label, label, label))
 		}
 	}
 	return errs
@@ -252,22 +289,17 @@ func checkSelector(cat catalog, vs *parser.VectorSelector, values map[string][]s
 
 // checkLabelsExist reports grouping or matching labels that no series under
 // node has.
-func checkLabelsExist(cat catalog, node parser.Node, labels []string, what string) []error {
+func checkLabelsExist(cat catalog, node metricsql.Expr, labels []string, what string) []error {
 	have := map[string]bool{}
 	for _, l := range targetLabels {
 		have[l] = true
 	}
-	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
-		if vs, ok := n.(*parser.VectorSelector); ok {
-			name := vs.Name
-			for _, m := range vs.LabelMatchers {
-				if m.Name == "__name__" && name == "" {
-					name = m.Value
-				}
+	metricsql.VisitAll(node, func(n metricsql.Expr) {
+		if vs, ok := n.(*metricsql.MetricExpr); ok {
+			if name, _, err := selectorName(vs); err == nil {
+				maps.Copy(have, cat[name])
 			}
-			maps.Copy(have, cat[name])
 		}
-		return nil
 	})
 	var errs []error
 	for _, l := range labels {
@@ -303,11 +335,16 @@ func TestDashboardQueriesUseOnlyToolgateMetrics(t *testing.T) {
 		if err := checkExpr(cat, selector, checkOptions{}); err != nil {
 			t.Errorf("variable %s: %v", name, err)
 		}
-		node, err := promqlParser.ParseExpr(selector)
+		node, err := parseExpr(selector)
 		if err != nil {
 			continue
 		}
-		if vs, ok := node.(*parser.VectorSelector); !ok || !(cat[vs.Name][label] || slices.Contains(targetLabels, label)) {
+		vs, ok := node.(*metricsql.MetricExpr)
+		if !ok {
+			t.Errorf("variable %s: %s is not a selector", name, selector)
+			continue
+		}
+		if metric, _, err := selectorName(vs); err != nil || !(cat[metric][label] || slices.Contains(targetLabels, label)) {
 			t.Errorf("variable %s: %s has no label %s", name, selector, label)
 		}
 	}
@@ -368,6 +405,8 @@ func TestTheCheckerCatchesMistakes(t *testing.T) {
 		"a status that does not exist":   {`toolgate_tool_calls_total{status=~"ok|error"}`, checkOptions{}},
 		"an unfiltered dashboard query":  {`sum(rate(toolgate_tool_calls_total{job=~"$job", tool=~"$tool"}[$__rate_interval]))`, filtered},
 		"a variable in the wrong label":  {`toolgate_tool_cost_total{job=~"$job", tool=~"$caller", caller=~"$caller"}`, filtered},
+		"a query that ignores instance":  {`toolgate_circuit_state{namespace=~"$namespace", job=~"$job"}`, filtered},
+		"a caller query without $caller": {`toolgate_tool_cost_total{namespace=~"$namespace", job=~"$job", instance=~"$instance", tool=~"$tool"}`, filtered},
 	}
 	for name, c := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -376,8 +415,84 @@ func TestTheCheckerCatchesMistakes(t *testing.T) {
 			}
 		})
 	}
-	good := `histogram_quantile(0.99, sum by (le, tool) (rate(toolgate_tool_call_duration_seconds_bucket{job=~"$job", tool=~"$tool"}[$__rate_interval])))`
+	good := `histogram_quantile(0.99, sum by (le, tool) (rate(toolgate_tool_call_duration_seconds_bucket{namespace=~"$namespace", job=~"$job", instance=~"$instance", tool=~"$tool"}[$__rate_interval])))`
 	if err := checkExpr(cat, good, filtered); err != nil {
 		t.Errorf("%s: %v", good, err)
 	}
+}
+
+// promtoolBinary finds promtool. Without it the test is skipped, unless
+// TOOLGATE_REQUIRE_PROMETHEUS is set (make test sets it, after
+// scripts/deps.sh has installed the Debian package).
+func promtoolBinary(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("TOOLGATE_REQUIRE_PROMETHEUS") != "" {
+			t.Fatalf("promtool not found and TOOLGATE_REQUIRE_PROMETHEUS is set (install the Debian package prometheus): %v", err)
+		}
+		t.Skip("promtool not found; set TOOLGATE_REQUIRE_PROMETHEUS to make this a failure")
+	}
+	return path
+}
+
+// allValues puts the value Grafana sends for "All" in every template
+// variable, and durations in Grafana's interval variables.
+func allValues(expr string) string {
+	for _, name := range filterVariables {
+		expr = strings.ReplaceAll(expr, `"$`+name+`"`, `".*"`)
+	}
+	return grafanaIntervals.Replace(expr)
+}
+
+// TestPromtoolAcceptsEveryDashboardQuery gives every dashboard expression,
+// as Grafana sends it with All selected, to Prometheus' own parser: each
+// becomes a recording rule that `promtool check rules` must accept. The
+// checks above parse with metricsql, which accepts some MetricsQL that
+// PromQL does not; this test holds the dashboard to PromQL.
+func TestPromtoolAcceptsEveryDashboardQuery(t *testing.T) {
+	bin := promtoolBinary(t)
+	d := loadDashboard(t)
+	var rules []map[string]string
+	for i, q := range d.queries() {
+		rules = append(rules, map[string]string{"record": fmt.Sprintf("dashboard:query%d", i), "expr": allValues(q.expr)})
+	}
+	for _, v := range d.Templating.List {
+		if selector, _, ok := v.labelValues(); ok {
+			rules = append(rules, map[string]string{"record": "dashboard:variable_" + v.Name, "expr": allValues(selector)})
+		}
+	}
+	out, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboard", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard.rules.yaml")
+	if err := os.WriteFile(file, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := exec.Command(bin, "check", "rules", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s\n%s", err, res, out)
+	}
+	if !strings.Contains(string(res), fmt.Sprintf("%d rules found", len(rules))) {
+		t.Errorf("promtool did not check all %d expressions:\n%s", len(rules), res)
+	}
+}
+
+// seriesNames lists the metric names an expression selects.
+func seriesNames(t *testing.T, expr string) []string {
+	t.Helper()
+	node, err := parseExpr(expr)
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	var names []string
+	metricsql.VisitAll(node, func(n metricsql.Expr) {
+		if vs, ok := n.(*metricsql.MetricExpr); ok {
+			if name, _, err := selectorName(vs); err == nil {
+				names = append(names, name)
+			}
+		}
+	})
+	return names
 }

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/policy"
@@ -14,7 +17,7 @@ import (
 
 // loadFlag parses "-config FILE" for commands that only need a policy.
 func loadFlag(name string, args []string, stderr io.Writer) (*policy.Snapshot, int) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs := flag.NewFlagSet("toolgate "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "policy file or directory")
 	if err := fs.Parse(args); err != nil {
@@ -43,13 +46,68 @@ func printLoadError(w io.Writer, err error) {
 	fmt.Fprintln(w, err.Error())
 }
 
+// runCheck is `toolgate check`: it validates each policy path given (with
+// -config or after the flags) on its own and prints one line per path:
+//
+//	ok: PATH: N tools, M upstreams (checksum HEX)
+//
+// for a file, with "; files A, B" after the checksum for a directory. The
+// line is stable for scripts. Errors go to stderr, one per line starting
+// with file:line:col, and make the exit code 1.
 func runCheck(args []string, stdout, stderr io.Writer) int {
-	snap, code := loadFlag("check", args, stderr)
-	if snap == nil {
-		return code
+	fs := flag.NewFlagSet("toolgate check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage of toolgate check:
+  toolgate check [-config] PATH...
+
+Validates each policy file or directory (its *.yaml files merged) as toolgate serve would load it,
+and prints one line per path:
+  ok: PATH: N tools, M upstreams (checksum HEX)
+(with "; files A, B" after the checksum for a directory), or the errors, one per line starting with
+file:line:col, and exits 1.
+
+`)
+		fs.PrintDefaults()
 	}
-	fmt.Fprintf(stdout, "ok: %d tools, %d upstreams (checksum %.12s)\n", len(snap.Tools), len(snap.Upstreams), snap.Checksum)
-	return 0
+	var paths []string
+	fs.Func("config", "policy file or directory to validate (repeatable; paths may also follow the flags)", func(s string) error {
+		paths = append(paths, s)
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	paths = append(paths, fs.Args()...)
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "toolgate check: -config is required")
+		return 2
+	}
+	code := 0
+	for _, path := range paths {
+		snap, err := config.Load(path, config.Options{})
+		if err != nil {
+			printLoadError(stderr, err)
+			code = 1
+			continue
+		}
+		fmt.Fprintf(stdout, "ok: %s: %d tools, %d upstreams (checksum %.12s%s)\n",
+			path, len(snap.Tools), len(snap.Upstreams), snap.Checksum, dirFiles(path, snap.Sources))
+	}
+	return code
+}
+
+// dirFiles names the files a directory's policy was read from, for the ok
+// line of check; a single file names itself already.
+func dirFiles(path string, sources []string) string {
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		return ""
+	}
+	names := make([]string, len(sources))
+	for i, s := range sources {
+		names[i] = filepath.Base(s)
+	}
+	return "; files " + strings.Join(names, ", ")
 }
 
 func runTools(args []string, stdout, stderr io.Writer) int {

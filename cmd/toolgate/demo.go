@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -9,9 +10,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
@@ -37,49 +41,99 @@ func demoCalls() []demoCall {
 	}
 }
 
+// demoOptions are the flags of `toolgate demo`. An empty address keeps the
+// example policy's; a port 0 picks a free one, and the demo prints what it
+// picked.
+type demoOptions struct {
+	quiet, faults, transparent bool
+	seed                       uint64
+	listen, admin              string
+	search, notify, faulty     string
+}
+
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := flag.NewFlagSet("toolgate demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quiet := fs.Bool("quiet", false, "do not log calls")
-	faults := fs.Bool("faults", false, "run the fault-injecting backend behind examples/faults.yaml instead of the search and notify backends")
-	seed := fs.Uint64("faults-seed", 1, "with -faults: the seed of the backend's fault schedule")
+	var o demoOptions
+	fs.BoolVar(&o.quiet, "quiet", false, "do not log calls")
+	fs.BoolVar(&o.faults, "faults", false, "run the fault-injecting backend behind examples/faults.yaml instead of the search and notify backends")
+	fs.Uint64Var(&o.seed, "faults-seed", 1, "with -faults: the seed of the backend's fault schedule")
+	fs.BoolVar(&o.transparent, "transparent", false, "also take calls on the tools' legacy routes (server.transparent), as in README's transparent mode")
+	fs.StringVar(&o.listen, "listen", "", "agent address (default: the policy's, 127.0.0.1:8080); 127.0.0.1:0 picks a free port")
+	fs.StringVar(&o.admin, "admin", "", "admin address: /metrics, /healthz, /readyz (default: the policy's, 127.0.0.1:9090)")
+	fs.StringVar(&o.search, "search", "", "address of the example search backend (default: the policy's, 127.0.0.1:7001)")
+	fs.StringVar(&o.notify, "notify", "", "address of the example notification backend (default: the policy's, 127.0.0.1:7002)")
+	fs.StringVar(&o.faulty, "faulty", "", "with -faults: address of the fault backend (default: the policy's, 127.0.0.1:7003)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "toolgate demo: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return demo(ctx, o, stdout, stderr)
+}
+
+// demo starts the backends on their addresses first, so that free ports
+// are known, then compiles the example policy with the addresses and
+// options set, and serves until ctx ends.
+func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 	level := slog.LevelInfo
-	if *quiet {
+	if o.quiet {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	name, doc := "examples/policy.yaml", examples.Policy()
-	if *faults {
+	if o.faults {
 		name, doc = "examples/faults.yaml", examples.FaultsPolicy()
+	}
+	addrs, err := policyAddresses(doc)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate demo: %s: %v\n", name, err)
+		return 1
+	}
+	urls := map[string]string{}
+	if o.faults {
+		fb := examples.NewFaultBackend(examples.FaultOptions{Seed: o.seed, Weights: examples.DefaultFaultWeights(), BurstMax: 3, Logger: logger})
+		defer fb.Close()
+		if err := fb.Start(cmp.Or(o.faulty, addrs.upstreams["faulty"])); err != nil {
+			fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
+			return 1
+		}
+		urls["faulty"] = fb.URL()
+	} else {
+		backends := []struct {
+			name, addr string
+			h          http.Handler
+		}{
+			{"search", cmp.Or(o.search, addrs.upstreams["search"]), examples.NewSearchBackend(examples.SearchOptions{Logger: logger})},
+			{"notify", cmp.Or(o.notify, addrs.upstreams["notify"]), examples.NewNotifyBackend(examples.NotifyOptions{Logger: logger})},
+		}
+		for _, b := range backends {
+			addr, err := startBackend(ctx, b.name, b.addr, b.h)
+			if err != nil {
+				fmt.Fprintf(stderr, "toolgate demo: %v (is another demo running? move it with -%s)\n", err, b.name)
+				return 1
+			}
+			urls[b.name] = "http://" + addr
+		}
+	}
+	doc, err = demoPolicy(doc, demoSettings{
+		listen:      cmp.Or(o.listen, addrs.listen),
+		admin:       cmp.Or(o.admin, addrs.admin),
+		transparent: o.transparent,
+		upstreams:   urls,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate demo: %s: %v\n", name, err)
+		return 1
 	}
 	snap, err := config.CompileSource(name, doc, config.Options{})
 	if err != nil {
 		printLoadError(stderr, err)
 		return 1
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if *faults {
-		fb := examples.NewFaultBackend(examples.FaultOptions{Seed: *seed, Weights: examples.DefaultFaultWeights(), BurstMax: 3, Logger: logger})
-		defer fb.Close()
-		if err := fb.Start(snap.Upstreams["faulty"].URL.Host); err != nil {
-			fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
-			return 1
-		}
-	} else {
-		backends := map[string]http.Handler{
-			"search": examples.NewSearchBackend(examples.SearchOptions{Logger: logger}),
-			"notify": examples.NewNotifyBackend(examples.NotifyOptions{Logger: logger}),
-		}
-		for name, h := range backends {
-			if err := startBackend(ctx, snap.Upstreams[name], h); err != nil {
-				fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
-				return 1
-			}
-		}
 	}
 	srv, err := newServer(snap, nil, logger)
 	if err != nil {
@@ -87,10 +141,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if err := srv.listen(); err != nil {
-		fmt.Fprintf(stderr, "toolgate demo: %v (is another demo running?)\n", err)
+		fmt.Fprintf(stderr, "toolgate demo: %v (is another demo running? move it with -listen and -admin)\n", err)
 		return 1
 	}
-	if *faults {
+	if o.faults {
 		printFaultsDemo(stdout, srv.agentAddr(), srv.adminAddr(), snap)
 	} else {
 		printDemo(stdout, srv.agentAddr(), srv.adminAddr(), snap)
@@ -102,14 +156,12 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// startBackend serves an example backend on its upstream's address.
-func startBackend(ctx context.Context, up *policy.Upstream, h http.Handler) error {
-	if up == nil {
-		return errors.New("example policy lacks an upstream")
-	}
-	ln, err := net.Listen("tcp", up.URL.Host)
+// startBackend serves an example backend on addr and returns the address
+// it listens on.
+func startBackend(ctx context.Context, name, addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("backend %s: %w", up.Name, err)
+		return "", fmt.Errorf("backend %s: %w", name, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -117,7 +169,73 @@ func startBackend(ctx context.Context, up *policy.Upstream, h http.Handler) erro
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
-	return nil
+	return ln.Addr().String(), nil
+}
+
+// demoAddresses are the addresses an example policy names.
+type demoAddresses struct {
+	listen, admin string
+	upstreams     map[string]string // name -> host:port
+}
+
+// policyAddresses reads the listen addresses and the upstreams' host:port
+// from a policy document.
+func policyAddresses(doc []byte) (demoAddresses, error) {
+	var p struct {
+		Server struct {
+			Listen      string `yaml:"listen"`
+			AdminListen string `yaml:"admin_listen"`
+		} `yaml:"server"`
+		Upstreams map[string]struct {
+			URL string `yaml:"url"`
+		} `yaml:"upstreams"`
+	}
+	if err := yaml.Unmarshal(doc, &p); err != nil {
+		return demoAddresses{}, err
+	}
+	a := demoAddresses{listen: p.Server.Listen, admin: p.Server.AdminListen, upstreams: map[string]string{}}
+	for name, up := range p.Upstreams {
+		u, err := url.Parse(up.URL)
+		if err != nil {
+			return demoAddresses{}, fmt.Errorf("upstreams.%s.url: %w", name, err)
+		}
+		a.upstreams[name] = u.Host
+	}
+	return a, nil
+}
+
+// demoSettings are what the demo changes in the example policy.
+type demoSettings struct {
+	listen, admin string
+	transparent   bool
+	upstreams     map[string]string // name -> base URL
+}
+
+// demoPolicy returns the policy document with the demo's settings, edited
+// as a YAML tree so everything else stays as written.
+func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return nil, err
+	}
+	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, errors.New("not a policy document")
+	}
+	top := root.Content[0]
+	server := ensureMapping(top, "server")
+	setValue(server, "listen", stringNode(s.listen))
+	setValue(server, "admin_listen", stringNode(s.admin))
+	if s.transparent {
+		setValue(server, "transparent", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	}
+	for name, u := range s.upstreams {
+		up := mappingValue(mappingValue(top, "upstreams"), name)
+		if up == nil || up.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("no upstream %s", name)
+		}
+		setValue(up, "url", stringNode(u))
+	}
+	return yaml.Marshal(&root)
 }
 
 func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
@@ -126,6 +244,9 @@ func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 	fmt.Fprintf(w, "# list the tools\ncurl -s http://%s/v1/tools\n\n", agent)
 	for _, c := range demoCalls() {
 		fmt.Fprintf(w, "# %s\ncurl -s -X POST http://%s/v1/tools/%s %s-d '%s'\n\n", c.what, agent, c.tool, c.headers, c.body)
+	}
+	if snap.Server.Transparent {
+		fmt.Fprintf(w, "# transparent mode: the legacy route, checked against the contract\ncurl -s 'http://%s/api/search?q=go&limit=abc'\n\n", agent)
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }

@@ -4,19 +4,26 @@
 // Usage:
 //
 //	toolgate [serve] -config FILE   run the proxy (the default command)
-//	toolgate check -config FILE     validate a policy and exit
+//	toolgate check -config FILE     validate policies and exit
 //	toolgate extproc -config FILE   run the Envoy external processor (gRPC)
 //	toolgate tools -config FILE     print the tool list as agents see it
 //	toolgate demo                   run the example backends behind toolgate
+//	toolgate import openapi ...     draft a policy from an OpenAPI document
+//	toolgate inject FILE            add the toolgate sidecar to Kubernetes manifests
+//	toolgate webhook ...            the same, as a mutating admission webhook
+//	toolgate help [COMMAND]         list the commands, or a command's flags
 //	toolgate -version               print the version
 package main
 
 import (
+	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -40,55 +47,148 @@ func tuneGC() {
 	}
 }
 
-// run dispatches a command line and returns the exit code; main is the only
-// place that exits.
-func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	for _, a := range args {
-		if a == "-version" || a == "--version" {
-			fmt.Fprintf(stdout, "toolgate %s (%s)\n", version, runtime.Version())
-			return 0
-		}
-	}
-	switch cmd {
-	case "serve":
-		return runServe(args, stdout, stderr)
-	case "check":
-		return runCheck(args, stdout, stderr)
-	case "extproc":
-		return runExtproc(args, stdout, stderr)
-	case "tools":
-		return runTools(args, stdout, stderr)
-	case "demo":
-		return runDemo(args, stdout, stderr)
-	case "import":
-		return runImport(args, stdout, stderr)
-	case "version":
-		fmt.Fprintf(stdout, "toolgate %s (%s)\n", version, runtime.Version())
-		return 0
-	case "help", "-h", "--help":
-		usage(stdout)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "toolgate: unknown command %q\n", cmd)
-		usage(stderr)
-		return 2
+// command is one subcommand: its name, what `toolgate help` says of it,
+// and the function that runs it.
+type command struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+	// helpArgs make the command print its flags; nil means -h.
+	helpArgs []string
+}
+
+// commands lists the subcommands in the order `toolgate help` prints them.
+func commands() []command {
+	return []command{
+		{name: "serve", summary: "run the proxy (the default command: toolgate -config FILE)", run: runServe},
+		{name: "check", summary: "validate policy files or directories and exit", run: runCheck},
+		{name: "tools", summary: "print the tool list as agents see it", run: runTools},
+		{name: "extproc", summary: "run the Envoy external processor (gRPC ext_proc)", run: runExtproc},
+		{name: "demo", summary: "run the example backends behind toolgate and print calls to paste", run: runDemo},
+		{name: "import", summary: "draft a policy from an OpenAPI or Swagger document", run: runImport, helpArgs: []string{"openapi", "-h"}},
+		{name: "inject", summary: "add toolgate as a native sidecar to Kubernetes manifests", run: runInject},
+		{name: "webhook", summary: "run the admission webhook that injects toolgate into annotated pods", run: runWebhook},
+		{name: "version", summary: "print the version", run: runVersion},
+		{name: "help", summary: "list the commands, or print a command's flags: toolgate help COMMAND", run: nil},
 	}
 }
 
+func findCommand(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// run dispatches a command line and returns the exit code; main is the only
+// place that exits.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		// A bare `toolgate` used to start serve and fail on -config; what
+		// a newcomer wants is the list of commands.
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return 0
+	case "help":
+		if len(args) > 1 {
+			c, ok := findCommand(args[1])
+			if !ok || c.run == nil {
+				fmt.Fprintf(stderr, "toolgate help: unknown command %q\n", args[1])
+				usage(stderr)
+				return 2
+			}
+			return commandHelp(c, stdout)
+		}
+		usage(stdout)
+		return 0
+	}
+	name := "serve"
+	if args[0] != "" && args[0][0] != '-' {
+		name, args = args[0], args[1:]
+	}
+	for _, a := range args {
+		if a == "-version" || a == "--version" {
+			return runVersion(nil, stdout, stderr)
+		}
+	}
+	c, ok := findCommand(name)
+	if !ok || c.run == nil {
+		fmt.Fprintf(stderr, "toolgate: unknown command %q\n", name)
+		usage(stderr)
+		return 2
+	}
+	if wantsHelp(args) {
+		return commandHelp(c, stdout)
+	}
+	return c.run(args, stdout, stderr)
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("toolgate version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fmt.Fprintf(stdout, "toolgate %s (%s)\n", version, runtime.Version())
+	return 0
+}
+
+// wantsHelp reports whether a command line asks for help: -h, -help or
+// --help before a "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp prints a command's flags on stdout, taken from the command's
+// own flag set so the text cannot drift from the flags. Every command's
+// help starts "Usage of toolgate CMD:"; the first line of the commands
+// that say it otherwise (flag sets named "serve", import's "usage: ...")
+// is brought to that form here.
+func commandHelp(c command, stdout io.Writer) int {
+	args := c.helpArgs
+	if args == nil {
+		args = []string{"-h"}
+	}
+	var out bytes.Buffer
+	c.run(args, &out, &out)
+	text := out.String()
+	head := "Usage of toolgate " + c.name + ":"
+	if rest, ok := strings.CutPrefix(text, "Usage of "+c.name+":"); ok {
+		text = head + rest
+	} else if rest, ok := strings.CutPrefix(text, "usage: "); ok {
+		text = head + "\n  " + rest
+	}
+	fmt.Fprint(stdout, text)
+	return 0
+}
+
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
-  toolgate [serve] -config FILE   run the proxy
-  toolgate check -config FILE     validate a policy (file or directory) and exit
-  toolgate extproc -config FILE [-listen :9002] [-admin ADDR]
-                                  run the Envoy external processor (gRPC ext_proc)
-  toolgate tools -config FILE     print the tool list as agents see it
-  toolgate demo                   run the example backends behind toolgate
-  toolgate import openapi -spec FILE [-upstream NAME] [-operations id,...] [-o FILE]
-                                  draft a policy from an OpenAPI or Swagger document
-  toolgate -version               print the version
+	var b strings.Builder
+	b.WriteString(`toolgate enforces tool contracts for LLM agents in front of existing HTTP backends.
+
+Usage:
+  toolgate COMMAND [flags]
+
+Commands:
 `)
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "  %-8s  %s\n", c.name, c.summary)
+	}
+	b.WriteString(`
+Run "toolgate COMMAND -h" for a command's flags; -version prints the version.
+`)
+	fmt.Fprint(w, b.String())
 }
