@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -368,7 +369,60 @@ func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
 	if snap.Server.Transparent {
 		c.routes(snap)
 	}
+	c.passthroughCovers(snap)
 	return snap
+}
+
+// plainPrefix reports whether a passthrough prefix is a path matched as
+// written: requests are matched on their decoded path, so an escape in the
+// prefix would never match, and a dot segment or an empty one means
+// something else to the backend than to toolgate.
+func plainPrefix(prefix string) bool {
+	if strings.ContainsAny(prefix, "%\\?#") {
+		return false
+	}
+	rest := strings.TrimSuffix(prefix[1:], "/")
+	if rest == "" {
+		return true
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// passthroughCovers refuses a passthrough prefix that covers a tool's
+// route: a request under the prefix is forwarded untouched (transparent
+// mode and ext_proc look at passthrough first), so a call of that tool
+// would skip its schema, key, access and budget. A prefix covers a route
+// when some path under the prefix takes the route, whatever the method.
+func (c *compiler) passthroughCovers(snap *policy.Snapshot) {
+	for i, p := range snap.Server.Passthrough {
+		if !strings.HasPrefix(p.Prefix, "/") || !plainPrefix(p.Prefix) {
+			continue // reported already
+		}
+		var prefixSegs []string
+		if rest := strings.Trim(p.Prefix, "/"); rest != "" {
+			prefixSegs = strings.Split(rest, "/")
+		}
+		for _, name := range snap.ToolNames {
+			b := snap.Tools[name].Binding
+			tmpl, _ := contracts.SplitPath(b.PathTemplate())
+			if len(prefixSegs) > len(tmpl) {
+				continue
+			}
+			// A witness: the prefix's segments, then the template's own
+			// (a placeholder takes its own text). The route takes it only
+			// if every template segment can take the prefix's segment.
+			witness := append(slices.Clone(prefixSegs), tmpl[len(prefixSegs):]...)
+			if _, ok := b.MatchPath(witness); ok {
+				c.errorAt(fmt.Sprintf("server.passthrough[%d].prefix", i), "prefix %s covers the route of tool %s (%s %s): its calls would be forwarded without the contract; use a longer prefix",
+					p.Prefix, name, b.Method(), b.PathTemplate())
+			}
+		}
+	}
 }
 
 // routes refuses ambiguous legacy routes in transparent mode: a request
@@ -446,6 +500,8 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		path := fmt.Sprintf("server.passthrough[%d]", i)
 		if !strings.HasPrefix(p.Prefix, "/") {
 			c.errorAt(path+".prefix", "must start with /")
+		} else if !plainPrefix(p.Prefix) {
+			c.errorAt(path+".prefix", "%q must be a plain path: no %%-escapes, backslashes, ? or #, and no empty, . or .. segments", p.Prefix)
 		}
 		if _, ok := upstreams[p.Upstream]; !ok {
 			c.errorAt(path+".upstream", "upstream %q is not defined", p.Upstream)

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -317,4 +319,157 @@ func FuzzTransparentArgs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// rawRequest sends one request over a raw connection, so the path goes out
+// exactly as written (Go's client would normalise or refuse some of
+// these), and returns the answer.
+func rawRequest(t *testing.T, addr, method, target, body string) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		method, target, addr, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp, string(raw)
+}
+
+// TestPassthroughNeverReachesAToolRoute: a path under a passthrough prefix
+// that a backend could resolve to another path (an encoded dot segment, an
+// encoded slash or backslash, a backslash, a dot segment with a
+// ;parameter) is not passed through: it would reach a tool's route with no
+// schema, key, access or budget. Each is answered by toolgate and the
+// backend sees nothing.
+func TestPassthroughNeverReachesAToolRoute(t *testing.T) {
+	front, eb, _ := newTransparentHarness(t)
+	addr := front.Listener.Addr().String()
+	const body = `{"text":"transfer everything"}`
+	for _, target := range []string{
+		"/health/%2e%2e/v1/users/bob/notifications",
+		"/health/%2E%2E/v1/users/bob/notifications",
+		"/health/.%2e/v1/users/bob/notifications",
+		"/health/%2e./v1/users/bob/notifications",
+		"/health%2f..%2fv1/users/bob/notifications",
+		"/health/x%2F..%2F..%2Fv1/users/bob/notifications",
+		"/health/%5c..%5cv1/users/bob/notifications",
+		"/health\\..\\v1/users/bob/notifications",
+		"/health/..;/v1/users/bob/notifications",
+		"/health/..;x=1/v1/users/bob/notifications",
+		"/health/%2e%2e;/v1/users/bob/notifications",
+		"/health/x/%2e/../../v1/users/bob/notifications",
+		"/health/%00/../v1/users/bob/notifications",
+		"/health/%zz",
+		"/admin/%2e%2e/v1/users/bob/notifications",
+	} {
+		t.Run(target, func(t *testing.T) {
+			eb.mu.Lock()
+			eb.reqs = nil
+			eb.mu.Unlock()
+			resp, raw := rawRequest(t, addr, "POST", target, body)
+			eb.mu.Lock()
+			sent := slices.Clone(eb.reqs)
+			eb.mu.Unlock()
+			if len(sent) > 0 {
+				t.Fatalf("the backend received %q", sent)
+			}
+			switch {
+			case resp.StatusCode == http.StatusBadRequest && resp.Header.Get("Toolgate-Status") == "":
+				// Refused by the HTTP server before any handler.
+			case resp.StatusCode == http.StatusMovedPermanently || resp.StatusCode == http.StatusTemporaryRedirect:
+				// A literal dot segment: the router redirects to the clean
+				// path, which is a tool's route and runs its contract.
+			case resp.Header.Get("Toolgate-Status") != string(contracts.StatusNotFound) || resp.StatusCode != http.StatusNotFound:
+				t.Errorf("HTTP %d %s: %.300s", resp.StatusCode, resp.Header.Get("Toolgate-Status"), raw)
+			}
+		})
+	}
+}
+
+// TestPassthroughPrefixesMatchWholeSegments pins what a prefix takes: the
+// prefix itself and paths below it, never a sibling name; harmless escapes
+// go through as they came.
+func TestPassthroughPrefixesMatchWholeSegments(t *testing.T) {
+	front, eb, _ := newTransparentHarness(t)
+	addr := front.Listener.Addr().String()
+	for _, tc := range []struct {
+		target   string
+		wantSent string // the request line the backend received; "" for none
+	}{
+		{"/health", "GET /health"},
+		{"/health/", "GET /health/"},
+		{"/health/deep/er?x=1", "GET /health/deep/er?x=1"},
+		{"/health/a%20b", "GET /health/a%20b"},
+		{"/health/%41", "GET /health/%41"},
+		{"/health/file.json", "GET /health/file.json"},
+		{"/health/..hidden", "GET /health/..hidden"},
+		{"/healthz-admin", ""},
+		{"/healthz", ""},
+		{"/heal", ""},
+		{"/admin/x", "GET /admin/x"},
+		{"/admin", ""},
+		{"/administrator", ""},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			eb.mu.Lock()
+			eb.reqs = nil
+			eb.mu.Unlock()
+			resp, raw := rawRequest(t, addr, "GET", tc.target, "")
+			eb.mu.Lock()
+			sent := slices.Clone(eb.reqs)
+			eb.mu.Unlock()
+			if tc.wantSent == "" {
+				if len(sent) > 0 || resp.Header.Get("Toolgate-Status") != string(contracts.StatusNotFound) {
+					t.Errorf("HTTP %d %s, backend received %q: %.200s", resp.StatusCode, resp.Header.Get("Toolgate-Status"), sent, raw)
+				}
+				return
+			}
+			if len(sent) != 1 || !strings.HasPrefix(sent[0], tc.wantSent+" ") || resp.Header.Get("Toolgate-Status") != "" {
+				t.Errorf("HTTP %d %s, backend received %q, want %q", resp.StatusCode, resp.Header.Get("Toolgate-Status"), sent, tc.wantSent)
+			}
+		})
+	}
+}
+
+func TestCleanPassthroughPath(t *testing.T) {
+	for _, tc := range []struct {
+		escaped, want string
+		ok            bool
+	}{
+		{"/health", "/health", true},
+		{"/health/a%20b", "/health/a b", true},
+		{"/health/%7e", "/health/~", true},
+		{"/health/..x/x..", "/health/..x/x..", true},
+		{"/", "/", true},
+		{"health", "", false},
+		{"", "", false},
+		{"/health/%2e%2e/x", "", false},
+		{"/health/%2Ex", "", false},
+		{"/health/%2fx", "", false},
+		{"/health/%5Cx", "", false},
+		{"/health\\x", "", false},
+		{"/health/%00", "", false},
+		{"/health/%7F", "", false},
+		{"/health/%", "", false},
+		{"/health/%4", "", false},
+		{"/health/%zz", "", false},
+		{"/health/..", "", false},
+		{"/health/.", "", false},
+		{"/./health", "", false},
+		{"/health/..;a=b", "", false},
+		{"/health/.;", "", false},
+	} {
+		got, ok := cleanPassthroughPath(tc.escaped)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("cleanPassthroughPath(%q) = %q, %v; want %q, %v", tc.escaped, got, ok, tc.want, tc.ok)
+		}
+	}
 }
