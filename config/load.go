@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -452,12 +453,8 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		HTTPStatus:          s.HTTPStatus,
 		Transparent:         s.Transparent,
 	}
-	if s.Listen == "" {
-		c.errorAt("server.listen", "must not be empty")
-	}
-	if s.AdminListen == "" {
-		c.errorAt("server.admin_listen", "must not be empty")
-	} else if s.AdminListen == s.Listen && !strings.HasSuffix(s.Listen, ":0") {
+	agentOK := c.listenAddress("server.listen", s.Listen)
+	if c.listenAddress("server.admin_listen", s.AdminListen) && agentOK && sameListener(s.Listen, s.AdminListen) {
 		c.errorAt("server.admin_listen", "must differ from server.listen: the admin port is never served on the agent port")
 	}
 	if !headerNameRE.MatchString(s.CallerHeader) {
@@ -509,6 +506,39 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		out.Passthrough = append(out.Passthrough, policy.Passthrough{Prefix: p.Prefix, Upstream: p.Upstream})
 	}
 	return out
+}
+
+// listenAddress checks a host:port listen address (the host may be empty
+// for every interface, the port 0 for any free one).
+func (c *compiler) listenAddress(path, addr string) bool {
+	if addr == "" {
+		c.errorAt(path, "must not be empty")
+		return false
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		c.errorAt(path, "%q is not a host:port address (\":8080\" for every interface, \"127.0.0.1:9090\" for loopback)", addr)
+		return false
+	}
+	return true
+}
+
+// sameListener reports whether two listen addresses would claim the same
+// socket: the same fixed port on the same host, or on any host when one
+// of them listens on every interface.
+func sameListener(a, b string) bool {
+	hostA, portA, _ := net.SplitHostPort(a)
+	hostB, portB, _ := net.SplitHostPort(b)
+	pa, _ := strconv.Atoi(portA)
+	pb, _ := strconv.Atoi(portB)
+	if pa == 0 || pa != pb {
+		return false
+	}
+	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return hostA == hostB || every(hostA) || every(hostB)
 }
 
 func (c *compiler) state(s *stateSpec) policy.State {

@@ -49,8 +49,10 @@ func (t *tracingSpec) setDefaults() {
 
 func (s *serverSpec) setDefaults() {
 	*s = serverSpec{
-		Listen:              ":8080",
-		AdminListen:         ":9090",
+		Listen: ":8080",
+		// Loopback: the admin port has an unauthenticated POST /-/reload.
+		// Deployments that scrape it from elsewhere set it explicitly.
+		AdminListen:         "127.0.0.1:9090",
 		CallerHeader:        "X-Toolgate-Caller",
 		CallerFrom:          policy.CallerFromHeader,
 		MaxRequestBytes:     64 << 10,
