@@ -45,19 +45,50 @@ const maxPolicyBytes = 8 << 20
 // *.yml files are merged) and compiles it. The error, when not nil, is
 // Errors (every problem found) or an I/O error.
 func Load(path string, opts Options) (*policy.Snapshot, error) {
-	files, err := policyFiles(path)
+	files, err := ReadFiles(path)
 	if err != nil {
 		return nil, err
 	}
-	sources := make([]source, 0, len(files))
-	for _, f := range files {
-		data, err := readLimited(f)
+	return files.Compile(opts)
+}
+
+// Files is the content of a policy path's files as read at one moment, to
+// be compiled later: a reload compares two reads before it trusts one.
+type Files struct {
+	sources []source
+	// Checksum is the Checksum a snapshot compiled from these files gets.
+	Checksum string
+	// Stats describe what was read, each taken after its file was read: the
+	// files, and for a directory the directory itself first (a file added
+	// or removed changes it).
+	Stats []fs.FileInfo
+}
+
+// ReadFiles reads the files of the policy at path without compiling them.
+func ReadFiles(path string) (*Files, error) {
+	names, dir, err := policyFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	f := &Files{sources: make([]source, 0, len(names))}
+	for _, name := range names {
+		data, st, err := readLimited(name)
 		if err != nil {
 			return nil, err
 		}
-		sources = append(sources, source{name: f, data: data})
+		f.sources = append(f.sources, source{name: name, data: data})
+		f.Stats = append(f.Stats, st)
 	}
-	return Compile(sources, opts)
+	if dir != nil {
+		f.Stats = append([]fs.FileInfo{dir}, f.Stats...)
+	}
+	f.Checksum = checksum(f.sources)
+	return f, nil
+}
+
+// Compile compiles the files read.
+func (f *Files) Compile(opts Options) (*policy.Snapshot, error) {
+	return Compile(f.sources, opts)
 }
 
 // Source is one policy file's name (used in error positions) and content.
@@ -72,18 +103,20 @@ func CompileSource(name string, data []byte, opts Options) (*policy.Snapshot, er
 	return Compile([]source{{name: name, data: data}}, opts)
 }
 
-func readLimited(name string) ([]byte, error) {
+// readLimited reads a policy file, and stats it after reading, so that a
+// change during the read shows in the stat.
+func readLimited(name string) ([]byte, fs.FileInfo, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.Size() > maxPolicyBytes {
-		return nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
+		return nil, nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
 	}
 	buf := make([]byte, 0, st.Size()+1)
 	for {
@@ -94,30 +127,32 @@ func readLimited(name string) ([]byte, error) {
 		}
 		if len(buf) == cap(buf) {
 			if len(buf) > maxPolicyBytes {
-				return nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
+				return nil, nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
 			}
 			buf = append(buf, 0)[:len(buf)]
 		}
 	}
-	return buf, nil
+	if st, err = f.Stat(); err != nil {
+		return nil, nil, err
+	}
+	return buf, st, nil
 }
 
 // policyFiles lists the files of a policy path. In a directory, names that
 // start with "." are skipped: Kubernetes mounts a ConfigMap as symlinks to
 // a hidden "..data" directory.
-func policyFiles(path string) ([]string, error) {
+func policyFiles(path string) (files []string, dir fs.FileInfo, err error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !st.IsDir() {
-		return []string{path}, nil
+		return []string{path}, nil, nil
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var files []string
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
@@ -126,7 +161,7 @@ func policyFiles(path string) ([]string, error) {
 		full := filepath.Join(path, name)
 		fst, err := os.Stat(full) // follows symlinks
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if fst.Mode()&fs.ModeType != 0 {
 			continue
@@ -134,10 +169,15 @@ func policyFiles(path string) ([]string, error) {
 		files = append(files, full)
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no *.yaml policy files in directory", path)
+		return nil, nil, fmt.Errorf("%s: no *.yaml policy files in directory", path)
 	}
 	sort.Strings(files)
-	return files, nil
+	// Stat the directory again after listing it: a file added or removed
+	// meanwhile shows in it.
+	if st, err = os.Stat(path); err != nil {
+		return nil, nil, err
+	}
+	return files, st, nil
 }
 
 // Compile decodes, merges, validates and compiles policy sources.
@@ -147,11 +187,8 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 		lookup = os.LookupEnv
 	}
 	c := &compiler{pos: map[string]nodePos{}}
-	sum := sha256.New()
 	var specs []fileWithName
 	for _, src := range sources {
-		fmt.Fprintf(sum, "%s\x00%d\x00", filepath.Base(src.name), len(src.data))
-		sum.Write(src.data)
 		spec, ok := c.decodeFile(src, lookup)
 		if ok {
 			specs = append(specs, fileWithName{name: src.name, spec: spec})
@@ -168,11 +205,22 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs.sorted()
 	}
-	snap.Checksum = hex.EncodeToString(sum.Sum(nil))
+	snap.Checksum = checksum(sources)
 	for _, src := range sources {
 		snap.Sources = append(snap.Sources, src.name)
 	}
 	return snap, nil
+}
+
+// checksum is the SHA-256 of the sources' names (without directories) and
+// contents: it changes exactly when what a policy is compiled from does.
+func checksum(sources []source) string {
+	sum := sha256.New()
+	for _, src := range sources {
+		fmt.Fprintf(sum, "%s\x00%d\x00", filepath.Base(src.name), len(src.data))
+		sum.Write(src.data)
+	}
+	return hex.EncodeToString(sum.Sum(nil))
 }
 
 type fileWithName struct {
@@ -452,6 +500,10 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		Messages:            s.Messages,
 		HTTPStatus:          s.HTTPStatus,
 		Transparent:         s.Transparent,
+		MaxConnections:      s.MaxConnections,
+		ReadTimeout:         time.Duration(s.ReadTimeout),
+		WriteTimeout:        time.Duration(s.WriteTimeout),
+		IdleTimeout:         time.Duration(s.IdleTimeout),
 	}
 	agentOK := c.listenAddress("server.listen", s.Listen)
 	if c.listenAddress("server.admin_listen", s.AdminListen) && agentOK && sameListener(s.Listen, s.AdminListen) {
@@ -471,6 +523,14 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	}
 	if s.ObservationMaxChars < 64 {
 		c.errorAt("server.observation_max_chars", "must be at least 64")
+	}
+	if s.MaxConnections < 1 {
+		c.errorAt("server.max_connections", "must be at least 1")
+	}
+	for key, d := range map[string]duration{"read_timeout": s.ReadTimeout, "write_timeout": s.WriteTimeout, "idle_timeout": s.IdleTimeout} {
+		if d <= 0 {
+			c.errorAt("server."+key, "must be positive")
+		}
 	}
 	if s.HTTPStatus != policy.HTTPStatusMapped && s.HTTPStatus != policy.HTTPStatusAlways200 {
 		c.errorAt("server.http_status", "%q is not valid (want mapped or always_200)", s.HTTPStatus)
@@ -745,6 +805,7 @@ func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Acce
 	if a == nil {
 		return out
 	}
+	out.DefaultSet = a.Default != ""
 	switch a.Default {
 	case "", "allow":
 	case "deny":

@@ -30,6 +30,10 @@ type serverSpec struct {
 	Transparent         bool              `yaml:"transparent"`
 	Passthrough         []passthroughSpec `yaml:"passthrough"`
 	Tracing             *tracingSpec      `yaml:"tracing"`
+	MaxConnections      int               `yaml:"max_connections"`
+	ReadTimeout         duration          `yaml:"read_timeout"`
+	WriteTimeout        duration          `yaml:"write_timeout"`
+	IdleTimeout         duration          `yaml:"idle_timeout"`
 }
 
 // tracingSpec is server.tracing: OTLP export of a span per call. Absent
@@ -60,6 +64,10 @@ func (s *serverSpec) setDefaults() {
 		ObservationMaxChars: 1800,
 		Messages:            "en",
 		HTTPStatus:          policy.HTTPStatusMapped,
+		MaxConnections:      1024,
+		ReadTimeout:         duration(10 * time.Second),
+		WriteTimeout:        duration(10 * time.Second),
+		IdleTimeout:         duration(60 * time.Second),
 	}
 }
 

@@ -20,6 +20,26 @@ func (a *Access) Allows(caller, tool string) bool {
 	return false
 }
 
+// WidensImplicitly says how access a, replacing prev on reload, would let
+// callers do more without the policy saying so, or returns "". That is
+// what a file read while it was being written looks like when the cut
+// falls before the access section, or before its default: nothing written
+// means "allow". It reports a implying access.default allow where prev
+// denied unlisted callers, and a having no access section at all where
+// prev listed callers. Writing access.default: allow says it on purpose.
+func (a *Access) WidensImplicitly(prev *Access) string {
+	if !a.DefaultAllow || a.DefaultSet {
+		return ""
+	}
+	switch {
+	case !prev.DefaultAllow:
+		return "access.default is not set, so unlisted callers would be allowed, where the running policy denies them"
+	case len(a.Callers) == 0 && len(a.Identities) == 0 && len(prev.Callers) > 0:
+		return "the access section is missing, so every caller would be allowed every tool, where the running policy lists callers"
+	}
+	return ""
+}
+
 // Identify returns the caller named by a request's headers: the caller
 // header, or with caller_from xfcc the SPIFFE ID of the last element of
 // Envoy's x-forwarded-client-cert mapped through access.identities. An

@@ -209,3 +209,36 @@ func FuzzXFCCURI(f *testing.F) {
 		}
 	})
 }
+
+func TestAccessWidensImplicitly(t *testing.T) {
+	none := &Access{DefaultAllow: true}
+	explicitAllow := &Access{DefaultAllow: true, DefaultSet: true}
+	deny := &Access{DefaultAllow: false, DefaultSet: true}
+	listed := testAccess(true) // callers, default allow implied
+	listedDeny := testAccess(false)
+	listedDeny.DefaultSet = true
+	callersOnly := &Access{DefaultAllow: true, Callers: map[string]*Caller{"ops-agent": {Name: "ops-agent", Tools: []string{"*"}}}}
+	for _, tc := range []struct {
+		name      string
+		prev, cur *Access
+		widens    bool
+	}{
+		{"no access section replacing default deny", deny, none, true},
+		{"no access section replacing listed callers", listed, none, true},
+		{"callers without a default replacing default deny", listedDeny, callersOnly, true},
+		{"an explicit default allow replacing default deny", deny, explicitAllow, false},
+		{"an explicit default allow replacing listed callers", listed, explicitAllow, false},
+		{"callers without a default replacing callers without a default", listed, callersOnly, false},
+		{"no access section replacing none", none, none, false},
+		{"no access section replacing an explicit allow", explicitAllow, none, false},
+		{"default deny replacing anything", none, deny, false},
+		{"listed callers with default deny replacing default deny", deny, listedDeny, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why := tc.cur.WidensImplicitly(tc.prev)
+			if (why != "") != tc.widens {
+				t.Fatalf("WidensImplicitly = %q, want widens %v", why, tc.widens)
+			}
+		})
+	}
+}
