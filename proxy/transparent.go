@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
@@ -108,8 +111,11 @@ func (r *router) passthroughFor(escapedPath string) *passthrough {
 // path than toolgate matched: an encoded dot (%2e, so "%2e%2e" cannot
 // climb out of the prefix at the backend), an encoded slash or backslash
 // (%2f, %5c: a segment toolgate sees as one may be two to the backend), a
-// backslash, an encoded control character, a malformed escape, and "." or
-// ".." segments (also with ;parameters, which some servers strip).
+// backslash, an encoded control character, a malformed escape, "." or
+// ".." segments (also with ;parameters, which some servers strip), bytes
+// that are not UTF-8 (an overlong "%c0%ae" is a dot to lax decoders), and
+// characters that Unicode compatibility normalisation turns into a dot
+// segment, a slash or a backslash ("．．", "／").
 func cleanPassthroughPath(escaped string) (string, bool) {
 	if !strings.HasPrefix(escaped, "/") || strings.IndexByte(escaped, '\\') >= 0 {
 		return "", false
@@ -129,15 +135,31 @@ func cleanPassthroughPath(escaped string) (string, bool) {
 		i += 2
 	}
 	path, err := url.PathUnescape(escaped)
-	if err != nil {
+	if err != nil || !utf8.ValidString(path) || hasDotSegment(path) {
 		return "", false
 	}
-	for seg := range strings.SplitSeq(path[1:], "/") {
-		if name, _, _ := strings.Cut(seg, ";"); name == "." || name == ".." {
-			return "", false
+	for i := 0; i < len(path); i++ {
+		if path[i] >= utf8.RuneSelf {
+			// Some backends normalise (NFKC) before routing.
+			n := norm.NFKC.String(path)
+			if strings.Count(n, "/") != strings.Count(path, "/") || strings.IndexByte(n, '\\') >= 0 || hasDotSegment(n) {
+				return "", false
+			}
+			break
 		}
 	}
 	return path, true
+}
+
+// hasDotSegment reports whether a decoded path has a "." or ".." segment,
+// also with ;parameters.
+func hasDotSegment(path string) bool {
+	for seg := range strings.SplitSeq(path[1:], "/") {
+		if name, _, _ := strings.Cut(seg, ";"); name == "." || name == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // unhex is the value of a hex digit, or 16 for any other byte.

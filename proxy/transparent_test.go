@@ -368,6 +368,8 @@ func TestPassthroughNeverReachesAToolRoute(t *testing.T) {
 		"/health/x/%2e/../../v1/users/bob/notifications",
 		"/health/%00/../v1/users/bob/notifications",
 		"/health/%zz",
+		"/health/%c0%ae%c0%ae/v1/users/bob/notifications",
+		"/health/%ef%bc%8e%ef%bc%8e/v1/users/bob/notifications",
 		"/admin/%2e%2e/v1/users/bob/notifications",
 	} {
 		t.Run(target, func(t *testing.T) {
@@ -466,6 +468,14 @@ func TestCleanPassthroughPath(t *testing.T) {
 		{"/./health", "", false},
 		{"/health/..;a=b", "", false},
 		{"/health/.;", "", false},
+		{"/health/%c0%ae%c0%ae/x", "", false},
+		{"/health/%ff", "", false},
+		{"/health/%ef%bc%8e%ef%bc%8e/x", "", false},
+		{"/health/a%ef%bc%8fb", "", false},
+		{"/health/%ef%bc%bc", "", false},
+		{"/health/%e2%80%a5/x", "", false},
+		{"/health/caf%c3%a9", "/health/café", true},
+		{"/health/%e9%87%8f%e5%ad%90", "/health/量子", true},
 	} {
 		got, ok := cleanPassthroughPath(tc.escaped)
 		if got != tc.want || ok != tc.ok {
