@@ -111,7 +111,7 @@ func (r *router) passthroughFor(escapedPath string) *passthrough {
 // path than toolgate matched: an encoded dot (%2e, so "%2e%2e" cannot
 // climb out of the prefix at the backend), an encoded slash or backslash
 // (%2f, %5c: a segment toolgate sees as one may be two to the backend), a
-// backslash, an encoded control character, a malformed escape, "." or
+// backslash, a control character, a malformed escape, "." or
 // ".." segments (also with ;parameters, which some servers strip), bytes
 // that are not UTF-8 (an overlong "%c0%ae" is a dot to lax decoders), and
 // characters that Unicode compatibility normalisation turns into a dot
@@ -137,6 +137,11 @@ func cleanPassthroughPath(escaped string) (string, bool) {
 	path, err := url.PathUnescape(escaped)
 	if err != nil || !utf8.ValidString(path) || hasDotSegment(path) {
 		return "", false
+	}
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c < 0x20 || c == 0x7f {
+			return "", false // raw or encoded: never forwarded
+		}
 	}
 	for i := 0; i < len(path); i++ {
 		if path[i] >= utf8.RuneSelf {

@@ -483,3 +483,36 @@ func TestCleanPassthroughPath(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCleanPassthroughPath: a path the check lets through decodes to the
+// path returned, keeps its segments (no encoded slash joins or splits
+// them), and has no dot segment, backslash or control character, so the
+// backend serves the path that was matched.
+func FuzzCleanPassthroughPath(f *testing.F) {
+	for _, s := range []string{"/health", "/health/%2e%2e/x", "/a%2fb", "/a/..;/b", "/caf%c3%a9", "/%c0%ae", "/%ef%bc%8e%ef%bc%8e", "/a b", "/%", "//x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, escaped string) {
+		path, ok := cleanPassthroughPath(escaped)
+		if !ok {
+			return
+		}
+		if dec, err := url.PathUnescape(escaped); err != nil || dec != path {
+			t.Fatalf("%q: returned %q, decodes to %q (%v)", escaped, path, dec, err)
+		}
+		if strings.Count(escaped, "/") != strings.Count(path, "/") {
+			t.Fatalf("%q: decoding changed the segments: %q", escaped, path)
+		}
+		for _, seg := range strings.Split(path[1:], "/") {
+			name, _, _ := strings.Cut(seg, ";")
+			if name == "." || name == ".." {
+				t.Fatalf("%q: dot segment in %q", escaped, path)
+			}
+		}
+		for _, r := range path {
+			if r == '\\' || r < 0x20 || r == 0x7f {
+				t.Fatalf("%q: %q in %q", escaped, r, path)
+			}
+		}
+	})
+}
