@@ -130,6 +130,12 @@ func (d *deadlineBody) Read(p []byte) (int, error) {
 // boundedWriter arms the write deadline before every write that may reach
 // the socket. Between writes (a passthrough streaming a slow backend) no
 // deadline is running out, since the next write arms it again.
+//
+// One net/http hook does not pass through a wrapper: http.MaxBytesReader
+// (the MCP front's body bound) cannot mark the connection to close when
+// the bound is hit. net/http then discards what is left of the body, up
+// to 256 KiB and within the read deadline, before it reuses or closes the
+// connection; the answer is the same.
 type boundedWriter struct {
 	http.ResponseWriter
 	rc      *http.ResponseController
