@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,19 +45,50 @@ const maxPolicyBytes = 8 << 20
 // *.yml files are merged) and compiles it. The error, when not nil, is
 // Errors (every problem found) or an I/O error.
 func Load(path string, opts Options) (*policy.Snapshot, error) {
-	files, err := policyFiles(path)
+	files, err := ReadFiles(path)
 	if err != nil {
 		return nil, err
 	}
-	sources := make([]source, 0, len(files))
-	for _, f := range files {
-		data, err := readLimited(f)
+	return files.Compile(opts)
+}
+
+// Files is the content of a policy path's files as read at one moment, to
+// be compiled later: a reload compares two reads before it trusts one.
+type Files struct {
+	sources []source
+	// Checksum is the Checksum a snapshot compiled from these files gets.
+	Checksum string
+	// Stats describe what was read, each taken after its file was read: the
+	// files, and for a directory the directory itself first (a file added
+	// or removed changes it).
+	Stats []fs.FileInfo
+}
+
+// ReadFiles reads the files of the policy at path without compiling them.
+func ReadFiles(path string) (*Files, error) {
+	names, dir, err := policyFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	f := &Files{sources: make([]source, 0, len(names))}
+	for _, name := range names {
+		data, st, err := readLimited(name)
 		if err != nil {
 			return nil, err
 		}
-		sources = append(sources, source{name: f, data: data})
+		f.sources = append(f.sources, source{name: name, data: data})
+		f.Stats = append(f.Stats, st)
 	}
-	return Compile(sources, opts)
+	if dir != nil {
+		f.Stats = append([]fs.FileInfo{dir}, f.Stats...)
+	}
+	f.Checksum = checksum(f.sources)
+	return f, nil
+}
+
+// Compile compiles the files read.
+func (f *Files) Compile(opts Options) (*policy.Snapshot, error) {
+	return Compile(f.sources, opts)
 }
 
 // Source is one policy file's name (used in error positions) and content.
@@ -70,18 +103,20 @@ func CompileSource(name string, data []byte, opts Options) (*policy.Snapshot, er
 	return Compile([]source{{name: name, data: data}}, opts)
 }
 
-func readLimited(name string) ([]byte, error) {
+// readLimited reads a policy file, and stats it after reading, so that a
+// change during the read shows in the stat.
+func readLimited(name string) ([]byte, fs.FileInfo, error) {
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.Size() > maxPolicyBytes {
-		return nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
+		return nil, nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
 	}
 	buf := make([]byte, 0, st.Size()+1)
 	for {
@@ -92,30 +127,32 @@ func readLimited(name string) ([]byte, error) {
 		}
 		if len(buf) == cap(buf) {
 			if len(buf) > maxPolicyBytes {
-				return nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
+				return nil, nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
 			}
 			buf = append(buf, 0)[:len(buf)]
 		}
 	}
-	return buf, nil
+	if st, err = f.Stat(); err != nil {
+		return nil, nil, err
+	}
+	return buf, st, nil
 }
 
 // policyFiles lists the files of a policy path. In a directory, names that
 // start with "." are skipped: Kubernetes mounts a ConfigMap as symlinks to
 // a hidden "..data" directory.
-func policyFiles(path string) ([]string, error) {
+func policyFiles(path string) (files []string, dir fs.FileInfo, err error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !st.IsDir() {
-		return []string{path}, nil
+		return []string{path}, nil, nil
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var files []string
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
@@ -124,7 +161,7 @@ func policyFiles(path string) ([]string, error) {
 		full := filepath.Join(path, name)
 		fst, err := os.Stat(full) // follows symlinks
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if fst.Mode()&fs.ModeType != 0 {
 			continue
@@ -132,10 +169,15 @@ func policyFiles(path string) ([]string, error) {
 		files = append(files, full)
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: no *.yaml policy files in directory", path)
+		return nil, nil, fmt.Errorf("%s: no *.yaml policy files in directory", path)
 	}
 	sort.Strings(files)
-	return files, nil
+	// Stat the directory again after listing it: a file added or removed
+	// meanwhile shows in it.
+	if st, err = os.Stat(path); err != nil {
+		return nil, nil, err
+	}
+	return files, st, nil
 }
 
 // Compile decodes, merges, validates and compiles policy sources.
@@ -145,11 +187,8 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 		lookup = os.LookupEnv
 	}
 	c := &compiler{pos: map[string]nodePos{}}
-	sum := sha256.New()
 	var specs []fileWithName
 	for _, src := range sources {
-		fmt.Fprintf(sum, "%s\x00%d\x00", filepath.Base(src.name), len(src.data))
-		sum.Write(src.data)
 		spec, ok := c.decodeFile(src, lookup)
 		if ok {
 			specs = append(specs, fileWithName{name: src.name, spec: spec})
@@ -166,11 +205,22 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs.sorted()
 	}
-	snap.Checksum = hex.EncodeToString(sum.Sum(nil))
+	snap.Checksum = checksum(sources)
 	for _, src := range sources {
 		snap.Sources = append(snap.Sources, src.name)
 	}
 	return snap, nil
+}
+
+// checksum is the SHA-256 of the sources' names (without directories) and
+// contents: it changes exactly when what a policy is compiled from does.
+func checksum(sources []source) string {
+	sum := sha256.New()
+	for _, src := range sources {
+		fmt.Fprintf(sum, "%s\x00%d\x00", filepath.Base(src.name), len(src.data))
+		sum.Write(src.data)
+	}
+	return hex.EncodeToString(sum.Sum(nil))
 }
 
 type fileWithName struct {
@@ -368,7 +418,60 @@ func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
 	if snap.Server.Transparent {
 		c.routes(snap)
 	}
+	c.passthroughCovers(snap)
 	return snap
+}
+
+// plainPrefix reports whether a passthrough prefix is a path matched as
+// written: requests are matched on their decoded path, so an escape in the
+// prefix would never match, and a dot segment or an empty one means
+// something else to the backend than to toolgate.
+func plainPrefix(prefix string) bool {
+	if strings.ContainsAny(prefix, "%\\?#") {
+		return false
+	}
+	rest := strings.TrimSuffix(prefix[1:], "/")
+	if rest == "" {
+		return true
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// passthroughCovers refuses a passthrough prefix that covers a tool's
+// route: a request under the prefix is forwarded untouched (transparent
+// mode and ext_proc look at passthrough first), so a call of that tool
+// would skip its schema, key, access and budget. A prefix covers a route
+// when some path under the prefix takes the route, whatever the method.
+func (c *compiler) passthroughCovers(snap *policy.Snapshot) {
+	for i, p := range snap.Server.Passthrough {
+		if !strings.HasPrefix(p.Prefix, "/") || !plainPrefix(p.Prefix) {
+			continue // reported already
+		}
+		var prefixSegs []string
+		if rest := strings.Trim(p.Prefix, "/"); rest != "" {
+			prefixSegs = strings.Split(rest, "/")
+		}
+		for _, name := range snap.ToolNames {
+			b := snap.Tools[name].Binding
+			tmpl, _ := contracts.SplitPath(b.PathTemplate())
+			if len(prefixSegs) > len(tmpl) {
+				continue
+			}
+			// A witness: the prefix's segments, then the template's own
+			// (a placeholder takes its own text). The route takes it only
+			// if every template segment can take the prefix's segment.
+			witness := append(slices.Clone(prefixSegs), tmpl[len(prefixSegs):]...)
+			if _, ok := b.MatchPath(witness); ok {
+				c.errorAt(fmt.Sprintf("server.passthrough[%d].prefix", i), "prefix %s covers the route of tool %s (%s %s): its calls would be forwarded without the contract; use a longer prefix",
+					p.Prefix, name, b.Method(), b.PathTemplate())
+			}
+		}
+	}
 }
 
 // routes refuses ambiguous legacy routes in transparent mode: a request
@@ -397,13 +500,13 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		Messages:            s.Messages,
 		HTTPStatus:          s.HTTPStatus,
 		Transparent:         s.Transparent,
+		MaxConnections:      s.MaxConnections,
+		ReadTimeout:         time.Duration(s.ReadTimeout),
+		WriteTimeout:        time.Duration(s.WriteTimeout),
+		IdleTimeout:         time.Duration(s.IdleTimeout),
 	}
-	if s.Listen == "" {
-		c.errorAt("server.listen", "must not be empty")
-	}
-	if s.AdminListen == "" {
-		c.errorAt("server.admin_listen", "must not be empty")
-	} else if s.AdminListen == s.Listen && !strings.HasSuffix(s.Listen, ":0") {
+	agentOK := c.listenAddress("server.listen", s.Listen)
+	if c.listenAddress("server.admin_listen", s.AdminListen) && agentOK && sameListener(s.Listen, s.AdminListen) {
 		c.errorAt("server.admin_listen", "must differ from server.listen: the admin port is never served on the agent port")
 	}
 	if !headerNameRE.MatchString(s.CallerHeader) {
@@ -423,6 +526,14 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	}
 	if s.CELCostLimit <= 0 {
 		c.errorAt("server.cel_cost_limit", "must be positive")
+	}
+	if s.MaxConnections < 1 {
+		c.errorAt("server.max_connections", "must be at least 1")
+	}
+	for key, d := range map[string]duration{"read_timeout": s.ReadTimeout, "write_timeout": s.WriteTimeout, "idle_timeout": s.IdleTimeout} {
+		if d <= 0 {
+			c.errorAt("server."+key, "must be positive")
+		}
 	}
 	if s.HTTPStatus != policy.HTTPStatusMapped && s.HTTPStatus != policy.HTTPStatusAlways200 {
 		c.errorAt("server.http_status", "%q is not valid (want mapped or always_200)", s.HTTPStatus)
@@ -449,6 +560,8 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		path := fmt.Sprintf("server.passthrough[%d]", i)
 		if !strings.HasPrefix(p.Prefix, "/") {
 			c.errorAt(path+".prefix", "must start with /")
+		} else if !plainPrefix(p.Prefix) {
+			c.errorAt(path+".prefix", "%q must be a plain path: no %%-escapes, backslashes, ? or #, and no empty, . or .. segments", p.Prefix)
 		}
 		if _, ok := upstreams[p.Upstream]; !ok {
 			c.errorAt(path+".upstream", "upstream %q is not defined", p.Upstream)
@@ -456,6 +569,39 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		out.Passthrough = append(out.Passthrough, policy.Passthrough{Prefix: p.Prefix, Upstream: p.Upstream})
 	}
 	return out
+}
+
+// listenAddress checks a host:port listen address (the host may be empty
+// for every interface, the port 0 for any free one).
+func (c *compiler) listenAddress(path, addr string) bool {
+	if addr == "" {
+		c.errorAt(path, "must not be empty")
+		return false
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		c.errorAt(path, "%q is not a host:port address (\":8080\" for every interface, \"127.0.0.1:9090\" for loopback)", addr)
+		return false
+	}
+	return true
+}
+
+// sameListener reports whether two listen addresses would claim the same
+// socket: the same fixed port on the same host, or on any host when one
+// of them listens on every interface.
+func sameListener(a, b string) bool {
+	hostA, portA, _ := net.SplitHostPort(a)
+	hostB, portB, _ := net.SplitHostPort(b)
+	pa, _ := strconv.Atoi(portA)
+	pb, _ := strconv.Atoi(portB)
+	if pa == 0 || pa != pb {
+		return false
+	}
+	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return hostA == hostB || every(hostA) || every(hostB)
 }
 
 func (c *compiler) state(s *stateSpec) policy.State {
@@ -672,6 +818,7 @@ func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Acce
 	if a == nil {
 		return out
 	}
+	out.DefaultSet = a.Default != ""
 	switch a.Default {
 	case "", "allow":
 	case "deny":

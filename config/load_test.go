@@ -218,3 +218,20 @@ func TestAliasBombIsRefused(t *testing.T) {
 		t.Fatal("loaded")
 	}
 }
+
+// TestServerDefaults pins the defaults of an absent server section; the
+// admin port listens on loopback only (its POST /-/reload has no
+// authentication), so exposing it is an explicit setting.
+func TestServerDefaults(t *testing.T) {
+	snap, err := CompileSource("p.yaml", []byte("version: 1\n"), Options{LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := snap.Server
+	if s.Listen != ":8080" {
+		t.Errorf("listen = %q", s.Listen)
+	}
+	if s.AdminListen != "127.0.0.1:9090" {
+		t.Errorf("admin_listen = %q, want loopback 127.0.0.1:9090", s.AdminListen)
+	}
+}

@@ -32,6 +32,10 @@ type serverSpec struct {
 	Transparent         bool              `yaml:"transparent"`
 	Passthrough         []passthroughSpec `yaml:"passthrough"`
 	Tracing             *tracingSpec      `yaml:"tracing"`
+	MaxConnections      int               `yaml:"max_connections"`
+	ReadTimeout         duration          `yaml:"read_timeout"`
+	WriteTimeout        duration          `yaml:"write_timeout"`
+	IdleTimeout         duration          `yaml:"idle_timeout"`
 }
 
 // tracingSpec is server.tracing: OTLP export of a span per call. Absent
@@ -51,8 +55,10 @@ func (t *tracingSpec) setDefaults() {
 
 func (s *serverSpec) setDefaults() {
 	*s = serverSpec{
-		Listen:              ":8080",
-		AdminListen:         ":9090",
+		Listen: ":8080",
+		// Loopback: the admin port has an unauthenticated POST /-/reload.
+		// Deployments that scrape it from elsewhere set it explicitly.
+		AdminListen:         "127.0.0.1:9090",
 		CallerHeader:        "X-Toolgate-Caller",
 		CallerFrom:          policy.CallerFromHeader,
 		MaxRequestBytes:     64 << 10,
@@ -61,6 +67,10 @@ func (s *serverSpec) setDefaults() {
 		CELCostLimit:        contracts.DefaultRuleCostLimit,
 		Messages:            "en",
 		HTTPStatus:          policy.HTTPStatusMapped,
+		MaxConnections:      1024,
+		ReadTimeout:         duration(10 * time.Second),
+		WriteTimeout:        duration(10 * time.Second),
+		IdleTimeout:         duration(60 * time.Second),
 	}
 }
 

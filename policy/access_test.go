@@ -101,6 +101,18 @@ func TestAccessIdentify(t *testing.T) {
 			http.Header{"X-Forwarded-Client-Cert": {`URI="spiffe://cluster.local/ns/agents/sa/research`}}, ""},
 		{"xfcc mode uses the last certificate", xfccMode,
 			http.Header{"X-Forwarded-Client-Cert": {"URI=spiffe://cluster.local/ns/agents/sa/ops," + research}}, "research-agent"},
+		{"two xfcc lines are one list and the last line's element wins", xfccMode,
+			http.Header{"X-Forwarded-Client-Cert": {"URI=spiffe://cluster.local/ns/agents/sa/ops", research}}, "research-agent"},
+		{"the first of two xfcc lines does not name the caller", xfccMode,
+			http.Header{"X-Forwarded-Client-Cert": {research, "URI=spiffe://cluster.local/ns/agents/sa/intruder"}}, ""},
+		{"the last element of the last of several xfcc lines wins", xfccMode,
+			http.Header{"X-Forwarded-Client-Cert": {research, `Subject="CN=x,OU=y;z";URI=spiffe://a,URI=spiffe://b`, "By=spiffe://c;URI=spiffe://cluster.local/ns/agents/sa/ops;Subject=\"a,b\"," + research}}, "research-agent"},
+		{"a malformed earlier xfcc line names nobody", xfccMode,
+			http.Header{"X-Forwarded-Client-Cert": {`Subject="CN=x`, `y";` + research}}, ""},
+		{"an empty last xfcc line names nobody", xfccMode,
+			http.Header{"X-Forwarded-Client-Cert": {research, ""}}, ""},
+		{"xfcc lines over 16KiB together name nobody", xfccMode,
+			http.Header{"X-Forwarded-Client-Cert": {"URI=spiffe://a/" + strings.Repeat("x", 9<<10), research + ";Subject=" + strings.Repeat("y", 8<<10)}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := testAccess(false).Identify(tc.server, tc.header); got != tc.want {
@@ -183,13 +195,50 @@ func FuzzXFCCURI(f *testing.F) {
 		if len(v) > 4<<10 { // quoting may double it; stay under the 16KiB bound
 			return
 		}
-		// Certificates before the last never matter.
+		// Certificates before the last never matter, in the same line or
+		// in an earlier one.
 		if prefixed := XFCCURI("By=spiffe://b;URI=spiffe://earlier," + v); prefixed != got {
 			t.Fatalf("with an earlier certificate XFCCURI = %q, alone %q (input %q)", prefixed, got, v)
+		}
+		if lines := XFCCLinesURI([]string{"By=spiffe://b;URI=spiffe://earlier", v}); lines != got {
+			t.Fatalf("after an earlier line XFCCLinesURI = %q, alone %q (input %q)", lines, got, v)
 		}
 		// Any string survives Envoy's quoting.
 		if back := XFCCURI(`By=spiffe://b;URI=` + quoteXFCC(v) + `;Subject="x,y;z"`); back != v {
 			t.Fatalf("quoted %q came back as %q", v, back)
 		}
 	})
+}
+
+func TestAccessWidensImplicitly(t *testing.T) {
+	none := &Access{DefaultAllow: true}
+	explicitAllow := &Access{DefaultAllow: true, DefaultSet: true}
+	deny := &Access{DefaultAllow: false, DefaultSet: true}
+	listed := testAccess(true) // callers, default allow implied
+	listedDeny := testAccess(false)
+	listedDeny.DefaultSet = true
+	callersOnly := &Access{DefaultAllow: true, Callers: map[string]*Caller{"ops-agent": {Name: "ops-agent", Tools: []string{"*"}}}}
+	for _, tc := range []struct {
+		name      string
+		prev, cur *Access
+		widens    bool
+	}{
+		{"no access section replacing default deny", deny, none, true},
+		{"no access section replacing listed callers", listed, none, true},
+		{"callers without a default replacing default deny", listedDeny, callersOnly, true},
+		{"an explicit default allow replacing default deny", deny, explicitAllow, false},
+		{"an explicit default allow replacing listed callers", listed, explicitAllow, false},
+		{"callers without a default replacing callers without a default", listed, callersOnly, false},
+		{"no access section replacing none", none, none, false},
+		{"no access section replacing an explicit allow", explicitAllow, none, false},
+		{"default deny replacing anything", none, deny, false},
+		{"listed callers with default deny replacing default deny", deny, listedDeny, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why := tc.cur.WidensImplicitly(tc.prev)
+			if (why != "") != tc.widens {
+				t.Fatalf("WidensImplicitly = %q, want widens %v", why, tc.widens)
+			}
+		})
+	}
 }

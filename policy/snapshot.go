@@ -47,6 +47,16 @@ type Server struct {
 	Transparent         bool
 	Passthrough         []Passthrough
 	Tracing             *TracingSettings // nil: tracing off
+	// MaxConnections bounds the agent port's open connections; more wait
+	// in the kernel's accept queue.
+	MaxConnections int
+	// ReadTimeout bounds reading a request's headers, and then its body.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer to the client (not the
+	// call before it).
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout time.Duration
 }
 
 // TracingSettings is server.tracing: where and how to export spans.
@@ -126,8 +136,10 @@ type Upstream struct {
 // Access is the `access` section.
 type Access struct {
 	DefaultAllow bool
-	Identities   map[string]string // SPIFFE ID -> caller name
-	Callers      map[string]*Caller
+	// DefaultSet says access.default was written, rather than implied.
+	DefaultSet bool
+	Identities map[string]string // SPIFFE ID -> caller name
+	Callers    map[string]*Caller
 }
 
 // Caller is one entry of access.callers.

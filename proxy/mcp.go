@@ -335,10 +335,11 @@ func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		args = []byte{} // no arguments: the empty object
 	}
 	// MCP carries the W3C trace context in _meta (clients without headers),
-	// otherwise in the HTTP request's headers.
+	// otherwise in the HTTP request's headers. An invalid _meta value does
+	// not replace the headers' (the core drops invalid ones either way).
 	traceparent, tracestate := h.Get("Traceparent"), h.Get("Tracestate")
 	if req.Params != nil {
-		if tp, ok := req.Params.Meta["traceparent"].(string); ok && tp != "" {
+		if tp, ok := req.Params.Meta["traceparent"].(string); ok && validTraceParent(tp) {
 			traceparent = tp
 			tracestate, _ = req.Params.Meta["tracestate"].(string)
 		}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"net/http"
-	"strings"
 )
 
 // This file is the surface a front end in another package (the Envoy
@@ -34,18 +33,14 @@ func (c *Core) MatchRoute(method, escapedPath string) (route LegacyRoute, ok boo
 }
 
 // PassthroughUpstream returns the upstream of the server.passthrough prefix
-// that the (unescaped) path falls under, the longest prefix winning, as
-// transparent mode matches it.
-func (c *Core) PassthroughUpstream(path string) (upstream string, ok bool) {
-	best := -1
-	for _, p := range c.Snapshot().Server.Passthrough {
-		if path == p.Prefix || strings.HasPrefix(path, strings.TrimSuffix(p.Prefix, "/")+"/") {
-			if len(p.Prefix) > best {
-				best, upstream = len(p.Prefix), p.Upstream
-			}
-		}
+// that an escaped request path falls under, exactly as transparent mode
+// decides it: the longest prefix wins, and a path with an encoded dot,
+// slash or backslash, a backslash or a dot segment is never passed through.
+func (c *Core) PassthroughUpstream(escapedPath string) (upstream string, ok bool) {
+	if p := c.state.Load().router.passthroughFor(escapedPath); p != nil {
+		return p.upstream, true
 	}
-	return upstream, best >= 0
+	return "", false
 }
 
 // ExtractArgs builds the arguments of a call of tool from a legacy request:

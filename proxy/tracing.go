@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -32,15 +33,17 @@ func newTracing(tp trace.TracerProvider) tracing {
 	return tracing{on: true, tracer: tp.Tracer("github.com/toolgate/toolgate/proxy"), prop: propagation.TraceContext{}}
 }
 
-// traceCarrier reads an agent's trace context from a Request.
+// traceCarrier reads an agent's trace context from a Request, valid parts
+// only.
 type traceCarrier struct{ req *Request }
 
 func (c traceCarrier) Get(key string) string {
+	parent, state := agentTraceContext(c.req)
 	switch key {
 	case "traceparent":
-		return c.req.TraceParent
+		return parent
 	case "tracestate":
-		return c.req.TraceState
+		return state
 	}
 	return ""
 }
@@ -52,7 +55,7 @@ func (t tracing) startCall(ctx context.Context, req *Request) (context.Context, 
 	if !t.on {
 		return ctx, nil
 	}
-	if req.TraceParent != "" {
+	if parent, _ := agentTraceContext(req); parent != "" {
 		ctx = t.prop.Extract(ctx, traceCarrier{req})
 	}
 	return t.tracer.Start(ctx, "toolgate.call", trace.WithSpanKind(trace.SpanKindServer))
@@ -112,13 +115,121 @@ func (t tracing) inject(ctx context.Context, req *Request, h http.Header) {
 		t.prop.Inject(ctx, propagation.HeaderCarrier(h))
 		return
 	}
-	if req.TraceParent != "" {
-		h.Set("Traceparent", req.TraceParent)
-		if req.TraceState != "" {
-			h.Set("Tracestate", req.TraceState)
+	if parent, state := agentTraceContext(req); parent != "" {
+		h.Set("Traceparent", parent)
+		if state != "" {
+			h.Set("Tracestate", state)
 		}
 	}
 }
+
+// agentTraceContext returns the agent's W3C trace context, each part only
+// when it is well formed: the values come from a header or from MCP's
+// _meta, so anything (CR, LF, megabytes) may be in them, and they are
+// written into the backend request. An invalid traceparent drops both
+// (a tracestate means nothing without it); an invalid tracestate drops
+// only itself. Neither ever fails the call.
+func agentTraceContext(req *Request) (parent, state string) {
+	if !validTraceParent(req.TraceParent) {
+		return "", ""
+	}
+	if validTraceState(req.TraceState) {
+		state = req.TraceState
+	}
+	return req.TraceParent, state
+}
+
+// maxTraceParentBytes bounds a traceparent of a future version, which may
+// carry fields after the four of version 00.
+const maxTraceParentBytes = 256
+
+// validTraceParent reports whether v is a W3C trace-context traceparent
+// toolgate continues and forwards: version-traceid-parentid-flags in lower
+// case hex (2-32-16-2 digits), a trace id and a parent id that are not all
+// zeros, version ff refused. Version 00 is exactly those 55 characters; a
+// higher version may add fields after a further "-", in lower case hex and
+// "-" only, up to 256 characters in all.
+func validTraceParent(v string) bool {
+	const size = 55 // 2 + 1 + 32 + 1 + 16 + 1 + 2
+	if len(v) < size || len(v) > maxTraceParentBytes {
+		return false
+	}
+	if v[2] != '-' || v[35] != '-' || v[52] != '-' {
+		return false
+	}
+	version, traceID, parentID, flags := v[:2], v[3:35], v[36:52], v[53:55]
+	if !lowerHex(version) || !lowerHex(traceID) || !lowerHex(parentID) || !lowerHex(flags) {
+		return false
+	}
+	if version == "ff" || allZeros(traceID) || allZeros(parentID) {
+		return false
+	}
+	if len(v) == size {
+		return true
+	}
+	if version == "00" || v[size] != '-' {
+		return false
+	}
+	for i := size + 1; i < len(v); i++ {
+		if c := v[i]; c != '-' && !isLowerHex(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxTraceStateBytes bounds tracestate: W3C asks vendors to propagate at
+// least 512 characters, and allows at most 32 list members.
+const (
+	maxTraceStateBytes   = 512
+	maxTraceStateMembers = 32
+)
+
+// validTraceState reports whether v is a tracestate toolgate forwards: at
+// most 512 bytes of printable ASCII (no control characters, so no CR or
+// LF), at most 32 comma-separated members, each empty or key=value.
+func validTraceState(v string) bool {
+	if len(v) > maxTraceStateBytes {
+		return false
+	}
+	members := 1
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+		if c == ',' {
+			members++
+		}
+	}
+	if members > maxTraceStateMembers {
+		return false
+	}
+	for m := range strings.SplitSeq(v, ",") {
+		m = strings.Trim(m, " \t")
+		if m == "" {
+			continue
+		}
+		key, value, ok := strings.Cut(m, "=")
+		if !ok || key == "" || value == "" || strings.Contains(value, "=") {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isLowerHex(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
+
+func allZeros(s string) bool { return strings.Trim(s, "0") == "" }
 
 // traceID is the call's trace id for the log line, or "".
 func traceID(span trace.Span) string {

@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
@@ -20,8 +23,9 @@ type router struct {
 }
 
 type passthrough struct {
-	prefix string
-	proxy  *httputil.ReverseProxy
+	prefix   string
+	upstream string
+	proxy    *httputil.ReverseProxy
 }
 
 func newRouter(st *state, callerHeader string) *router {
@@ -47,7 +51,7 @@ func newRouter(st *state, callerHeader string) *router {
 		if up == nil {
 			continue
 		}
-		r.passthrough = append(r.passthrough, passthrough{prefix: p.Prefix, proxy: newPassthrough(up, callerHeader)})
+		r.passthrough = append(r.passthrough, passthrough{prefix: p.Prefix, upstream: p.Upstream, proxy: newPassthrough(up, callerHeader)})
 	}
 	sort.SliceStable(r.passthrough, func(i, j int) bool { return len(r.passthrough[i].prefix) > len(r.passthrough[j].prefix) })
 	return r
@@ -75,6 +79,107 @@ func newPassthrough(up *upstream, callerHeader string) *httputil.ReverseProxy {
 	}
 }
 
+// passthroughFor returns the passthrough whose prefix covers a request's
+// escaped path (the longest prefix winning), or nil.
+//
+// The path is checked once (cleanPassthroughPath) and the prefix matched,
+// on segment boundaries, against the decoded path that check returns: the
+// path forwarded is the request's own, which decodes to exactly that path
+// with the same segments, so the backend serves the path that was matched.
+// A path the check refuses is never passed through; it can still be a
+// tool's call (whose backend path toolgate builds itself), and is otherwise
+// not_found.
+func (r *router) passthroughFor(escapedPath string) *passthrough {
+	if len(r.passthrough) == 0 {
+		return nil
+	}
+	path, ok := cleanPassthroughPath(escapedPath)
+	if !ok {
+		return nil
+	}
+	for i := range r.passthrough {
+		p := &r.passthrough[i]
+		if path == p.prefix || strings.HasPrefix(path, strings.TrimSuffix(p.prefix, "/")+"/") {
+			return p
+		}
+	}
+	return nil
+}
+
+// cleanPassthroughPath decodes an escaped request path that is safe to
+// forward as it is, and refuses one that a backend could read as another
+// path than toolgate matched: an encoded dot (%2e, so "%2e%2e" cannot
+// climb out of the prefix at the backend), an encoded slash or backslash
+// (%2f, %5c: a segment toolgate sees as one may be two to the backend), a
+// backslash, a control character, a malformed escape, "." or
+// ".." segments (also with ;parameters, which some servers strip), bytes
+// that are not UTF-8 (an overlong "%c0%ae" is a dot to lax decoders), and
+// characters that Unicode compatibility normalisation turns into a dot
+// segment, a slash or a backslash ("．．", "／").
+func cleanPassthroughPath(escaped string) (string, bool) {
+	if !strings.HasPrefix(escaped, "/") || strings.IndexByte(escaped, '\\') >= 0 {
+		return "", false
+	}
+	for i := 0; i < len(escaped); i++ {
+		if escaped[i] != '%' {
+			continue
+		}
+		if i+2 >= len(escaped) {
+			return "", false
+		}
+		hi, lo := unhex(escaped[i+1]), unhex(escaped[i+2])
+		b := hi<<4 | lo
+		if hi > 15 || lo > 15 || b == '.' || b == '/' || b == '\\' || b < 0x20 || b == 0x7f {
+			return "", false
+		}
+		i += 2
+	}
+	path, err := url.PathUnescape(escaped)
+	if err != nil || !utf8.ValidString(path) || hasDotSegment(path) {
+		return "", false
+	}
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; c < 0x20 || c == 0x7f {
+			return "", false // raw or encoded: never forwarded
+		}
+	}
+	for i := 0; i < len(path); i++ {
+		if path[i] >= utf8.RuneSelf {
+			// Some backends normalise (NFKC) before routing.
+			n := norm.NFKC.String(path)
+			if strings.Count(n, "/") != strings.Count(path, "/") || strings.IndexByte(n, '\\') >= 0 || hasDotSegment(n) {
+				return "", false
+			}
+			break
+		}
+	}
+	return path, true
+}
+
+// hasDotSegment reports whether a decoded path has a "." or ".." segment,
+// also with ;parameters.
+func hasDotSegment(path string) bool {
+	for seg := range strings.SplitSeq(path[1:], "/") {
+		if name, _, _ := strings.Cut(seg, ";"); name == "." || name == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// unhex is the value of a hex digit, or 16 for any other byte.
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10
+	}
+	return 16
+}
+
 // match returns the tool whose route the request takes, with the path
 // placeholder values.
 func (r *router) match(method, escapedPath string) (*tool, map[string]string) {
@@ -94,13 +199,12 @@ func (r *router) match(method, escapedPath string) (*tool, map[string]string) {
 // a passthrough, or a not_found envelope.
 func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 	st := c.state.Load()
-	for _, p := range st.router.passthrough {
-		if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, strings.TrimSuffix(p.prefix, "/")+"/") {
-			p.proxy.ServeHTTP(w, r)
-			return
-		}
+	escapedPath := r.URL.EscapedPath()
+	if p := st.router.passthroughFor(escapedPath); p != nil {
+		p.proxy.ServeHTTP(w, r)
+		return
 	}
-	t, pathVals := st.router.match(r.Method, r.URL.EscapedPath())
+	t, pathVals := st.router.match(r.Method, escapedPath)
 	if t == nil {
 		c.serveNoRoute(w, r)
 		return

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,6 +316,202 @@ func FuzzTransparentArgs(f *testing.F) {
 			}
 			if strings.ContainsAny(bound.Path+bound.Query, "\r\n") {
 				t.Fatalf("CR/LF in the bound request: %q", bound.Path+bound.Query)
+			}
+		}
+	})
+}
+
+// rawRequest sends one request over a raw connection, so the path goes out
+// exactly as written (Go's client would normalise or refuse some of
+// these), and returns the answer.
+func rawRequest(t *testing.T, addr, method, target, body string) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		method, target, addr, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp, string(raw)
+}
+
+// TestPassthroughNeverReachesAToolRoute: a path under a passthrough prefix
+// that a backend could resolve to another path (an encoded dot segment, an
+// encoded slash or backslash, a backslash, a dot segment with a
+// ;parameter) is not passed through: it would reach a tool's route with no
+// schema, key, access or budget. Each is answered by toolgate and the
+// backend sees nothing.
+func TestPassthroughNeverReachesAToolRoute(t *testing.T) {
+	front, eb, _ := newTransparentHarness(t)
+	addr := front.Listener.Addr().String()
+	const body = `{"text":"transfer everything"}`
+	for _, target := range []string{
+		"/health/%2e%2e/v1/users/bob/notifications",
+		"/health/%2E%2E/v1/users/bob/notifications",
+		"/health/.%2e/v1/users/bob/notifications",
+		"/health/%2e./v1/users/bob/notifications",
+		"/health%2f..%2fv1/users/bob/notifications",
+		"/health/x%2F..%2F..%2Fv1/users/bob/notifications",
+		"/health/%5c..%5cv1/users/bob/notifications",
+		"/health\\..\\v1/users/bob/notifications",
+		"/health/..;/v1/users/bob/notifications",
+		"/health/..;x=1/v1/users/bob/notifications",
+		"/health/%2e%2e;/v1/users/bob/notifications",
+		"/health/x/%2e/../../v1/users/bob/notifications",
+		"/health/%00/../v1/users/bob/notifications",
+		"/health/%zz",
+		"/health/%c0%ae%c0%ae/v1/users/bob/notifications",
+		"/health/%ef%bc%8e%ef%bc%8e/v1/users/bob/notifications",
+		"/admin/%2e%2e/v1/users/bob/notifications",
+	} {
+		t.Run(target, func(t *testing.T) {
+			eb.mu.Lock()
+			eb.reqs = nil
+			eb.mu.Unlock()
+			resp, raw := rawRequest(t, addr, "POST", target, body)
+			eb.mu.Lock()
+			sent := slices.Clone(eb.reqs)
+			eb.mu.Unlock()
+			if len(sent) > 0 {
+				t.Fatalf("the backend received %q", sent)
+			}
+			switch {
+			case resp.StatusCode == http.StatusBadRequest && resp.Header.Get("Toolgate-Status") == "":
+				// Refused by the HTTP server before any handler.
+			case resp.StatusCode == http.StatusMovedPermanently || resp.StatusCode == http.StatusTemporaryRedirect:
+				// A literal dot segment: the router redirects to the clean
+				// path, which is a tool's route and runs its contract.
+			case resp.Header.Get("Toolgate-Status") != string(contracts.StatusNotFound) || resp.StatusCode != http.StatusNotFound:
+				t.Errorf("HTTP %d %s: %.300s", resp.StatusCode, resp.Header.Get("Toolgate-Status"), raw)
+			}
+		})
+	}
+}
+
+// TestPassthroughPrefixesMatchWholeSegments pins what a prefix takes: the
+// prefix itself and paths below it, never a sibling name; harmless escapes
+// go through as they came.
+func TestPassthroughPrefixesMatchWholeSegments(t *testing.T) {
+	front, eb, _ := newTransparentHarness(t)
+	addr := front.Listener.Addr().String()
+	for _, tc := range []struct {
+		target   string
+		wantSent string // the request line the backend received; "" for none
+	}{
+		{"/health", "GET /health"},
+		{"/health/", "GET /health/"},
+		{"/health/deep/er?x=1", "GET /health/deep/er?x=1"},
+		{"/health/a%20b", "GET /health/a%20b"},
+		{"/health/%41", "GET /health/%41"},
+		{"/health/file.json", "GET /health/file.json"},
+		{"/health/..hidden", "GET /health/..hidden"},
+		{"/healthz-admin", ""},
+		{"/healthz", ""},
+		{"/heal", ""},
+		{"/admin/x", "GET /admin/x"},
+		{"/admin", ""},
+		{"/administrator", ""},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			eb.mu.Lock()
+			eb.reqs = nil
+			eb.mu.Unlock()
+			resp, raw := rawRequest(t, addr, "GET", tc.target, "")
+			eb.mu.Lock()
+			sent := slices.Clone(eb.reqs)
+			eb.mu.Unlock()
+			if tc.wantSent == "" {
+				if len(sent) > 0 || resp.Header.Get("Toolgate-Status") != string(contracts.StatusNotFound) {
+					t.Errorf("HTTP %d %s, backend received %q: %.200s", resp.StatusCode, resp.Header.Get("Toolgate-Status"), sent, raw)
+				}
+				return
+			}
+			if len(sent) != 1 || !strings.HasPrefix(sent[0], tc.wantSent+" ") || resp.Header.Get("Toolgate-Status") != "" {
+				t.Errorf("HTTP %d %s, backend received %q, want %q", resp.StatusCode, resp.Header.Get("Toolgate-Status"), sent, tc.wantSent)
+			}
+		})
+	}
+}
+
+func TestCleanPassthroughPath(t *testing.T) {
+	for _, tc := range []struct {
+		escaped, want string
+		ok            bool
+	}{
+		{"/health", "/health", true},
+		{"/health/a%20b", "/health/a b", true},
+		{"/health/%7e", "/health/~", true},
+		{"/health/..x/x..", "/health/..x/x..", true},
+		{"/", "/", true},
+		{"health", "", false},
+		{"", "", false},
+		{"/health/%2e%2e/x", "", false},
+		{"/health/%2Ex", "", false},
+		{"/health/%2fx", "", false},
+		{"/health/%5Cx", "", false},
+		{"/health\\x", "", false},
+		{"/health/%00", "", false},
+		{"/health/%7F", "", false},
+		{"/health/%", "", false},
+		{"/health/%4", "", false},
+		{"/health/%zz", "", false},
+		{"/health/..", "", false},
+		{"/health/.", "", false},
+		{"/./health", "", false},
+		{"/health/..;a=b", "", false},
+		{"/health/.;", "", false},
+		{"/health/%c0%ae%c0%ae/x", "", false},
+		{"/health/%ff", "", false},
+		{"/health/%ef%bc%8e%ef%bc%8e/x", "", false},
+		{"/health/a%ef%bc%8fb", "", false},
+		{"/health/%ef%bc%bc", "", false},
+		{"/health/%e2%80%a5/x", "", false},
+		{"/health/caf%c3%a9", "/health/café", true},
+		{"/health/%e9%87%8f%e5%ad%90", "/health/量子", true},
+	} {
+		got, ok := cleanPassthroughPath(tc.escaped)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("cleanPassthroughPath(%q) = %q, %v; want %q, %v", tc.escaped, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzCleanPassthroughPath: a path the check lets through decodes to the
+// path returned, keeps its segments (no encoded slash joins or splits
+// them), and has no dot segment, backslash or control character, so the
+// backend serves the path that was matched.
+func FuzzCleanPassthroughPath(f *testing.F) {
+	for _, s := range []string{"/health", "/health/%2e%2e/x", "/a%2fb", "/a/..;/b", "/caf%c3%a9", "/%c0%ae", "/%ef%bc%8e%ef%bc%8e", "/a b", "/%", "//x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, escaped string) {
+		path, ok := cleanPassthroughPath(escaped)
+		if !ok {
+			return
+		}
+		if dec, err := url.PathUnescape(escaped); err != nil || dec != path {
+			t.Fatalf("%q: returned %q, decodes to %q (%v)", escaped, path, dec, err)
+		}
+		if strings.Count(escaped, "/") != strings.Count(path, "/") {
+			t.Fatalf("%q: decoding changed the segments: %q", escaped, path)
+		}
+		for _, seg := range strings.Split(path[1:], "/") {
+			name, _, _ := strings.Cut(seg, ";")
+			if name == "." || name == ".." {
+				t.Fatalf("%q: dot segment in %q", escaped, path)
+			}
+		}
+		for _, r := range path {
+			if r == '\\' || r < 0x20 || r == 0x7f {
+				t.Fatalf("%q: %q in %q", escaped, r, path)
 			}
 		}
 	})

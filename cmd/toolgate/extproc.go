@@ -15,7 +15,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 	"github.com/toolgate/toolgate/proxy/extproc"
@@ -80,20 +79,17 @@ func runExtproc(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// extprocLoader loads the policy and refuses ambiguous routes: under
-// ext_proc every call is identified by its route, whether or not the
-// policy runs transparent mode (which refuses them at load already).
+// extprocLoader loads the policy once its files have settled and refuses
+// ambiguous routes: under ext_proc every call is identified by its route,
+// whether or not the policy runs transparent mode (which refuses them at
+// load already).
 func extprocLoader(path string) func() (*policy.Snapshot, error) {
-	return func() (*policy.Snapshot, error) {
-		snap, err := config.Load(path, config.Options{})
-		if err != nil {
-			return nil, err
-		}
+	return newPolicyLoader(path, func(snap *policy.Snapshot) error {
 		if conflicts := proxy.RouteConflicts(snap); len(conflicts) > 0 {
-			return nil, fmt.Errorf("ambiguous routes (a request could be a call of either tool): %s", strings.Join(conflicts, "; "))
+			return fmt.Errorf("ambiguous routes (a request could be a call of either tool): %s", strings.Join(conflicts, "; "))
 		}
-		return snap, nil
-	}
+		return nil
+	}).load
 }
 
 // extprocServer is the external processor's gRPC server beside the admin
@@ -113,17 +109,23 @@ func listenExtproc(srv *server, opts extprocOptions) (*extprocServer, error) {
 	if adminAddr == "" {
 		adminAddr = srv.core.Snapshot().Server.AdminListen
 	}
-	ln, err := net.Listen("tcp", opts.listen)
+	bounds := srv.core.Snapshot().Server
+	// Envoy keeps a few long-lived connections; the bound is for anything
+	// else that reaches the port.
+	ln, err := listenLimited(opts.listen, bounds.MaxConnections)
 	if err != nil {
 		return nil, fmt.Errorf("ext_proc listener: %w", err)
 	}
-	adminLn, err := net.Listen("tcp", adminAddr)
+	adminLn, err := listenAdmin(adminAddr)
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("admin listener: %w", err)
+		return nil, err
 	}
 	g := grpc.NewServer(
 		grpc.MaxRecvMsgSize(maxProcessingMessage),
+		// A connection must finish its handshake (HTTP/2 preface and
+		// settings) within the read timeout.
+		grpc.ConnectionTimeout(bounds.ReadTimeout),
 		// Stop waits for the streams it cuts off to end their calls.
 		grpc.WaitForHandlers(true),
 		// Envoy may ping idle connections to the processor cluster; a

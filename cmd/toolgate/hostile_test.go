@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -30,25 +31,44 @@ import (
 type hostileServer struct {
 	*server
 	agentURL, adminURL string
+	// searches counts the requests the search backend received.
+	searches *atomic.Int64
+}
+
+// hostileOptions change startHostile's server.
+type hostileOptions struct {
+	server  string        // extra keys of the server section, each line indented two spaces
+	timeout time.Duration // the search upstream's timeout; zero means 2s
+	tune    func(*server) // changes before listening
 }
 
 func startHostileServer(t *testing.T, tune func(*server)) *hostileServer {
 	t.Helper()
-	search := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{}))
+	return startHostile(t, hostileOptions{tune: tune})
+}
+
+func startHostile(t *testing.T, opts hostileOptions) *hostileServer {
+	t.Helper()
+	searches := &atomic.Int64{}
+	backend := examples.NewSearchBackend(examples.SearchOptions{})
+	search := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		searches.Add(1)
+		backend.ServeHTTP(w, r)
+	}))
 	t.Cleanup(search.Close)
 	doc := fmt.Sprintf(`version: 1
 server:
   listen: "127.0.0.1:0"
   admin_listen: "127.0.0.1:00"
-upstreams:
-  search: {url: %q, timeout: 2s}
+%supstreams:
+  search: {url: %q, timeout: %s}
 tools:
   search_articles:
     description: Search articles.
     upstream: search
     args: {type: object, required: [q], properties: {q: {type: string}}}
     request: {method: GET, path: /api/search, query: {q: q}}
-`, search.URL)
+`, opts.server, search.URL, cmp.Or(opts.timeout, 2*time.Second))
 	snap, err := config.CompileSource("hostile.yaml", []byte(doc), config.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +77,8 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tune != nil {
-		tune(srv)
+	if opts.tune != nil {
+		opts.tune(srv)
 	}
 	if err := srv.listen(); err != nil {
 		t.Fatal(err)
@@ -72,7 +92,7 @@ tools:
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &hostileServer{server: srv, agentURL: "http://" + srv.agentAddr(), adminURL: "http://" + srv.adminAddr()}
+	return &hostileServer{server: srv, agentURL: "http://" + srv.agentAddr(), adminURL: "http://" + srv.adminAddr(), searches: searches}
 }
 
 // politeCaller calls search_articles until stopped and counts calls that
@@ -149,6 +169,18 @@ func TestServerHTTPSettingsBoundHostileClients(t *testing.T) {
 	}
 	if s.agent.MaxHeaderBytes <= 0 || s.agent.MaxHeaderBytes > 1<<20 {
 		t.Errorf("agent: MaxHeaderBytes = %d", s.agent.MaxHeaderBytes)
+	}
+	// The agent port bounds bodies and each write per request
+	// (boundedHandler); a whole-request ReadTimeout or WriteTimeout would
+	// cut a long tool call.
+	if s.agent.ReadTimeout != 0 || s.agent.WriteTimeout != 0 {
+		t.Errorf("agent: ReadTimeout %v, WriteTimeout %v: they would bound the call itself", s.agent.ReadTimeout, s.agent.WriteTimeout)
+	}
+	if _, ok := s.agent.Handler.(boundedHandler); !ok {
+		t.Errorf("agent: handler %T does not bound bodies and writes", s.agent.Handler)
+	}
+	if s.admin.ReadTimeout <= 0 || s.admin.WriteTimeout <= 0 || s.admin.MaxHeaderBytes <= 0 {
+		t.Errorf("admin: ReadTimeout %v, WriteTimeout %v, MaxHeaderBytes %d", s.admin.ReadTimeout, s.admin.WriteTimeout, s.admin.MaxHeaderBytes)
 	}
 	t.Run("headers over MaxHeaderBytes are refused with 431", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, s.agentURL+"/v1/tools/search_articles", strings.NewReader(`{"q":"go"}`))

@@ -41,7 +41,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	defer sink.Close()
 	watcher := opts.startWatcher(logger)
-	load := func() (*policy.Snapshot, error) { return config.Load(opts.configPath, config.Options{}) }
+	load := newPolicyLoader(opts.configPath, nil).load
 	snap, err := load()
 	if err != nil {
 		printLoadError(stderr, err)
@@ -116,8 +116,11 @@ type server struct {
 	load     func() (*policy.Snapshot, error)
 
 	reloadMu sync.Mutex
-	loaded   atomic.Pointer[loaded]
-	draining atomic.Bool
+	// reloadFailed: the last reload failed (guarded by reloadMu), so the
+	// next good one is a recovery, logged as such.
+	reloadFailed bool
+	loaded       atomic.Pointer[loaded]
+	draining     atomic.Bool
 
 	agent, admin         *http.Server
 	agentLn, adminLn     net.Listener
@@ -173,25 +176,14 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 	m.ConfigLastReloadOK.Set(1)
 	calls, cancel := context.WithCancel(context.Background())
 	s.cancelCalls = cancel
-	s.agent = &http.Server{
-		Handler:           core.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return calls },
-	}
-	s.admin = &http.Server{
-		Handler: proxy.AdminHandler(proxy.AdminOptions{
-			Gatherer: reg,
-			Ready:    s.ready,
-			Reload:   s.reload,
-			Config:   s.configInfo,
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	s.agent = newAgentServer(core.Handler(), snap.Server, logger)
+	s.agent.BaseContext = func(net.Listener) context.Context { return calls }
+	s.admin = newAdminServer(proxy.AdminHandler(proxy.AdminOptions{
+		Gatherer: reg,
+		Ready:    s.ready,
+		Reload:   s.reload,
+		Config:   s.configInfo,
+	}), logger)
 	return s, nil
 }
 
@@ -211,15 +203,23 @@ func (s *server) reload() error {
 		err = s.swap(cur.snap, snap)
 	}
 	if err != nil {
+		s.reloadFailed = true
 		m.ConfigReloads.WithLabelValues("failure").Inc()
 		m.ConfigLastReloadOK.Set(0)
 		s.logger.Error("policy reload failed; keeping the last good policy", "errors", errorLines(err))
 		return err
 	}
+	recovered := s.reloadFailed
+	s.reloadFailed = false
 	m.ConfigReloads.WithLabelValues("success").Inc()
 	m.ConfigLastReloadOK.Set(1)
 	if snap.Checksum == cur.snap.Checksum {
-		s.logger.Debug("policy unchanged", "generation", cur.generation, "checksum", snap.Checksum)
+		if recovered {
+			s.logger.Info("policy reload recovered; the policy files are valid again and unchanged from the running policy",
+				"generation", cur.generation, "checksum", snap.Checksum)
+		} else {
+			s.logger.Debug("policy unchanged", "generation", cur.generation, "checksum", snap.Checksum)
+		}
 		return nil
 	}
 	// Published last, so whoever sees the new generation also sees the
@@ -227,7 +227,7 @@ func (s *server) reload() error {
 	gen := cur.generation + 1
 	m.ConfigGeneration.Set(float64(gen))
 	s.loaded.Store(&loaded{generation: gen, snap: snap})
-	s.logger.Info("policy reloaded", "generation", gen, "checksum", snap.Checksum, "tools", len(snap.Tools))
+	s.logger.Info("policy reloaded", "generation", gen, "checksum", snap.Checksum, "tools", len(snap.Tools), "recovered", recovered)
 	return nil
 }
 
@@ -241,13 +241,48 @@ func (s *server) swap(old, snap *policy.Snapshot) error {
 	if snap.State != old.State {
 		return errors.New("state: the state store cannot change on reload; restart toolgate to apply it")
 	}
-	if snap.Server.Listen != old.Server.Listen || snap.Server.AdminListen != old.Server.AdminListen {
-		return errors.New("server.listen and server.admin_listen cannot change on reload; restart toolgate to apply them")
+	if key := listenerChange(old.Server, snap.Server); key != "" {
+		return fmt.Errorf("server.%s cannot change on reload; restart toolgate to apply it", key)
 	}
 	if !snap.Server.Tracing.Equal(old.Server.Tracing) {
 		return errors.New("server.tracing cannot change on reload; restart toolgate to apply it")
 	}
+	if why := snap.Access.WidensImplicitly(&old.Access); why != "" {
+		// A file cut before its access section (or its default) reads as
+		// "allow everyone": refused, whatever wrote it. Opening access is
+		// one explicit line, or a restart.
+		return fmt.Errorf("access: reload refused: %s (a file still being written?); to open access on purpose, set access.default: allow", why)
+	}
+	if !hasAccess(snap.Access) && hasAccess(old.Access) {
+		s.logger.Warn("the new policy has no access section; the running one had one", "checksum", snap.Checksum)
+	}
 	return s.core.Swap(snap)
+}
+
+// hasAccess says a policy has an access section that says anything.
+func hasAccess(a policy.Access) bool {
+	return a.DefaultSet || len(a.Callers) > 0 || len(a.Identities) > 0
+}
+
+// listenerChange names the first server setting of the listeners that
+// differs between two policies, or returns "": the listeners and their
+// servers are built once, at start.
+func listenerChange(old, cur policy.Server) string {
+	switch {
+	case old.Listen != cur.Listen:
+		return "listen"
+	case old.AdminListen != cur.AdminListen:
+		return "admin_listen"
+	case old.MaxConnections != cur.MaxConnections:
+		return "max_connections"
+	case old.ReadTimeout != cur.ReadTimeout:
+		return "read_timeout"
+	case old.WriteTimeout != cur.WriteTimeout:
+		return "write_timeout"
+	case old.IdleTimeout != cur.IdleTimeout:
+		return "idle_timeout"
+	}
+	return ""
 }
 
 // errorLines lists a policy error one problem per line, each starting with
@@ -302,15 +337,17 @@ func (s *server) configInfo() any {
 	}
 }
 
+// listen opens the agent listener, bounded by server.max_connections, and
+// the admin listener with its own bound.
 func (s *server) listen() error {
 	snap := s.core.Snapshot()
 	var err error
-	if s.agentLn, err = net.Listen("tcp", snap.Server.Listen); err != nil {
+	if s.agentLn, err = listenLimited(snap.Server.Listen, snap.Server.MaxConnections); err != nil {
 		return fmt.Errorf("agent listener: %w", err)
 	}
-	if s.adminLn, err = net.Listen("tcp", snap.Server.AdminListen); err != nil {
+	if s.adminLn, err = listenAdmin(snap.Server.AdminListen); err != nil {
 		s.agentLn.Close()
-		return fmt.Errorf("admin listener: %w", err)
+		return err
 	}
 	s.agentDone, s.adminDone = make(chan error, 1), make(chan error, 1)
 	go func() { s.agentDone <- s.agent.Serve(s.agentLn) }()

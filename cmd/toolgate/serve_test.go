@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,10 +21,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/policy"
 )
 
 func TestMain(m *testing.M) {
@@ -146,7 +145,14 @@ func (b *syncBuffer) String() string {
 type serverOptions struct {
 	watch             bool
 	drainDelay, grace time.Duration
+	// settle is the policy loader's settle window; zero means a short one
+	// (testSettle), for tests that are not about half-written files.
+	settle time.Duration
 }
+
+// testSettle is the settle window of tests whose writers are atomic or
+// write a file in one go.
+const testSettle = 100 * time.Millisecond
 
 // testServer is toolgate run in-process the way runServe runs it, with a
 // context instead of signals.
@@ -175,12 +181,13 @@ func startServer(t *testing.T, path string, opts serverOptions) *testServer {
 		}
 		watcher = w
 	}
-	load := func() (*policy.Snapshot, error) { return config.Load(path, config.Options{}) }
-	snap, err := load()
+	loader := newPolicyLoader(path, nil)
+	loader.settle = cmp.Or(opts.settle, testSettle)
+	snap, err := loader.load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newServer(snap, load, logger)
+	srv, err := newServer(snap, loader.load, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -266,11 +265,9 @@ func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders
 	pseudo := ex.readRequestHeaders(h.GetHeaders())
 	method := pseudo[":method"]
 	ex.escapedPath, ex.rawQuery, _ = strings.Cut(pseudo[":path"], "?")
-	if path, err := url.PathUnescape(ex.escapedPath); err == nil {
-		if upstream, ok := ex.core.PassthroughUpstream(path); ok {
-			ex.phase = phasePassthrough
-			return ex.passthrough(upstream)
-		}
+	if upstream, ok := ex.core.PassthroughUpstream(ex.escapedPath); ok {
+		ex.phase = phasePassthrough
+		return ex.passthrough(upstream)
 	}
 	route, ok := ex.core.MatchRoute(method, ex.escapedPath)
 	if !ok {

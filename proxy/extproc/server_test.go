@@ -381,6 +381,29 @@ func TestPassthrough(t *testing.T) {
 	s.close()
 }
 
+// TestEncodedDotSegmentIsNotPassedThrough: a path under a passthrough
+// prefix that the backend could resolve elsewhere (Envoy forwards the path
+// as it came) is never let through untouched; no tool takes it, so it is
+// answered not_found at once.
+func TestEncodedDotSegmentIsNotPassedThrough(t *testing.T) {
+	h := newHarness(t)
+	for _, path := range []string{"/health/%2e%2e/v1/users/u1/notifications", "/health%2f..%2fdocs/x", "/health/..;/docs/x"} {
+		t.Run(path, func(t *testing.T) {
+			s := h.open()
+			defer s.close()
+			msg := &httpMessage{method: "POST", path: path, header: http.Header{"Idempotency-Key": {"k-dots"}}}
+			resp := s.exchange(requestHeaders(msg, true))
+			ir := resp.GetImmediateResponse()
+			if ir == nil {
+				t.Fatalf("the request went on to the backend: %v", resp)
+			}
+			if ir.GetStatus().GetCode() != http.StatusNotFound || !strings.Contains(string(ir.GetBody()), `"status":"not_found"`) {
+				t.Errorf("answer %d %s", ir.GetStatus().GetCode(), ir.GetBody())
+			}
+		})
+	}
+}
+
 // TestBufferedBodyOverTheLimit: a body without a declared length that
 // turns out too large is bad_args when it is buffered; one Envoy cannot
 // buffer (its own 413 comes back before the call began) is the same.

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// The agent port's bounds come from the policy (server.max_connections,
+// read_timeout, write_timeout, idle_timeout). The admin port has its own
+// listener and its own fixed bounds below, so a saturated agent port never
+// takes /metrics, /healthz or /readyz with it.
+//
+// There is no http.Server WriteTimeout on the agent port: it runs from the
+// end of the request headers, so it would have to outlast the longest tool
+// call (timeouts change on reload), and when it passed during a call the
+// envelope of a call that did its side effect would be silently lost.
+// Instead each write of an answer is bounded (boundedHandler), which cuts
+// a client that stops reading and never a call in progress.
+
+// Admin port bounds: a scrape, a probe or a reload is small and quick; a
+// reload may wait for the policy files to settle (settleTimeout).
+const (
+	adminMaxConnections = 64
+	adminReadTimeout    = 10 * time.Second
+	adminWriteTimeout   = settleTimeout + 30*time.Second
+	adminIdleTimeout    = 60 * time.Second
+	maxHeaderBytes      = 64 << 10
+)
+
+// newAgentServer builds the agent port's server for handler with the
+// policy's bounds.
+func newAgentServer(handler http.Handler, s policy.Server, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           boundedHandler{next: handler, readTimeout: s.ReadTimeout, writeTimeout: s.WriteTimeout},
+		ReadHeaderTimeout: s.ReadTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// newAdminServer builds the admin port's server for handler.
+func newAdminServer(handler http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: adminReadTimeout,
+		ReadTimeout:       adminReadTimeout,
+		WriteTimeout:      adminWriteTimeout,
+		IdleTimeout:       adminIdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// listenLimited listens on addr and accepts at most n connections at
+// once; further ones wait in the kernel's accept queue until one closes.
+func listenLimited(addr string, n int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(ln, n), nil
+}
+
+// listenAdmin opens the admin listener with its own connection bound.
+func listenAdmin(addr string) (net.Listener, error) {
+	ln, err := listenLimited(addr, adminMaxConnections)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	return ln, nil
+}
+
+// boundedHandler bounds the time an agent request may take to arrive and
+// its answer to leave, but not the call in between:
+//
+//   - The body must arrive within readTimeout of the handler's start (the
+//     headers have their own ReadHeaderTimeout). A body still incomplete
+//     then fails to read: the call never runs on part of it (bad_args,
+//     connection closed). Once the body is complete the deadline is
+//     lifted, since net/http keeps reading the connection to notice a
+//     client that goes away, and a deadline passing there would cancel
+//     the call.
+//   - Each write of the answer must finish within writeTimeout, so a
+//     client that stops reading cannot hold a connection (and a slot of
+//     max_connections) forever.
+type boundedHandler struct {
+	next                      http.Handler
+	readTimeout, writeTimeout time.Duration
+}
+
+func (b boundedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	// The previous answer on this connection left its write deadline.
+	_ = rc.SetWriteDeadline(time.Time{})
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = rc.SetReadDeadline(time.Now().Add(b.readTimeout))
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+	}
+	b.next.ServeHTTP(&boundedWriter{ResponseWriter: w, rc: rc, timeout: b.writeTimeout}, r)
+	// net/http writes out what is still buffered after the handler returns.
+	_ = rc.SetWriteDeadline(time.Now().Add(b.writeTimeout))
+}
+
+// deadlineBody lifts the read deadline once the body has been read whole.
+type deadlineBody struct {
+	io.ReadCloser
+	rc     *http.ResponseController
+	lifted bool
+}
+
+func (d *deadlineBody) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !d.lifted {
+		d.lifted = true
+		_ = d.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// boundedWriter arms the write deadline before every write that may reach
+// the socket. Between writes (a passthrough streaming a slow backend) no
+// deadline is running out, since the next write arms it again.
+//
+// One net/http hook does not pass through a wrapper: http.MaxBytesReader
+// (the MCP front's body bound) cannot mark the connection to close when
+// the bound is hit. net/http then discards what is left of the body, up
+// to 256 KiB and within the read deadline, before it reuses or closes the
+// connection; the answer is the same.
+type boundedWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (w *boundedWriter) arm() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout)) }
+
+func (w *boundedWriter) WriteHeader(code int) {
+	w.arm() // a 1xx header is written at once
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *boundedWriter) Write(p []byte) (int, error) {
+	w.arm()
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *boundedWriter) FlushError() error {
+	w.arm()
+	return w.rc.Flush()
+}
+
+// Flush is for handlers that assert http.Flusher.
+func (w *boundedWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap gives http.ResponseController the connection's own writer.
+func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
