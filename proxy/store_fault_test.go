@@ -353,4 +353,3 @@ func TestStalledStoreAnswersNearTheDeadline(t *testing.T) {
 		})
 	}
 }
-
