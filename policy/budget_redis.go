@@ -60,9 +60,11 @@ type RedisBudgetOptions struct {
 // (a client's retry after a lost reply) therefore charges once and refunds
 // once: a lost spend reply never charges a call twice, and a lost refund
 // reply never gives a caller back more than it spent. A spend whose script
-// call fails is withdrawn at once by its token (on a fresh context bounded
-// by 500ms): it is refunded if it ran, and marked refunded otherwise, so
-// that it charges nothing should it arrive later.
+// call fails after it may have been sent is withdrawn at once by its token
+// (on a fresh context bounded by 500ms): it is refunded if it ran, and
+// marked refunded otherwise, so that it charges nothing should it arrive
+// later. If that fails too, the charge may stay: the caller pays for a call
+// that did not happen, never the reverse.
 type RedisBudgets struct {
 	client redis.UniversalClient
 	prefix string
@@ -160,6 +162,9 @@ func (s *RedisBudgets) Spend(ctx context.Context, caller string, cost float64, b
 // withdraw refunds a charge whose script call failed with err: it may have
 // run, or may still run. It returns err, noting a failed withdrawal.
 func (s *RedisBudgets) withdraw(ctx context.Context, keys []string, units int64, tokenTTL time.Duration, err error) error {
+	if neverSent(err) {
+		return fmt.Errorf("redis budgets: spend: %w", err)
+	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
 	defer cancel()
 	if werr := redisBudgetRefund.Run(wctx, s.client, keys, units, millis(max(tokenTTL, budgetKeyGrace))).Err(); werr != nil {

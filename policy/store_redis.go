@@ -92,7 +92,8 @@ type RedisOptions struct {
 // most 1024 claims at a time). So no record is left in flight that no owner
 // holds, unless Redis stays unreachable for the whole lease; such a record
 // reads as unknown once its lease runs out. A claim that failed to dial was
-// never sent, and is not withdrawn.
+// never sent and is not withdrawn; one Redis refused with an error (out of
+// memory, a read-only replica) is withdrawn once, not in the background.
 //
 // Every command is bounded by its context when the client is built with
 // ContextTimeoutEnabled, as RedisClientOptions does: a stalled Redis holds
@@ -378,7 +379,7 @@ func (s *RedisStore) withdraw(ctx context.Context, op, key, token string, lease 
 	switch {
 	case werr == nil:
 		return redisError(op, err)
-	case s.withdrawLater(key, token, lease):
+	case !answered(err) && s.withdrawLater(key, token, lease):
 		return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too, trying again in the background: %v)", op, err, werr)
 	}
 	return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too: %v)", op, err, werr)
@@ -423,6 +424,15 @@ func (s *RedisStore) withdrawLater(key, token string, lease time.Duration) bool 
 func neverSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// answered reports an error Redis itself returned (out of memory, a
+// read-only replica): the script was refused before its first write. Only
+// an earlier try whose reply was lost may have run, which is rare enough
+// for one withdrawal, without retries in the background.
+func answered(err error) bool {
+	var answer redis.Error
+	return errors.As(err, &answer)
 }
 
 // Complete implements IdempotencyStore.
