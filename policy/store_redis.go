@@ -64,7 +64,7 @@ type RedisOptions struct {
 // creates the key with PX lease+ttl: the key must outlive its lease so that a
 // lease that ran out is seen and turned into unknown (then kept for ttl)
 // rather than silently vanishing and letting a second call run. Every later
-// write re-applies PX ttl. A value the store cannot decode is reported as
+// write re-applies PX ttl (a release: the claim's lease). A value the store cannot decode is reported as
 // unknown with a zero fingerprint, never as success, and no token owns it.
 //
 // Every script is safe to run twice, so a client that retries a command
@@ -84,9 +84,9 @@ type RedisOptions struct {
 // passed, the connection broke, retries ran out) may have run in Redis, or
 // may still run later. Its token is known, so the store withdraws it at
 // once, on a fresh context bounded by 500ms: the release replaces the record
-// by its tombstone if the claim ran, and otherwise leaves the tombstone
-// alone, which stops the claim from creating anything should it arrive
-// afterwards (within its lease). When that release fails too (Redis stalled
+// by a tombstone if the claim ran, and otherwise writes the tombstone where
+// the record would be, which stops the claim from creating anything should
+// it arrive afterwards (within its lease). When that release fails too (Redis stalled
 // or unreachable), the store keeps trying in the background, with backoff,
 // until it succeeds, the claim's lease is over or the store is closed (at
 // most 1024 claims at a time). So no record is left in flight that no owner
