@@ -33,8 +33,8 @@ type redisFaults struct {
 }
 
 // injectRedisFaults makes the proxy lose the reply to 15% of script calls
-// (they ran), lose 5% before they reach Redis, and delay 5% by up to 100ms,
-// on a schedule seeded by -soak.seed.
+// (they ran), lose 5% before they reach Redis, and delay the reply of 5% by
+// 50ms, drawn from a source seeded by -soak.seed.
 func injectRedisFaults(p *redistest.FaultProxy, seed uint64) redisFaults {
 	rng := rand.New(rand.NewPCG(seed, 0x7ed15))
 	script := redistest.ScriptContaining("-- toolgate ")
@@ -45,7 +45,7 @@ func injectRedisFaults(p *redistest.FaultProxy, seed uint64) redisFaults {
 	return redisFaults{
 		cutReply:   p.Add(redistest.Rule{Match: draw(0.15), Fault: redistest.CutReply}),
 		cutRequest: p.Add(redistest.Rule{Match: draw(0.05 / 0.85), Fault: redistest.CutRequest}),
-		delay:      p.Add(redistest.Rule{Match: draw(0.05 / 0.80), Fault: redistest.DelayReply, Delay: time.Duration(rng.IntN(100)) * time.Millisecond}),
+		delay:      p.Add(redistest.Rule{Match: draw(0.05 / 0.80), Fault: redistest.DelayReply, Delay: 50 * time.Millisecond}),
 	}
 }
 
