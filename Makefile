@@ -71,12 +71,13 @@ fuzz:
 	FUZZTIME=3m ./scripts/fuzz.sh
 
 # soak runs the fault-injection soak (test/soak) for SOAKTIME against the
-# memory store, then SOAKREDIS against Redis; make test runs 20s and 5s of
-# it. It prints one summary line per store.
+# memory store, then SOAKREDIS against Redis, and SOAKREDIS twice more
+# against a Redis behind a proxy that loses and delays replies; make test
+# runs 20s and 5s of it. It prints one summary line per run.
 SOAKTIME  ?= 10m
 SOAKREDIS ?= 2m
 soak:
-	$(GO) test -race -count=1 -timeout 60m -run '^TestSoak$$' -v ./test/soak -soak.duration=$(SOAKTIME) -soak.redis-duration=$(SOAKREDIS)
+	$(GO) test -race -count=1 -timeout 60m -run '^TestSoak(RedisFaults|RedisFaultsActOnce)?$$' -v ./test/soak -soak.duration=$(SOAKTIME) -soak.redis-duration=$(SOAKREDIS)
 
 # check validates every example policy, as CI or a pre-commit hook would;
 # one line per file.

@@ -619,7 +619,10 @@ func (c *compiler) state(s *stateSpec) policy.State {
 	if s.MaxKeys <= 0 {
 		c.errorAt("state.max_keys", "must be positive")
 	}
-	return policy.State{Backend: s.Backend, RedisURL: s.RedisURL, MaxKeys: s.MaxKeys}
+	if s.MaxBytes <= 0 {
+		c.errorAt("state.max_bytes", "must be positive")
+	}
+	return policy.State{Backend: s.Backend, RedisURL: s.RedisURL, MaxKeys: s.MaxKeys, MaxBytes: s.MaxBytes}
 }
 
 func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {

@@ -235,3 +235,27 @@ func TestServerDefaults(t *testing.T) {
 		t.Errorf("admin_listen = %q, want loopback 127.0.0.1:9090", s.AdminListen)
 	}
 }
+
+func TestStateBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		state    string
+		keys     int
+		maxBytes int64
+	}{
+		{"an absent state section gets the default bounds", "", policy.DefaultMaxKeys, policy.DefaultMaxBytes},
+		{"a state section without bounds gets the defaults", "state: {backend: memory}\n", policy.DefaultMaxKeys, policy.DefaultMaxBytes},
+		{"bounds are read in keys and bytes", "state: {backend: memory, max_keys: 500, max_bytes: 1048576}\n", 500, 1 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "version: 1\n" + tc.state + "upstreams:\n  search: {url: http://127.0.0.1:7001}\n"
+			snap, err := CompileSource("state.yaml", []byte(doc), Options{LookupEnv: noEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.State.MaxKeys != tc.keys || snap.State.MaxBytes != tc.maxBytes {
+				t.Fatalf("state = %+v, want %d keys and %d bytes", snap.State, tc.keys, tc.maxBytes)
+			}
+		})
+	}
+}

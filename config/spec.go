@@ -83,10 +83,11 @@ type stateSpec struct {
 	Backend  string `yaml:"backend"`
 	RedisURL string `yaml:"redis_url"`
 	MaxKeys  int    `yaml:"max_keys"`
+	MaxBytes int64  `yaml:"max_bytes"`
 }
 
 func (s *stateSpec) setDefaults() {
-	*s = stateSpec{Backend: policy.BackendMemory, MaxKeys: 100000}
+	*s = stateSpec{Backend: policy.BackendMemory, MaxKeys: policy.DefaultMaxKeys, MaxBytes: policy.DefaultMaxBytes}
 }
 
 type upstreamSpec struct {

@@ -38,9 +38,10 @@ type BudgetStore interface {
 	// Refund gives a charge's cost back to the window it was taken from, for
 	// a call that turned out never to reach the backend (or was answered by
 	// a replay). It does nothing for a charge that took nothing, or whose
-	// window has ended. Refund each charge at most once, with a context that
-	// outlives the call's own (context.WithoutCancel): calls that are
-	// cancelled are the ones most often refunded.
+	// window has ended. Refund each charge at most once (the Redis store
+	// tolerates its client's retries, the memory store has none), with a
+	// context that outlives the call's own (context.WithoutCancel): calls
+	// that are cancelled are the ones most often refunded.
 	Refund(ctx context.Context, c BudgetCharge) error
 }
 
@@ -60,6 +61,9 @@ type BudgetCharge struct {
 	// when nothing was taken (refused, or a zero cost): Refund then does
 	// nothing.
 	Window time.Time
+	// Token identifies the charge to a store that refunds each charge at
+	// most once however often Refund runs (RedisBudgets); empty otherwise.
+	Token string
 }
 
 // errBudgetSettings wraps invalid budget settings.

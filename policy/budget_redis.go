@@ -2,8 +2,10 @@ package policy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,7 +19,9 @@ const DefaultRedisBudgetPrefix = "toolgate:budget:"
 
 // budgetKeyGrace is how long a window's key outlives the window: long enough
 // for a replica whose clock runs behind to still find the window's total,
-// and for the refund of a call that straddled the boundary to land.
+// and for the refund of a call that straddled the boundary to land. A
+// charge's token key outlives the spend's deadline by as much, so the
+// refund at the end of the call finds it.
 const budgetKeyGrace = time.Minute
 
 // RedisBudgetOptions configures RedisBudgets. The zero value is usable.
@@ -29,12 +33,12 @@ type RedisBudgetOptions struct {
 }
 
 // RedisBudgets is a BudgetStore in Redis (5 or newer, standalone, Sentinel or
-// Cluster: every operation touches one key), shared by the replicas of a
-// service.
+// Cluster: the keys of one caller share a hash slot), shared by the replicas
+// of a service.
 //
 // Each window of each caller is one integer key,
 //
-//	<prefix><hex SHA-256 of the caller>:<window start, Unix milliseconds>
+//	<prefix>{<hex SHA-256 of the caller>}:<window start, Unix milliseconds>
 //
 // holding the micro-units spent in it, with an expiry a minute after the
 // window ends: a new window is a new key and starts at zero, and old windows
@@ -45,6 +49,22 @@ type RedisBudgetOptions struct {
 // expiry, so concurrent spends from any number of replicas never overshoot.
 // Refund is one script that subtracts from an existing key, never below zero,
 // and never creates one.
+//
+// Each charge carries a random token, drawn before the first try, and
+// leaves a small key beside its window,
+//
+//	<prefix>{<hex SHA-256 of the caller>}:charge:<token>
+//
+// saying "charged" until the spend's deadline plus a minute (at most the
+// window's key's life), then "refunded" once refunded. A script run twice
+// (a client's retry after a lost reply) therefore charges once and refunds
+// once: a lost spend reply never charges a call twice, and a lost refund
+// reply never gives a caller back more than it spent. A spend whose script
+// call fails after it may have been sent is withdrawn at once by its token
+// (on a fresh context bounded by 500ms): it is refunded if it ran, and
+// marked refunded otherwise, so that it charges nothing should it arrive
+// later. If that fails too, the charge may stay: the caller pays for a call
+// that did not happen, never the reverse.
 type RedisBudgets struct {
 	client redis.UniversalClient
 	prefix string
@@ -67,29 +87,46 @@ func NewRedisBudgets(client redis.UniversalClient, opts RedisBudgetOptions) *Red
 }
 
 var (
-	// redisBudgetSpend: KEYS[1] the window key; ARGV cost, limit (both in
-	// micro-units), expiry in ms. Replies 1 when spent, 0 when refused. A
-	// value that is not a number is an error, not a free budget.
-	redisBudgetSpend = redis.NewScript(`
+	// redisBudgetSpend: KEYS the window key and the charge's token key; ARGV
+	// cost, limit (both in micro-units), the window key's expiry and the
+	// token key's, in ms. Replies 1 when spent (now, or by this token's
+	// first run), 0 when refused, 2 when this token was withdrawn before the
+	// script ran. A value that is not a number is an error, not a free
+	// budget.
+	redisBudgetSpend = redis.NewScript(`-- toolgate budget: spend
+local t = redis.call('GET', KEYS[2])
+if t == 'c' then return 1 end
+if t == 'r' then return 2 end
 local spent = tonumber(redis.call('GET', KEYS[1]) or '0')
 if not spent then return redis.error_reply('budget key holds a non-number') end
 local cost, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 if spent + cost > limit then return 0 end
 redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('SET', KEYS[2], 'c', 'PX', ARGV[4])
 return 1
 `)
-	// redisBudgetRefund: KEYS[1] the window key; ARGV cost in micro-units.
-	// Subtracts from an existing key (DECRBY and INCRBY keep its expiry),
-	// never below zero; a missing key (an ended window) is left alone.
-	// Replies 1 when refunded, 0 when there was nothing to refund.
-	redisBudgetRefund = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+	// redisBudgetRefund: KEYS the window key and the charge's token key;
+	// ARGV cost in micro-units, the token key's expiry in ms. Gives back a
+	// charge its token key says was taken and not yet refunded, and marks it
+	// refunded in any case (a spend that runs later then takes nothing).
+	// Subtracts from an existing window key (DECRBY and INCRBY keep its
+	// expiry), never below zero; a missing one (an ended window) is left
+	// alone. Replies 1 when refunded, 0 when there was nothing to refund.
+	redisBudgetRefund = redis.NewScript(`-- toolgate budget: refund
+local t = redis.call('GET', KEYS[2])
+if t == 'r' then return 0 end
+redis.call('SET', KEYS[2], 'r', 'PX', ARGV[2])
+if t ~= 'c' or redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local left = redis.call('DECRBY', KEYS[1], ARGV[1])
 if left < 0 then redis.call('INCRBY', KEYS[1], -left) end
 return 1
 `)
 )
+
+// errChargeWithdrawn is a spend that ran after its own withdrawal, which a
+// single Spend cannot see.
+var errChargeWithdrawn = errors.New("charge withdrawn before it ran")
 
 // Spend implements BudgetStore.
 func (s *RedisBudgets) Spend(ctx context.Context, caller string, cost float64, b BudgetSettings) (BudgetCharge, error) {
@@ -97,39 +134,82 @@ func (s *RedisBudgets) Spend(ctx context.Context, caller string, cost float64, b
 	if err != nil || units == 0 {
 		return ch, err
 	}
-	ttl := (ch.ResetIn + budgetKeyGrace + time.Millisecond - 1) / time.Millisecond
-	n, err := redisBudgetSpend.Run(ctx, s.client, []string{s.key(caller, start)}, units, limit, int64(ttl)).Int64()
-	if err != nil {
-		return BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", err)
+	if err := ctx.Err(); err != nil {
+		return BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", err) // nothing was sent
 	}
-	if n != 1 {
-		ch.OK = false
+	windowTTL := ch.ResetIn + budgetKeyGrace
+	tokenTTL := windowTTL
+	if deadline, ok := ctx.Deadline(); ok {
+		tokenTTL = min(tokenTTL, time.Until(deadline)+budgetKeyGrace)
+	}
+	// Drawn before the first try: a retry of the script carries it too.
+	ch.Token = rand.Text()
+	keys := []string{s.windowKey(caller, start), s.chargeKey(caller, ch.Token)}
+	n, err := redisBudgetSpend.Run(ctx, s.client, keys, units, limit, millis(windowTTL), millis(tokenTTL)).Int64()
+	switch {
+	case err != nil:
+		return BudgetCharge{}, s.withdraw(ctx, keys, units, tokenTTL, err)
+	case n == 2:
+		return BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", errChargeWithdrawn)
+	case n != 1:
+		ch.OK, ch.Token = false, ""
 		return ch, nil
 	}
 	ch.Window = start
 	return ch, nil
 }
 
-// Refund implements BudgetStore.
+// withdraw refunds a charge whose script call failed with err: it may have
+// run, or may still run. It returns err, noting a failed withdrawal.
+func (s *RedisBudgets) withdraw(ctx context.Context, keys []string, units int64, tokenTTL time.Duration, err error) error {
+	if neverSent(err) {
+		return fmt.Errorf("redis budgets: spend: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+	defer cancel()
+	if werr := redisBudgetRefund.Run(wctx, s.client, keys, units, millis(max(tokenTTL, budgetKeyGrace))).Err(); werr != nil {
+		return fmt.Errorf("redis budgets: spend: %w (withdrawing the charge failed too: %v)", err, werr)
+	}
+	return fmt.Errorf("redis budgets: spend: %w", err)
+}
+
+// Refund implements BudgetStore. A charge is refunded at most once, however
+// often Refund runs for it; a charge without a token (not made by Spend) is
+// an error.
 func (s *RedisBudgets) Refund(ctx context.Context, c BudgetCharge) error {
 	units := budgetUnits(c.Cost)
 	if !c.OK || c.Window.IsZero() || units == 0 {
 		return nil
 	}
-	if err := redisBudgetRefund.Run(ctx, s.client, []string{s.key(c.Caller, c.Window)}, units).Err(); err != nil {
+	if c.Token == "" {
+		return errors.New("redis budgets: refund: the charge has no token")
+	}
+	keys := []string{s.windowKey(c.Caller, c.Window), s.chargeKey(c.Caller, c.Token)}
+	if err := redisBudgetRefund.Run(ctx, s.client, keys, units, millis(budgetKeyGrace)).Err(); err != nil {
 		return fmt.Errorf("redis budgets: refund: %w", err)
 	}
 	return nil
 }
 
-// key returns the Redis key of caller's window starting at start. The caller
-// is hashed so the key's length is bounded and its characters are plain.
-func (s *RedisBudgets) key(caller string, start time.Time) string {
+// callerPrefix starts every key of caller. The caller is hashed so the key's
+// length is bounded and its characters are plain; braces make the hash the
+// Cluster hash tag, so a caller's keys share a slot and one script may touch
+// two of them.
+func (s *RedisBudgets) callerPrefix(caller string) []byte {
 	sum := sha256.Sum256([]byte(caller))
-	buf := make([]byte, 0, len(s.prefix)+2*len(sum)+1+20)
+	buf := make([]byte, 0, len(s.prefix)+2*len(sum)+64)
 	buf = append(buf, s.prefix...)
+	buf = append(buf, '{')
 	buf = hex.AppendEncode(buf, sum[:])
-	buf = append(buf, ':')
-	buf = strconv.AppendInt(buf, start.UnixMilli(), 10)
-	return string(buf)
+	return append(buf, '}', ':')
+}
+
+// windowKey returns the Redis key of caller's window starting at start.
+func (s *RedisBudgets) windowKey(caller string, start time.Time) string {
+	return string(strconv.AppendInt(s.callerPrefix(caller), start.UnixMilli(), 10))
+}
+
+// chargeKey returns the Redis key of the charge with token.
+func (s *RedisBudgets) chargeKey(caller, token string) string {
+	return string(append(append(s.callerPrefix(caller), "charge:"...), token...))
 }

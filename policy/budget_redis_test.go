@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,7 +100,7 @@ func TestRedisBudgetsWindowResets(t *testing.T) {
 	if refused.OK || refused.ResetIn <= 0 || refused.ResetIn > time.Second {
 		t.Fatalf("second spend: %+v; want refused, resetting within a second", refused)
 	}
-	ttl, err := client.PTTL(t.Context(), s.key("ops-agent", first.Window)).Result()
+	ttl, err := client.PTTL(t.Context(), s.windowKey("ops-agent", first.Window)).Result()
 	if err != nil || ttl <= budgetKeyGrace || ttl > time.Second+budgetKeyGrace {
 		t.Fatalf("PTTL = %v, %v; want the window's rest plus %v", ttl, err, budgetKeyGrace)
 	}
@@ -118,19 +119,51 @@ func TestRedisBudgetsKeys(t *testing.T) {
 	b := BudgetSettings{Cost: 1, Per: time.Hour}
 
 	sum := sha256.Sum256([]byte("ops-agent"))
-	key := "toolgate:budget:" + hex.EncodeToString(sum[:]) + ":1699999200000"
+	tag := "toolgate:budget:{" + hex.EncodeToString(sum[:]) + "}:"
+	key := tag + "1699999200000"
 
-	t.Run("a window is one integer key of micro-units", func(t *testing.T) {
+	t.Run("a window is one integer key of micro-units, with a key per charge", func(t *testing.T) {
 		ch := mustSpend(t, s, "ops-agent", 0.25, b)
-		mustSpend(t, s, "ops-agent", 0.000002, b)
-		if got := s.key("ops-agent", ch.Window); got != key {
+		small := mustSpend(t, s, "ops-agent", 0.000002, b)
+		if got := s.windowKey("ops-agent", ch.Window); got != key {
 			t.Fatalf("key %q, want %q", got, key)
 		}
 		if v, err := client.Get(ctx, key).Result(); err != nil || v != "250002" {
 			t.Fatalf("GET %s = %q, %v; want 250002", key, v, err)
 		}
-		if keys, err := client.Keys(ctx, "toolgate:budget:*").Result(); err != nil || len(keys) != 1 {
-			t.Fatalf("keys %v, %v; want only %s", keys, err, key)
+		keys, err := client.Keys(ctx, "toolgate:budget:*").Result()
+		slices.Sort(keys)
+		want := []string{key, tag + "charge:" + ch.Token, tag + "charge:" + small.Token}
+		slices.Sort(want)
+		if err != nil || !slices.Equal(keys, want) {
+			t.Fatalf("keys %v, %v; want %v", keys, err, want)
+		}
+		charge := tag + "charge:" + ch.Token
+		if v := client.Get(ctx, charge).Val(); v != "c" {
+			t.Fatalf("GET %s = %q, want c", charge, v)
+		}
+		if pttl, window := client.PTTL(ctx, charge).Val(), client.PTTL(ctx, key).Val(); pttl <= budgetKeyGrace || pttl > window+time.Second {
+			t.Fatalf("charge PTTL = %v, want at most the window key's (%v)", pttl, window)
+		}
+		mustRefund(t, s, ch)
+		if v := client.Get(ctx, charge).Val(); v != "r" {
+			t.Fatalf("GET %s after the refund = %q, want r", charge, v)
+		}
+		if v := client.Get(ctx, key).Val(); v != "2" {
+			t.Fatalf("GET %s after the refund = %q, want 2", key, v)
+		}
+	})
+
+	t.Run("a charge's key lives until the spend's deadline and a minute", func(t *testing.T) {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		ch, err := s.Spend(dctx, "deadline-agent", 0.1, b)
+		if err != nil || !ch.OK {
+			t.Fatalf("Spend = %+v, %v", ch, err)
+		}
+		pttl := client.PTTL(ctx, s.chargeKey("deadline-agent", ch.Token)).Val()
+		if pttl <= budgetKeyGrace || pttl > budgetKeyGrace+10*time.Second {
+			t.Fatalf("PTTL = %v, want the deadline plus %v", pttl, budgetKeyGrace)
 		}
 	})
 
@@ -144,7 +177,7 @@ func TestRedisBudgetsKeys(t *testing.T) {
 
 	t.Run("a refund for a window whose key expired creates nothing", func(t *testing.T) {
 		ch := mustSpend(t, s, "gone-agent", 0.5, b)
-		k := s.key("gone-agent", ch.Window)
+		k := s.windowKey("gone-agent", ch.Window)
 		if err := client.Del(ctx, k).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +189,7 @@ func TestRedisBudgetsKeys(t *testing.T) {
 
 	t.Run("a key that is not a number is an error, not a free budget", func(t *testing.T) {
 		sum := sha256.Sum256([]byte("odd-agent"))
-		odd := "toolgate:budget:" + hex.EncodeToString(sum[:]) + ":1699999200000"
+		odd := "toolgate:budget:{" + hex.EncodeToString(sum[:]) + "}:1699999200000"
 		if err := client.Set(ctx, odd, "garbage", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -17,13 +17,24 @@ package policy
 //     owner may still finish: nobody has acted on the expiry yet, and a real
 //     result beats an unknown one.
 //   - Completed and unknown records are kept for the ttl given when they were
-//     written, then are treated as absent. The memory store may drop them earlier
-//     when it runs out of room (MemoryOptions.OnEvict reports it).
+//     written, then are treated as absent. The memory store may drop them
+//     earlier when it runs out of room, fairly between callers (see
+//     MemoryStore; MemoryOptions.OnEvict reports it).
+//   - Every operation may be repeated with the same token and gives the first
+//     run's result: a Claim finds the record its own first run created (the
+//     Redis store draws the token before the first try), a Complete or
+//     MarkUnknown by the token that already finished the record in that state
+//     succeeds, and a Release of a key the token no longer holds succeeds.
+//     A client that retries a command whose reply was lost therefore neither
+//     waits for itself nor reports a lost claim that was not (see RedisStore
+//     for how the Redis store does it, and for claims whose reply never came).
 //
 // What is not guaranteed: a store that loses its data (a Redis restart without
 // persistence, a process restart with the memory store) forgets every key, so
-// a retry after that runs again. Errors from the store are returned as they
-// are; the pipeline fails closed on them.
+// a retry after that runs again; a Redis that evicts keys (any maxmemory-policy
+// but noeviction) may drop an in-flight record, which lets a second call run.
+// Errors from the store are returned as they are; the pipeline fails closed on
+// them.
 
 import (
 	"bytes"
@@ -216,14 +227,19 @@ type IdempotencyStore interface {
 	// another fingerprint) is reported as Claim reports it.
 	Reclaim(ctx context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error)
 	// Complete stores the final envelope. It succeeds only for the current
-	// owner token, else ErrLostClaim; the record is then kept for ttl.
+	// owner token, else ErrLostClaim; the record is then kept for ttl. A
+	// repeat by the token that completed the record succeeds and changes
+	// nothing.
 	Complete(ctx context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error
 	// MarkUnknown stores an envelope whose outcome is unknown, under the same
 	// rules as Complete.
 	MarkUnknown(ctx context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error
 	// Release deletes an in-flight record its owner decided not to run after
 	// all (rejected before sending: open circuit, rate limit). It succeeds
-	// only for the current owner token, else ErrLostClaim.
+	// for the current owner token, and when nothing is held any more (the
+	// token released it already, or the record is gone); ErrLostClaim when
+	// another token holds the key, or the record was finished or declared
+	// unknown, or token is empty.
 	Release(ctx context.Context, k IdempotencyKey, token string) error
 	// Get returns the record for k, if any. An in-flight record whose lease
 	// ran out is converted and reported as unknown, as Claim does.
@@ -233,7 +249,7 @@ type IdempotencyStore interface {
 	// It returns ErrNoRecord when there is no record or it disappears
 	// (released, expired), and ctx.Err() when ctx ends first.
 	Wait(ctx context.Context, k IdempotencyKey) (Record, error)
-	// Ping reports whether the store answers.
+	// Ping reports whether the store answers and accepts writes.
 	Ping(ctx context.Context) error
 	// Close releases the store's resources; later calls return
 	// ErrStoreClosed (memory) or the client's error (Redis).

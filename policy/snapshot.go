@@ -110,7 +110,8 @@ type Passthrough struct {
 type State struct {
 	Backend  string // "memory" or "redis"
 	RedisURL string
-	MaxKeys  int
+	MaxKeys  int   // the memory store's bound on completed records
+	MaxBytes int64 // the memory store's bound on their bytes
 }
 
 // The values of State.Backend.

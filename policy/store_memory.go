@@ -6,34 +6,59 @@ import (
 	"crypto/rand"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // DefaultMaxKeys is the memory store's bound on completed and unknown records
 // when MemoryOptions.MaxKeys is not set.
 const DefaultMaxKeys = 100_000
 
+// DefaultMaxBytes is the memory store's bound on the bytes of completed and
+// unknown records when MemoryOptions.MaxBytes is not set: 64 MiB.
+const DefaultMaxBytes = 64 << 20
+
 // MemoryOptions configures a MemoryStore. The zero value is usable.
 type MemoryOptions struct {
-	// MaxKeys bounds the completed and unknown records kept; beyond it the
-	// least recently used one is evicted. In-flight records do not count and
-	// are never evicted (their number is bounded by the calls running).
-	// Zero or less means DefaultMaxKeys.
+	// MaxKeys bounds the completed and unknown records kept, all callers
+	// together. In-flight records do not count and are never evicted (their
+	// number is bounded by the calls running). Zero or less means
+	// DefaultMaxKeys.
 	MaxKeys int
+	// MaxBytes bounds the bytes those records take, as RecordSize counts
+	// them. Zero or less means DefaultMaxBytes.
+	MaxBytes int64
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// OnEvict, if set, is called with the key of a completed or unknown
-	// record evicted by the MaxKeys bound before its ttl ran out. It runs
-	// after the store's lock is released, on the goroutine whose call caused
-	// the eviction, and may call the store.
+	// record evicted by the bounds before its ttl ran out. It runs after the
+	// store's lock is released, on the goroutine whose call caused the
+	// eviction, and may call the store.
 	OnEvict func(k IdempotencyKey)
 }
 
 // MemoryStore is an IdempotencyStore for a single replica, kept in process
-// memory. Completed and unknown records live in an LRU bounded by MaxKeys and
-// expire by their own ttl, checked against the injected clock whenever they
-// are read. In-flight records live in a separate map the LRU cannot reach.
+// memory. Completed and unknown records expire by their own ttl, checked
+// against the injected clock whenever they are read. In-flight records live
+// in a separate map that no bound reaches.
+//
+// Completed and unknown records are bounded in number (MaxKeys) and in bytes
+// (MaxBytes), and the room is shared fairly between callers: each caller's
+// records form a partition, an LRU of its own, and each of the n callers
+// holding records has a fair share of 1/n of either bound. When a new record
+// takes the store past a bound, the least recently used record of the
+// partition that holds the most (keys for the key bound, bytes for the byte
+// bound) is evicted, until both bounds hold again. That partition is always
+// over its share (it holds more than the average, and the average is over
+// the share when the store is over its bound), so a caller within its share
+// never loses a record to another caller's traffic: one caller flooding the
+// store only evicts its own records. A record bigger than MaxBytes on its
+// own is evicted at once (and reported), so the store never holds more than
+// its bounds after a write.
+//
+// A stored envelope is the envelope the caller received: its data is the
+// backend's body (at most server.max_response_bytes) as the contract shapes
+// it, and its message and observation are bounded in characters
+// (observation_max_chars). RecordSize counts it with the key strings and a
+// fixed overhead.
 //
 // Lease expiry is observed, not scheduled: Claim, Reclaim, Get and Wait
 // compare the lease with the clock. A waiter sleeps on a channel closed when
@@ -42,12 +67,13 @@ type MemoryOptions struct {
 // move by hand, a waiter therefore notices a lease that ran out at most one
 // lease of real time later. The store starts no goroutines.
 type MemoryStore struct {
-	maxKeys int
-	now     func() time.Time
-	onEvict func(IdempotencyKey)
+	maxKeys  int
+	maxBytes int64
+	now      func() time.Time
+	onEvict  func(IdempotencyKey)
 
 	mu       sync.Mutex
-	done     *simplelru.LRU[IdempotencyKey, *memRecord]
+	done     memPartitions // completed and unknown records
 	inFlight map[IdempotencyKey]*memFlight
 	evicted  []IdempotencyKey // evicted while mu is held; reported by unlock
 	closed   bool
@@ -55,8 +81,12 @@ type MemoryStore struct {
 
 // memRecord is a completed or unknown record.
 type memRecord struct {
-	rec     Record
+	rec Record
+	// token finished the record (empty when the store declared the outcome
+	// unknown itself): a repeated Complete or MarkUnknown by it succeeds.
+	token   string
 	expires time.Time
+	size    int64
 }
 
 // memFlight is an in-flight record. Like the Redis key, it disappears ttl
@@ -78,16 +108,18 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	if opts.MaxKeys <= 0 {
 		opts.MaxKeys = DefaultMaxKeys
 	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	// NewLRU fails only for a size below one, excluded above.
-	done, _ := simplelru.NewLRU[IdempotencyKey, *memRecord](opts.MaxKeys, nil)
 	return &MemoryStore{
 		maxKeys:  opts.MaxKeys,
+		maxBytes: opts.MaxBytes,
 		now:      opts.Now,
 		onEvict:  opts.OnEvict,
-		done:     done,
+		done:     newMemPartitions(),
 		inFlight: make(map[IdempotencyKey]*memFlight),
 	}
 }
@@ -125,7 +157,7 @@ func (s *MemoryStore) Reclaim(_ context.Context, k IdempotencyKey, fp Fingerprin
 	case !ok:
 		return s.newFlightLocked(k, fp, lease, ttl, now), nil
 	case f == nil && r.State == RecordUnknown && r.Fingerprint == fp:
-		s.done.Remove(k)
+		s.done.remove(k)
 		return s.newFlightLocked(k, fp, lease, ttl, now), nil
 	}
 	return claimFor(cloneRecord(r)), nil
@@ -149,15 +181,19 @@ func (s *MemoryStore) finish(k IdempotencyKey, token string, state RecordState, 
 		return err
 	}
 	defer s.unlock()
-	f, err := s.ownedLocked(k, token)
+	now := s.now()
+	f, err := s.ownedLocked(k, token, now)
 	if err != nil {
+		if m, ok := s.done.peek(k); ok && token != "" && m.token == token && m.rec.State == state && now.Before(m.expires) {
+			return nil // finished by this token already: a repeat changes nothing
+		}
 		return err
 	}
 	var stored []byte
 	if len(envelope) > 0 {
 		stored = bytes.Clone(envelope)
 	}
-	s.settleLocked(k, f, state, stored, ttl, s.now())
+	s.settleLocked(k, f, state, token, stored, ttl, now)
 	return nil
 }
 
@@ -167,12 +203,18 @@ func (s *MemoryStore) Release(_ context.Context, k IdempotencyKey, token string)
 		return err
 	}
 	defer s.unlock()
-	f, err := s.ownedLocked(k, token)
-	if err != nil {
-		return err
+	now := s.now()
+	if _, err := s.ownedLocked(k, token, now); err == nil {
+		s.dropFlightLocked(k, s.inFlight[k])
+		return nil
 	}
-	s.dropFlightLocked(k, f)
-	return nil
+	if _, inFlight := s.inFlight[k]; inFlight || token == "" {
+		return ErrLostClaim
+	}
+	if m, ok := s.done.peek(k); ok && now.Before(m.expires) {
+		return ErrLostClaim // finished: there is nothing to withdraw
+	}
+	return nil // nothing is held: released before, or gone
 }
 
 // Get implements IdempotencyStore.
@@ -249,7 +291,7 @@ func (s *MemoryStore) Close() error {
 	for k, f := range s.inFlight {
 		s.dropFlightLocked(k, f)
 	}
-	s.done.Purge()
+	s.done = newMemPartitions()
 	return nil
 }
 
@@ -285,27 +327,27 @@ func (s *MemoryStore) lookupLocked(k IdempotencyKey, now time.Time) (Record, *me
 		case !now.Before(f.rec.LeaseUntil.Add(f.ttl)):
 			s.dropFlightLocked(k, f)
 		case !now.Before(f.rec.LeaseUntil):
-			return s.settleLocked(k, f, RecordUnknown, nil, f.ttl, now), nil, true
+			return s.settleLocked(k, f, RecordUnknown, "", nil, f.ttl, now), nil, true
 		default:
 			return f.rec, f, true
 		}
 	}
-	if m, ok := s.done.Get(k); ok {
+	if m, ok := s.done.get(k); ok {
 		if now.Before(m.expires) {
 			return m.rec, nil, true
 		}
-		s.done.Remove(k)
+		s.done.remove(k)
 	}
 	return Record{}, nil, false
 }
 
 // ownedLocked returns k's flight if token owns it.
-func (s *MemoryStore) ownedLocked(k IdempotencyKey, token string) (*memFlight, error) {
+func (s *MemoryStore) ownedLocked(k IdempotencyKey, token string, now time.Time) (*memFlight, error) {
 	f, ok := s.inFlight[k]
 	if !ok || f.rec.Token != token {
 		return nil, ErrLostClaim
 	}
-	if !s.now().Before(f.rec.LeaseUntil.Add(f.ttl)) {
+	if !now.Before(f.rec.LeaseUntil.Add(f.ttl)) {
 		// Gone ttl after its lease, as the Redis key would be.
 		s.dropFlightLocked(k, f)
 		return nil, ErrLostClaim
@@ -330,8 +372,9 @@ func (s *MemoryStore) newFlightLocked(k IdempotencyKey, fp Fingerprint, lease, t
 	return Claim{Outcome: ClaimOwned, Token: token, Record: f.rec}
 }
 
-// settleLocked moves a record out of flight into the LRU.
-func (s *MemoryStore) settleLocked(k IdempotencyKey, f *memFlight, state RecordState, envelope []byte, ttl time.Duration, now time.Time) Record {
+// settleLocked moves a record out of flight into its caller's partition,
+// then evicts what the bounds require.
+func (s *MemoryStore) settleLocked(k IdempotencyKey, f *memFlight, state RecordState, token string, envelope []byte, ttl time.Duration, now time.Time) Record {
 	s.dropFlightLocked(k, f)
 	m := &memRecord{
 		rec: Record{
@@ -340,14 +383,17 @@ func (s *MemoryStore) settleLocked(k IdempotencyKey, f *memFlight, state RecordS
 			Envelope:    envelope,
 			UpdatedAt:   now,
 		},
+		token:   token,
 		expires: now.Add(ttl),
+		size:    RecordSize(k, envelope),
 	}
-	if s.done.Len() >= s.maxKeys && !s.done.Contains(k) {
-		if old, oldest, ok := s.done.RemoveOldest(); ok && now.Before(oldest.expires) {
+	s.done.add(k, m)
+	for s.done.keys > s.maxKeys || s.done.bytes > s.maxBytes {
+		old, oldest := s.done.evict(s.done.keys > s.maxKeys)
+		if now.Before(oldest.expires) {
 			s.evicted = append(s.evicted, old)
 		}
 	}
-	s.done.Add(k, m)
 	return m.rec
 }
 

@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,12 +21,28 @@ import (
 // is not set.
 const DefaultRedisPrefix = "toolgate:idem:"
 
+// ProbeKeyPrefix starts the key Ping writes to see whether Redis accepts
+// writes; a random suffix per store keeps replicas apart.
+const ProbeKeyPrefix = "toolgate:probe:"
+
 // Wait's polling interval starts at minWaitPoll and doubles up to
 // RedisOptions.MaxWaitPoll, by default defaultMaxWaitPoll.
 const (
 	minWaitPoll        = 5 * time.Millisecond
 	defaultMaxWaitPoll = 100 * time.Millisecond
 )
+
+// withdrawTimeout bounds the release that withdraws a claim whose reply
+// never came (see RedisStore). It runs after the call's own deadline, so it
+// adds to how late a call answers when Redis stalls.
+const withdrawTimeout = 500 * time.Millisecond
+
+// maxBackgroundWithdrawals bounds the withdrawals a store keeps trying after
+// the first try failed; beyond it a claim is withdrawn once only.
+const maxBackgroundWithdrawals = 1024
+
+// probeTTL is how long the key Ping writes lives.
+const probeTTL = 5 * time.Second
 
 // RedisOptions configures a RedisStore. The zero value is usable.
 type RedisOptions struct {
@@ -46,17 +64,60 @@ type RedisOptions struct {
 // creates the key with PX lease+ttl: the key must outlive its lease so that a
 // lease that ran out is seen and turned into unknown (then kept for ttl)
 // rather than silently vanishing and letting a second call run. Every later
-// write re-applies PX ttl. A value the store cannot decode is reported as
+// write re-applies PX ttl (a release: the claim's lease). A value the store cannot decode is reported as
 // unknown with a zero fingerprint, never as success, and no token owns it.
+//
+// Every script is safe to run twice, so a client that retries a command
+// whose reply was lost (go-redis does, after EOF) gets the first run's
+// result, never a second effect:
+//
+//   - Claim and Reclaim draw their owner token before the first try, and a
+//     claim that finds an in-flight record carrying its own token reports it
+//     as owned: the call never waits for itself.
+//   - Complete and MarkUnknown keep the finishing token in the record; a
+//     repeat by that token, to the same state, succeeds and changes nothing.
+//   - Release leaves a tombstone carrying its token for the claim's lease;
+//     a repeat finds it and succeeds. A tombstone reads as no record to
+//     everyone else, and any other call may claim over it.
+//
+// A claim whose script call fails after it may have been sent (the deadline
+// passed, the connection broke, retries ran out) may have run in Redis, or
+// may still run later. Its token is known, so the store withdraws it at
+// once, on a fresh context bounded by 500ms: the release replaces the record
+// by a tombstone if the claim ran, and otherwise writes the tombstone where
+// the record would be, which stops the claim from creating anything should
+// it arrive afterwards (within its lease). When that release fails too (Redis stalled
+// or unreachable), the store keeps trying in the background, with backoff,
+// until it succeeds, the claim's lease is over or the store is closed (at
+// most 1024 claims at a time). So no record is left in flight that no owner
+// holds, unless Redis stays unreachable for the whole lease; such a record
+// reads as unknown once its lease runs out. A claim that failed to dial was
+// never sent and is not withdrawn; one Redis refused with an error (out of
+// memory, a read-only replica) is withdrawn once, not in the background.
+//
+// Every command is bounded by its context when the client is built with
+// ContextTimeoutEnabled, as RedisClientOptions does: a stalled Redis holds
+// no call past its deadline (plus the withdrawal).
 //
 // Wait polls, starting at 5ms and doubling up to MaxWaitPoll, bounded by its
 // context: a waiter on another replica sees the result at most MaxWaitPoll
 // after it is stored, at the cost of one small script call per poll.
+//
+// Ping writes a short-lived key (ProbeKeyPrefix and a random suffix), so it
+// fails when Redis refuses writes: out of memory under noeviction, or a
+// read-only replica.
 type RedisStore struct {
-	client  redis.UniversalClient
-	scripts redisScripts
-	prefix  string
-	maxPoll time.Duration
+	client   redis.UniversalClient
+	scripts  redisScripts
+	prefix   string
+	maxPoll  time.Duration
+	probeKey string
+
+	// Background withdrawals: life ends at Close, which waits for bg.
+	life    context.Context
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
+	bgSlots chan struct{}
 }
 
 var _ IdempotencyStore = (*RedisStore)(nil)
@@ -70,53 +131,87 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) *RedisStore 
 	if opts.MaxWaitPoll <= 0 {
 		opts.MaxWaitPoll = defaultMaxWaitPoll
 	}
+	life, stop := context.WithCancel(context.Background())
 	return &RedisStore{
-		client:  client,
-		scripts: newRedisScripts(),
-		prefix:  opts.Prefix,
-		maxPoll: opts.MaxWaitPoll,
+		client:   client,
+		scripts:  newRedisScripts(),
+		prefix:   opts.Prefix,
+		maxPoll:  opts.MaxWaitPoll,
+		probeKey: ProbeKeyPrefix + rand.Text(),
+		life:     life,
+		stop:     stop,
+		bgSlots:  make(chan struct{}, maxBackgroundWithdrawals),
 	}
+}
+
+// RedisClientOptions parses a redis://, rediss:// or unix:// URL into the
+// client options toolgate's stores expect:
+//
+//   - ContextTimeoutEnabled: every command is bounded by its context, the
+//     call's deadline, not only by the client's 3s read timeout;
+//   - MaxRetries 3: a command whose reply was lost (EOF) is sent again,
+//     which every script of the stores tolerates (see RedisStore);
+//   - DialerRetries 1 and a dial timeout of at most 1s: while Redis is
+//     down, side-effecting calls fail closed quickly instead of hanging on
+//     reconnects.
+func RedisClientOptions(rawURL string) (*redis.Options, error) {
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	opts.ContextTimeoutEnabled = true
+	opts.MaxRetries = 3
+	opts.DialerRetries = 1
+	if opts.DialTimeout == 0 || opts.DialTimeout > time.Second {
+		opts.DialTimeout = time.Second
+	}
+	return opts, nil
 }
 
 // The record value is
 //
 //	1:<state>:<fingerprint>:<token>:<lease until>:<ttl>:<updated at>:<envelope>
 //
-// with state F (in flight), C (completed) or U (unknown), the fingerprint in
-// 64 hex digits, the owner token (base32, empty unless in flight), the lease
-// deadline (0 unless in flight), the retention and the time of the write in
-// milliseconds (times on the Redis server's clock since the Unix epoch), and
-// the envelope bytes, verbatim, to the end of the value. It reads well in
-// redis-cli and Lua parses it with one pattern.
+// with state F (in flight), C (completed), U (unknown) or R (released: a
+// tombstone), the fingerprint in 64 hex digits, a token (base32: the owner
+// of an in-flight record, the token that finished a completed or unknown
+// one or released a tombstone; empty for an unknown record the store
+// declared itself), the lease deadline (0 unless in flight), the retention
+// and the time of the write in milliseconds (times on the Redis server's
+// clock since the Unix epoch), and the envelope bytes, verbatim, to the end
+// of the value. It reads well in redis-cli and Lua parses it with one
+// pattern.
 const luaPrelude = `
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- parse returns the fields a script needs, or nil for a value it cannot read.
+-- parse returns the fields of a value, or nil for a value it cannot read.
 local function parse(v)
-  local st, fp, tok, lease, ttl = string.match(v, '^1:([FCU]):(%x+):(%w*):(%d+):(%d+):%d+:')
-  if not st or #fp ~= 64 or (st == 'F' and tok == '') then return nil end
-  return {st = st, fp = fp, tok = tok, lease = tonumber(lease), ttl = tonumber(ttl)}
+  local st, fp, tok, lease, ttl, at = string.match(v, '^1:([FCUR]):(%x+):(%w*):(%d+):(%d+):(%d+):')
+  if not st or #fp ~= 64 or ((st == 'F' or st == 'R') and tok == '') then return nil end
+  return {st = st, fp = fp, tok = tok, lease = tonumber(lease), ttl = tonumber(ttl), at = tonumber(at)}
 end
 
 local function encode(st, fp, tok, lease, ttl, now, envelope)
   return string.format('1:%s:%s:%s:%d:%d:%d:', st, fp, tok, lease, ttl, now) .. envelope
 end
 
--- observe returns the value of KEYS[1] (false when there is none), after
--- turning an in-flight record whose lease ran out into an unknown one: its
--- owner died mid-call, so the effect may have happened.
+-- observe returns the value of KEYS[1] (false when there is none) and its
+-- fields (nil when unreadable), after turning an in-flight record whose
+-- lease ran out into an unknown one: its owner died mid-call, so the effect
+-- may have happened.
 local function observe(now)
   local v = redis.call('GET', KEYS[1])
-  if not v then return false end
+  if not v then return false, nil end
   local r = parse(v)
   if r and r.st == 'F' and now >= r.lease then
     v = encode('U', r.fp, '', 0, r.ttl, now, '')
     redis.call('SET', KEYS[1], v, 'PX', r.ttl)
+    r = parse(v)
   end
-  return v
+  return v, r
 end
 
 -- create stores a fresh in-flight record. ARGV: token, fingerprint, lease ms, ttl ms.
@@ -126,63 +221,83 @@ local function create(now)
   redis.call('SET', KEYS[1], v, 'PX', lease + ttl)
   return {1, v}
 end
-
--- owned returns the record of KEYS[1] if the token ARGV[1] owns it.
-local function owned()
-  local v = redis.call('GET', KEYS[1])
-  if not v then return nil end
-  local r = parse(v)
-  if not r or r.st ~= 'F' or r.tok ~= ARGV[1] then return nil end
-  return r
-end
 `
 
-// The scripts' bodies; each runs after luaPrelude.
+// The scripts' bodies; each runs after luaPrelude. Every one may run twice
+// with the same arguments (a client's retry after a lost reply) and then
+// gives the first run's result.
 const (
 	// luaClaim creates the record unless one exists; the script's GET and SET
-	// run atomically, which is what SET NX gives a bare command. Returns
-	// {1, new value} or {0, existing value}.
+	// run atomically, which is what SET NX gives a bare command. A tombstone
+	// of another token counts as no record. Returns {1, value} when the
+	// token ARGV[1] owns the record (created now, or by this claim's first
+	// run), else {0, existing value}.
 	luaClaim = `
 local now = now_ms()
-local v = observe(now)
-if v then return {0, v} end
-return create(now)
+local v, r = observe(now)
+if not v or (r and r.st == 'R' and r.tok ~= ARGV[1]) then return create(now) end
+if r and r.st == 'F' and r.tok == ARGV[1] then return {1, v} end
+return {0, v}
 `
 
 	// luaReclaim takes over a record that is absent, unknown with the same
-	// fingerprint (a lease that ran out is unknown by then) or undecodable;
-	// otherwise it reports the record as luaClaim does.
+	// fingerprint (a lease that ran out is unknown by then), undecodable or
+	// another token's tombstone; otherwise it reports the record as luaClaim
+	// does.
 	luaReclaim = `
 local now = now_ms()
-local v = observe(now)
-if v then
-  local r = parse(v)
-  if r and not (r.st == 'U' and r.fp == ARGV[2]) then return {0, v} end
+local v, r = observe(now)
+if r and r.tok == ARGV[1] and (r.st == 'F' or r.st == 'R') then
+  if r.st == 'F' then return {1, v} end
+  return {0, v}
 end
-return create(now)
+if not v or not r or r.st == 'R' or (r.st == 'U' and r.fp == ARGV[2]) then return create(now) end
+return {0, v}
 `
 
-	// luaFinish completes or marks unknown a record the token owns.
-	// ARGV: token, state (C or U), ttl ms, envelope. Returns 1, or 0 when the
-	// claim is lost.
+	// luaFinish completes or marks unknown a record the token ARGV[1] owns.
+	// ARGV: token, state (C or U), ttl ms, envelope. Returns 1, also when the
+	// token already finished the record in that state; 0 when the claim is
+	// lost.
 	luaFinish = `
-local r = owned()
-if not r then return 0 end
-redis.call('SET', KEYS[1], encode(ARGV[2], r.fp, '', 0, tonumber(ARGV[3]), now_ms(), ARGV[4]), 'PX', ARGV[3])
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local r = parse(v)
+if not r or r.tok ~= ARGV[1] then return 0 end
+if r.st == ARGV[2] then return 1 end
+if r.st ~= 'F' then return 0 end
+redis.call('SET', KEYS[1], encode(ARGV[2], r.fp, ARGV[1], 0, tonumber(ARGV[3]), now_ms(), ARGV[4]), 'PX', ARGV[3])
 return 1
 `
 
-	// luaRelease deletes a record the token ARGV[1] owns. Returns 1, or 0
-	// when the claim is lost.
+	// luaRelease replaces a record the token ARGV[1] owns by its tombstone,
+	// kept for the claim's lease. Returns 1, also when the token already
+	// released it or there is no record (nothing is held either way); 0
+	// when another token holds the key or it was finished. ARGV[2], when
+	// positive, is how long to keep a tombstone for a record that does not
+	// exist (yet): a claim of that token that arrives later then creates
+	// nothing.
 	luaRelease = `
-if not owned() then return 0 end
-redis.call('DEL', KEYS[1])
+local v = redis.call('GET', KEYS[1])
+if not v then
+  local px = tonumber(ARGV[2])
+  if px > 0 then
+    redis.call('SET', KEYS[1], encode('R', string.rep('0', 64), ARGV[1], 0, 0, now_ms(), ''), 'PX', px)
+  end
+  return 1
+end
+local r = parse(v)
+if not r or r.tok ~= ARGV[1] then return 0 end
+if r.st == 'R' then return 1 end
+if r.st ~= 'F' then return 0 end
+redis.call('SET', KEYS[1], encode('R', r.fp, ARGV[1], 0, 0, now_ms(), ''), 'PX', math.max(r.lease - r.at, 1))
 return 1
 `
 
 	// luaGet returns the value, converting a lease that ran out, or nil.
 	luaGet = `
-return observe(now_ms())
+local v = observe(now_ms())
+return v
 `
 )
 
@@ -192,13 +307,18 @@ type redisScripts struct {
 	claim, reclaim, finish, release, get *redis.Script
 }
 
+// newRedisScripts names each script in its first line, for SCRIPT and
+// SLOWLOG readers (and tests that fault one script by its text).
 func newRedisScripts() redisScripts {
+	script := func(name, body string) *redis.Script {
+		return redis.NewScript("-- toolgate idempotency: " + name + "\n" + luaPrelude + body)
+	}
 	return redisScripts{
-		claim:   redis.NewScript(luaPrelude + luaClaim),
-		reclaim: redis.NewScript(luaPrelude + luaReclaim),
-		finish:  redis.NewScript(luaPrelude + luaFinish),
-		release: redis.NewScript(luaPrelude + luaRelease),
-		get:     redis.NewScript(luaPrelude + luaGet),
+		claim:   script("claim", luaClaim),
+		reclaim: script("reclaim", luaReclaim),
+		finish:  script("finish", luaFinish),
+		release: script("release", luaRelease),
+		get:     script("get", luaGet),
 	}
 }
 
@@ -216,23 +336,103 @@ func (s *RedisStore) claim(ctx context.Context, script *redis.Script, op string,
 	if err := checkDurations(lease, ttl); err != nil {
 		return Claim{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return Claim{}, redisError(op, err) // nothing was sent
+	}
+	// Drawn before the first try: a retry of the script carries it too, and
+	// finds the record its first run created as its own.
 	token := rand.Text()
-	res, err := script.Run(ctx, s.client, []string{s.key(k)}, token, fp.String(), millis(lease), millis(ttl)).Slice()
-	if err != nil {
-		return Claim{}, redisError(op, err)
+	key := s.key(k)
+	res, err := script.Run(ctx, s.client, []string{key}, token, fp.String(), millis(lease), millis(ttl)).Slice()
+	var created bool
+	var value string
+	if err == nil {
+		created, value, err = claimReply(res)
 	}
-	created, value, err := claimReply(res)
 	if err != nil {
-		return Claim{}, redisError(op, err)
+		return Claim{}, s.withdraw(ctx, op, key, token, lease, err)
 	}
-	r, ok := decodeRedisRecord(value)
-	if !ok {
+	r, released, ok := decodeRedisRecord(value)
+	switch {
+	case !ok:
 		return Claim{Outcome: ClaimUnknown, Record: r}, nil
-	}
-	if created && r.Token == token {
+	case released:
+		// Only this token's own tombstone is reported: the claim ran after
+		// it was withdrawn, which a single Claim cannot see.
+		return Claim{}, redisError(op, ErrLostClaim)
+	case created && r.Token == token:
 		return Claim{Outcome: ClaimOwned, Token: token, Record: r}, nil
 	}
 	return claimFor(r), nil
+}
+
+// withdraw releases the claim of token after its script call failed with
+// err: the claim may have run, or may still run. It returns err, noting a
+// failed withdrawal.
+func (s *RedisStore) withdraw(ctx context.Context, op, key, token string, lease time.Duration, err error) error {
+	if neverSent(err) {
+		return redisError(op, err)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+	defer cancel()
+	werr := s.scripts.release.Run(wctx, s.client, []string{key}, token, millis(lease)).Err()
+	switch {
+	case werr == nil:
+		return redisError(op, err)
+	case !answered(err) && s.withdrawLater(key, token, lease):
+		return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too, trying again in the background: %v)", op, err, werr)
+	}
+	return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too: %v)", op, err, werr)
+}
+
+// withdrawLater keeps trying to release the claim of token until that
+// succeeds, its lease is over or the store closes. It reports false when
+// too many withdrawals are pending already.
+func (s *RedisStore) withdrawLater(key, token string, lease time.Duration) bool {
+	select {
+	case s.bgSlots <- struct{}{}:
+	default:
+		return false
+	}
+	until := time.Now().Add(lease)
+	s.bg.Go(func() {
+		defer func() { <-s.bgSlots }()
+		delay := 50 * time.Millisecond
+		timer := time.NewTimer(delay)
+		defer timer.Stop()
+		for {
+			select {
+			case <-s.life.Done():
+				return
+			case <-timer.C:
+			}
+			ctx, cancel := context.WithTimeout(s.life, withdrawTimeout)
+			err := s.scripts.release.Run(ctx, s.client, []string{key}, token, millis(lease)).Err()
+			cancel()
+			if err == nil || !time.Now().Before(until) {
+				return
+			}
+			delay = min(2*delay, time.Second)
+			timer.Reset(delay)
+		}
+	})
+	return true
+}
+
+// neverSent reports an error that proves the command was not written: the
+// connection could not even be dialled.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// answered reports an error Redis itself returned (out of memory, a
+// read-only replica): the script was refused before its first write. Only
+// an earlier try whose reply was lost may have run, which is rare enough
+// for one withdrawal, without retries in the background.
+func answered(err error) bool {
+	var answer redis.Error
+	return errors.As(err, &answer)
 }
 
 // Complete implements IdempotencyStore.
@@ -249,6 +449,9 @@ func (s *RedisStore) finish(ctx context.Context, op string, k IdempotencyKey, to
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
+	if token == "" {
+		return ErrLostClaim
+	}
 	if envelope == nil {
 		envelope = []byte{}
 	}
@@ -264,7 +467,10 @@ func (s *RedisStore) finish(ctx context.Context, op string, k IdempotencyKey, to
 
 // Release implements IdempotencyStore.
 func (s *RedisStore) Release(ctx context.Context, k IdempotencyKey, token string) error {
-	n, err := s.scripts.release.Run(ctx, s.client, []string{s.key(k)}, token).Int()
+	if token == "" {
+		return ErrLostClaim
+	}
+	n, err := s.scripts.release.Run(ctx, s.client, []string{s.key(k)}, token, 0).Int()
 	if err != nil {
 		return redisError("release", err)
 	}
@@ -291,7 +497,10 @@ func (s *RedisStore) get(ctx context.Context, key string) (Record, bool, error) 
 	if err != nil {
 		return Record{}, false, err
 	}
-	r, _ := decodeRedisRecord(value)
+	r, released, _ := decodeRedisRecord(value)
+	if released {
+		return Record{}, false, nil
+	}
 	return r, true, nil
 }
 
@@ -331,16 +540,20 @@ func (s *RedisStore) Wait(ctx context.Context, k IdempotencyKey) (Record, error)
 	}
 }
 
-// Ping implements IdempotencyStore.
+// Ping implements IdempotencyStore with a write: a Redis that answers but
+// refuses writes (out of memory, a read-only replica) fails every claim, so
+// it is not ready either.
 func (s *RedisStore) Ping(ctx context.Context) error {
-	if err := s.client.Ping(ctx).Err(); err != nil {
-		return redisError("ping", err)
+	if err := s.client.Set(ctx, s.probeKey, "1", probeTTL).Err(); err != nil {
+		return redisError("write probe", err)
 	}
 	return nil
 }
 
-// Close closes the Redis client.
+// Close stops the background withdrawals and closes the Redis client.
 func (s *RedisStore) Close() error {
+	s.stop()
+	s.bg.Wait()
 	return s.client.Close()
 }
 
@@ -370,15 +583,17 @@ func claimReply(res []any) (created bool, value string, err error) {
 	return n == 1, v, nil
 }
 
-// decodeRedisRecord decodes a record value. A value it cannot read gives an
-// unknown record with a zero fingerprint and false.
-func decodeRedisRecord(v string) (Record, bool) {
+// decodeRedisRecord decodes a record value. released reports a tombstone,
+// which stands for no record; its Token is the releasing token. A value it
+// cannot read gives an unknown record with a zero fingerprint and ok=false.
+// Record.Token is set for in-flight records only, as IdempotencyStore
+// promises; the token that finished a record stays in Redis.
+func decodeRedisRecord(v string) (r Record, released, ok bool) {
 	unreadable := Record{State: RecordUnknown}
 	f := strings.SplitN(v, ":", 8)
 	if len(f) != 8 || f[0] != "1" {
-		return unreadable, false
+		return unreadable, false, false
 	}
-	var r Record
 	switch f[1] {
 	case "F":
 		r.State = RecordInFlight
@@ -386,23 +601,28 @@ func decodeRedisRecord(v string) (Record, bool) {
 		r.State = RecordCompleted
 	case "U":
 		r.State = RecordUnknown
+	case "R":
+		released = true
 	default:
-		return unreadable, false
+		return unreadable, false, false
 	}
 	if len(f[2]) != 2*len(r.Fingerprint) {
-		return unreadable, false
+		return unreadable, false, false
 	}
 	if _, err := hex.Decode(r.Fingerprint[:], []byte(f[2])); err != nil {
-		return unreadable, false
+		return unreadable, false, false
 	}
-	if !isAlphanumeric(f[3]) || (r.State == RecordInFlight) != (f[3] != "") {
-		return unreadable, false
+	if !isAlphanumeric(f[3]) || (r.State == RecordInFlight || released) && f[3] == "" {
+		return unreadable, false, false
 	}
 	lease, ok1 := parseMillis(f[4])
 	_, ok2 := parseMillis(f[5])
 	updated, ok3 := parseMillis(f[6])
 	if !ok1 || !ok2 || !ok3 {
-		return unreadable, false
+		return unreadable, false, false
+	}
+	if released {
+		return Record{Token: f[3]}, true, true
 	}
 	r.UpdatedAt = time.UnixMilli(updated)
 	if r.State == RecordInFlight {
@@ -412,7 +632,7 @@ func decodeRedisRecord(v string) (Record, bool) {
 	if f[7] != "" {
 		r.Envelope = []byte(f[7])
 	}
-	return r, true
+	return r, false, true
 }
 
 func isAlphanumeric(s string) bool {

@@ -47,6 +47,7 @@ func TestRedisStoreUndecodableValues(t *testing.T) {
 		{"an unknown state", "1:X:" + hexFP + "::0:1000:0:{}"},
 		{"a short fingerprint", "1:C:abcd::0:1000:0:{}"},
 		{"an in-flight record without a token", "1:F:" + hexFP + "::99999999999999:1000:0:"},
+		{"a tombstone without a token", "1:R:" + hexFP + "::0:0:0:"},
 		{"a signed number", "1:C:" + hexFP + "::+0:1000:0:{}"},
 		{"missing fields", "1:C:" + hexFP},
 	} {
@@ -105,22 +106,41 @@ func TestRedisStoreEncoding(t *testing.T) {
 		}
 	})
 
-	t.Run("a completed key lives for its ttl and holds the envelope verbatim", func(t *testing.T) {
+	t.Run("a completed key lives for its ttl and holds the finishing token and the envelope verbatim", func(t *testing.T) {
 		envelope := "{\"message\":\"a:b:c\",\"x\":\"\x00\xff\"}"
 		if err := s.Complete(ctx, k, c.Token, []byte(envelope), 10*time.Minute); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
 		raw := client.Get(ctx, s.key(k)).Val()
-		if want := "1:C:" + fp.String() + "::0:600000:"; !strings.HasPrefix(raw, want) || !strings.HasSuffix(raw, ":"+envelope) {
+		if want := "1:C:" + fp.String() + ":" + c.Token + ":0:600000:"; !strings.HasPrefix(raw, want) || !strings.HasSuffix(raw, ":"+envelope) {
 			t.Fatalf("value = %q, want %q<updated at>:<envelope>", raw, want)
 		}
 		if pttl := client.PTTL(ctx, s.key(k)).Val(); pttl <= 9*time.Minute || pttl > 10*time.Minute {
 			t.Fatalf("PTTL = %v, want the ttl", pttl)
 		}
 		r, ok, err := s.Get(ctx, k)
-		if err != nil || !ok || string(r.Envelope) != envelope {
-			t.Fatalf("Get = %q, %v, %v", r.Envelope, ok, err)
+		if err != nil || !ok || string(r.Envelope) != envelope || r.Token != "" {
+			t.Fatalf("Get = %q (token %q), %v, %v; want the envelope and no token", r.Envelope, r.Token, ok, err)
 		}
+	})
+
+	t.Run("a released key is a tombstone for the claim's lease, read as no record", func(t *testing.T) {
+		k := idemKey("k2")
+		c, err := s.Claim(ctx, k, fp, 3*time.Second, time.Hour)
+		if err != nil || c.Outcome != ClaimOwned {
+			t.Fatalf("Claim = %v, %v", c.Outcome, err)
+		}
+		if err := s.Release(ctx, k, c.Token); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		raw := client.Get(ctx, s.key(k)).Val()
+		if want := "1:R:" + fp.String() + ":" + c.Token + ":0:0:"; !strings.HasPrefix(raw, want) || !strings.HasSuffix(raw, ":") {
+			t.Fatalf("value = %q, want %q<updated at>:", raw, want)
+		}
+		if pttl := client.PTTL(ctx, s.key(k)).Val(); pttl <= 2*time.Second || pttl > 3*time.Second {
+			t.Fatalf("PTTL = %v, want the lease", pttl)
+		}
+		expectAbsent(t, s, k)
 	})
 
 	t.Run("keys have a bounded length and do not collide", func(t *testing.T) {

@@ -357,12 +357,30 @@ func testStoreConformance(t *testing.T, newStore func(t *testing.T) storeTarget)
 			t.Fatalf("Release: %v", err)
 		}
 		expectAbsent(t, s, k)
-		expectLost(t, "Release twice", s.Release(t.Context(), k, token))
+		// A repeat (a client's retry after a lost reply) finds nothing held.
+		if err := s.Release(t.Context(), k, token); err != nil {
+			t.Fatalf("Release twice: %v", err)
+		}
+		expectAbsent(t, s, k)
 		expectLost(t, "Complete after Release", s.Complete(t.Context(), k, token, []byte(envelope), idemLive))
 		next := mustClaim(t, s, k, fpB, idemLive, idemLive)
 		if next == token {
 			t.Fatal("a new claim reused the released token")
 		}
+		expectLost(t, "Release by the old owner of a key claimed again", s.Release(t.Context(), k, token))
+		expectClaim(t, s, k, fpB, ClaimInFlight, "")
+	})
+
+	t.Run("releasing a key nobody holds succeeds", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t).store
+		k := idemKey("k1")
+		if err := s.Release(t.Context(), k, "ANY"); err != nil {
+			t.Fatalf("Release of an absent key: %v", err)
+		}
+		expectAbsent(t, s, k)
+		mustClaim(t, s, k, fpA, idemLive, idemLive)
+		expectLost(t, "Release with no token", s.Release(t.Context(), idemKey("k2"), ""))
 	})
 
 	t.Run("only the owner token finishes a record, once", func(t *testing.T) {
@@ -378,10 +396,26 @@ func testStoreConformance(t *testing.T, newStore func(t *testing.T) storeTarget)
 		if err := s.Complete(ctx, k, token, []byte(envelope), idemLive); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
-		expectLost(t, "Complete twice", s.Complete(ctx, k, token, []byte(`{"other":true}`), idemLive))
+		// A repeat by the same token (a client's retry after a lost reply)
+		// succeeds and changes nothing.
+		if err := s.Complete(ctx, k, token, []byte(`{"other":true}`), idemLive); err != nil {
+			t.Fatalf("Complete twice: %v", err)
+		}
+		expectLost(t, "Complete by another token after Complete", s.Complete(ctx, k, "WRONG", []byte(envelope), idemLive))
 		expectLost(t, "MarkUnknown after Complete", s.MarkUnknown(ctx, k, token, nil, idemLive))
 		expectLost(t, "Release after Complete", s.Release(ctx, k, token))
 		expectClaim(t, s, k, fpA, ClaimCompleted, envelope)
+
+		unknown := idemKey("k2")
+		token = mustClaim(t, s, unknown, fpA, idemLive, idemLive)
+		if err := s.MarkUnknown(ctx, unknown, token, []byte(envelope), idemLive); err != nil {
+			t.Fatalf("MarkUnknown: %v", err)
+		}
+		if err := s.MarkUnknown(ctx, unknown, token, nil, idemLive); err != nil {
+			t.Fatalf("MarkUnknown twice: %v", err)
+		}
+		expectLost(t, "Complete after MarkUnknown", s.Complete(ctx, unknown, token, []byte(envelope), idemLive))
+		expectClaim(t, s, unknown, fpA, ClaimUnknown, envelope)
 	})
 
 	t.Run("stored envelopes are copies", func(t *testing.T) {

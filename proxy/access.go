@@ -72,7 +72,7 @@ func (c *Core) refund(ctx context.Context, cl *call) {
 	if cl.sent && cl.replay == nil && !cl.replayLost {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	ctx, cancel := storeWriteContext(ctx)
 	defer cancel()
 	if err := c.budgets.Refund(ctx, *cl.charge); err != nil {
 		c.logger.Warn("budget refund failed", "err", err.Error())

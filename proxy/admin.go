@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,4 +69,62 @@ func AdminHandler(opts AdminOptions) http.Handler {
 		})
 	}
 	return mux
+}
+
+// StoreProbe runs a readiness check of the state store (Core.Ping: for
+// Redis, a write) at most once per interval and shares its result in
+// between, so /readyz stays cheap however often it is asked. Concurrent
+// checks wait for the one in flight.
+type StoreProbe struct {
+	check    func(context.Context) error
+	interval time.Duration
+
+	mu       sync.Mutex
+	at       time.Time // when last was found; zero before the first check
+	last     error
+	inFlight chan struct{} // closed when the check in flight ends
+}
+
+// NewStoreProbe returns a probe running check at most once per interval.
+func NewStoreProbe(check func(context.Context) error, interval time.Duration) *StoreProbe {
+	return &StoreProbe{check: check, interval: interval}
+}
+
+// Check returns the result of a check no older than the interval, running
+// one if need be, or ctx's error if ctx ends first.
+func (p *StoreProbe) Check(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.at.IsZero() && time.Since(p.at) < p.interval {
+		defer p.mu.Unlock()
+		return p.last
+	}
+	if wait := p.inFlight; wait != nil {
+		p.mu.Unlock()
+		select {
+		case <-wait:
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.last
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	done := make(chan struct{})
+	p.inFlight = done
+	p.mu.Unlock()
+
+	err := p.check(ctx)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inFlight = nil
+	p.last = err
+	// A check cut short by its caller says nothing about the store.
+	if ctx.Err() == nil {
+		p.at = time.Now()
+	} else {
+		p.at = time.Time{}
+	}
+	close(done)
+	return err
 }

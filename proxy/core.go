@@ -41,7 +41,8 @@ type Options struct {
 	// instead of a pooled http.Transport (tests, embedding).
 	Transport func(*policy.Upstream) http.RoundTripper
 	// Store keeps idempotency records. Nil means a memory store bounded by
-	// the policy's state.max_keys. The Core closes it in Close.
+	// the policy's state.max_keys and state.max_bytes. The Core closes it in
+	// Close.
 	Store policy.IdempotencyStore
 	// Budgets counts cost budgets. Nil means per-replica memory budgets.
 	Budgets policy.BudgetStore
@@ -121,7 +122,7 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		return nil, errors.New("nil policy snapshot")
 	}
 	if c.store == nil {
-		c.store = policy.NewMemoryStore(policy.MemoryOptions{MaxKeys: snap.State.MaxKeys, Now: opts.Now, OnEvict: c.onEvict})
+		c.store = policy.NewMemoryStore(policy.MemoryOptions{MaxKeys: snap.State.MaxKeys, MaxBytes: snap.State.MaxBytes, Now: opts.Now, OnEvict: c.onEvict})
 	}
 	if err := c.Swap(snap); err != nil {
 		return nil, err

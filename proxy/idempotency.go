@@ -16,9 +16,35 @@ import (
 // overlap a live call.
 const leaseMargin = 5 * time.Second
 
-// storeWriteTimeout bounds the store write that finishes a call; it runs
-// even when the caller has gone away.
-const storeWriteTimeout = 2 * time.Second
+// The store writes that settle a call (its idempotency record, its budget
+// refund) run even when the caller has gone away, so they get a context of
+// their own (storeWriteContext): at most storeWriteTimeout from the write's
+// start, and at most storeWriteGrace past the call's deadline, so a stalled
+// Redis holds an answer little past its deadline; but at least
+// storeWriteFloor, so a call that ended late is still recorded. With a
+// stalled store a call therefore answers at most 1.25s after its deadline:
+// a claim or a charge that timed out is withdrawn within 500ms (see
+// policy.RedisStore), and the writes after it end by the deadline plus 1s,
+// plus 250ms for a second write.
+const (
+	storeWriteTimeout = 2 * time.Second
+	storeWriteGrace   = time.Second
+	storeWriteFloor   = 250 * time.Millisecond
+)
+
+// storeWriteContext returns the context of a store write that settles the
+// call whose context is ctx.
+func storeWriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	now := time.Now()
+	end := now.Add(storeWriteTimeout)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(storeWriteGrace).Before(end) {
+		end = deadline.Add(storeWriteGrace)
+	}
+	if floor := now.Add(storeWriteFloor); end.Before(floor) {
+		end = floor
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}
 
 // idempotencyKey resolves a side-effecting call's key from the
 // Idempotency-Key header (a bare token or a quoted string) and the
@@ -216,7 +242,7 @@ func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
 // envelope for replay.
 func (c *Core) settle(ctx context.Context, cl *call, res *Result, body []byte) {
 	cl2 := cl.claim
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeWriteTimeout)
+	ctx, cancel := storeWriteContext(ctx)
 	defer cancel()
 	var err error
 	switch {

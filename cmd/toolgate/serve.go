@@ -121,6 +121,8 @@ type server struct {
 	reloadFailed bool
 	loaded       atomic.Pointer[loaded]
 	draining     atomic.Bool
+	// storeProbe checks, for /readyz, that the state store accepts writes.
+	storeProbe *proxy.StoreProbe
 
 	agent, admin         *http.Server
 	agentLn, adminLn     net.Listener
@@ -143,6 +145,10 @@ type loaded struct {
 // have to write their envelope and settle their idempotency record (a
 // store write is bounded by 2s in the core) before connections are closed.
 const cutoffWait = 3 * time.Second
+
+// storeProbeInterval is how often, at most, /readyz writes to the state
+// store to see whether it accepts writes.
+const storeProbeInterval = 2 * time.Second
 
 func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), logger *slog.Logger) (*server, error) {
 	reg := prometheus.NewRegistry()
@@ -169,7 +175,8 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 	if err != nil {
 		return nil, err
 	}
-	s := &server{core: core, registry: reg, logger: logger, load: load, tracer: tp}
+	s := &server{core: core, registry: reg, logger: logger, load: load, tracer: tp,
+		storeProbe: proxy.NewStoreProbe(core.Ping, storeProbeInterval)}
 	s.loaded.Store(&loaded{generation: 1, snap: snap})
 	m := core.Metrics()
 	m.ConfigGeneration.Set(1)
@@ -299,28 +306,26 @@ func errorLines(err error) []string {
 	return lines
 }
 
+// ready is /readyz: not draining, and the state store accepts writes (a
+// Redis out of memory or turned read-only fails every side-effecting call,
+// so the instance should not get traffic).
 func (s *server) ready(ctx context.Context) error {
 	if s.draining.Load() {
 		return errors.New("shutting down")
 	}
-	if err := s.core.Ping(ctx); err != nil {
+	if err := s.storeProbe.Check(ctx); err != nil {
 		return fmt.Errorf("state store: %w", err)
 	}
 	return nil
 }
 
-// newRedisClient connects to the state store. Retries are few and short:
-// while Redis is down, side-effecting calls must fail closed quickly rather
-// than hang on reconnects.
+// newRedisClient connects to the state store with the options the stores
+// expect (policy.RedisClientOptions): commands bounded by the call's
+// deadline, lost replies retried, fast failure while Redis is down.
 func newRedisClient(rawURL string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(rawURL)
+	opts, err := policy.RedisClientOptions(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("state.redis_url: %w", err)
-	}
-	opts.DialerRetries = 1
-	opts.MaxRetries = 1
-	if opts.DialTimeout == 0 || opts.DialTimeout > time.Second {
-		opts.DialTimeout = time.Second
 	}
 	return redis.NewClient(opts), nil
 }

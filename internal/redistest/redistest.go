@@ -1,5 +1,7 @@
 // Package redistest runs a real redis-server for tests: a child process on a
-// free loopback port, persistence off, stopped when the test ends.
+// free loopback port, persistence off, stopped when the test ends; and a
+// FaultProxy to put between a client and it, which loses or delays replies
+// and requests per command, or stalls everything.
 //
 // When the redis-server binary is missing the test is skipped, unless the
 // environment variable TOOLGATE_REQUIRE_REDIS is set (to anything), in which
