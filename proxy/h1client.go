@@ -90,6 +90,7 @@ type h1Conn struct {
 	written int64 // bytes written to nc
 	limit   int64 // read may not pass this while an answer's header is read; 0: no limit
 	idleAt  time.Time
+	peek    peeker // checks the socket before reuse (alive)
 }
 
 func (pc *h1Conn) Read(p []byte) (int, error) {

@@ -7,6 +7,9 @@ package proxy
 // (and discards) anything a backend sends on an idle connection.
 const peekable = false
 
+// peeker holds nothing where there is no peek.
+type peeker struct{}
+
 // alive cannot tell a quiet connection from one holding stray bytes or
 // closed by the backend, so no connection is reused.
 func (pc *h1Conn) alive() bool { return false }

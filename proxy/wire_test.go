@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -65,9 +66,12 @@ tools:
     request: {method: GET, path: /wg}
 `
 
-func newWireCore(t *testing.T, url string, rt func(*policy.Upstream) http.RoundTripper) *Core {
+func newWireCore(t testing.TB, url string, rt func(*policy.Upstream) http.RoundTripper) *Core {
 	t.Helper()
-	snap := mustSnapshot(t, strings.ReplaceAll(wirePolicy, "{{url}}", url))
+	snap, err := config.CompileSource("wire.yaml", []byte(strings.ReplaceAll(wirePolicy, "{{url}}", url)), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: rt})
 	if err != nil {
 		t.Fatal(err)
