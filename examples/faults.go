@@ -43,7 +43,7 @@ const (
 	FaultOversized   FaultKind = "oversized"    // acts, then 200 with a JSON body of FaultOptions.OversizedBytes
 	FaultDrip        FaultKind = "drip"         // acts, then sends the body one byte per FaultOptions.DripInterval
 	FaultRefuse      FaultKind = "refuse"       // resets the connection and refuses connections for FaultOptions.RefuseFor
-	FaultStray       FaultKind = "stray"        // acts, answers as none, then bytes past the answer on a connection it keeps serving
+	FaultStray       FaultKind = "stray"        // acts, answers as none, then bytes past the answer on a connection it keeps serving (Start only; elsewhere as none)
 	FaultCloseEarly  FaultKind = "close_early"  // acts, answers as none without Connection: close, and closes the connection at once
 )
 
