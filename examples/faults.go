@@ -43,13 +43,15 @@ const (
 	FaultOversized   FaultKind = "oversized"    // acts, then 200 with a JSON body of FaultOptions.OversizedBytes
 	FaultDrip        FaultKind = "drip"         // acts, then sends the body one byte per FaultOptions.DripInterval
 	FaultRefuse      FaultKind = "refuse"       // resets the connection and refuses connections for FaultOptions.RefuseFor
+	FaultStray       FaultKind = "stray"        // acts, answers as none, then bytes past the answer on a connection it keeps serving (Start only; elsewhere as none)
+	FaultCloseEarly  FaultKind = "close_early"  // acts, answers as none without Connection: close, and closes the connection at once
 )
 
 // FaultKinds returns every fault kind, in a stable order.
 func FaultKinds() []FaultKind {
 	return []FaultKind{FaultNone, FaultEmpty, FaultDelay, FaultHang, FaultResetBefore, FaultResetAfter,
 		Fault500, Fault502, Fault503, Fault504, Fault429, Fault404,
-		FaultNonJSON, FaultTruncated, FaultOversized, FaultDrip, FaultRefuse}
+		FaultNonJSON, FaultTruncated, FaultOversized, FaultDrip, FaultRefuse, FaultStray, FaultCloseEarly}
 }
 
 // PerformsEffect reports whether a write that meets the fault performs its
@@ -57,7 +59,7 @@ func FaultKinds() []FaultKind {
 func (k FaultKind) PerformsEffect() bool {
 	switch k {
 	case FaultNone, FaultEmpty, FaultDelay, FaultHang, FaultResetAfter, Fault502, Fault504,
-		FaultNonJSON, FaultTruncated, FaultOversized, FaultDrip:
+		FaultNonJSON, FaultTruncated, FaultOversized, FaultDrip, FaultStray, FaultCloseEarly:
 		return true
 	}
 	return false
@@ -78,6 +80,7 @@ func DefaultFaultWeights() map[FaultKind]int {
 		FaultResetBefore: 300, FaultResetAfter: 300,
 		Fault500: 250, Fault502: 250, Fault503: 300, Fault504: 150, Fault429: 300, Fault404: 100,
 		FaultNonJSON: 200, FaultTruncated: 200, FaultOversized: 200, FaultDrip: 500, FaultRefuse: 1,
+		FaultStray: 300, FaultCloseEarly: 300,
 	}
 }
 
@@ -300,7 +303,7 @@ func (b *FaultBackend) serve(w http.ResponseWriter, r *http.Request, write bool)
 	b.mu.Unlock()
 	b.log.LogAttrs(r.Context(), slog.LevelDebug, "fault", slog.String("fault", string(kind)),
 		slog.Bool("named", named), slog.Bool("effect", a.Effect), slog.String("request_id", a.RequestID))
-	b.answer(w, r, kind, write, answer)
+	b.answer(w, r, kind, write, answer, a.Seq)
 }
 
 // drawLocked draws the next fault of the schedule.
@@ -339,14 +342,15 @@ func (b *FaultBackend) actLocked(nonce, key string) (answer []byte, effect, dedu
 	return answer, true, false
 }
 
-// answer shows the fault to the caller.
-func (b *FaultBackend) answer(w http.ResponseWriter, r *http.Request, kind FaultKind, write bool, answer []byte) {
+// answer shows the fault to the caller; seq is the request's order of
+// arrival.
+func (b *FaultBackend) answer(w http.ResponseWriter, r *http.Request, kind FaultKind, write bool, answer []byte, seq uint64) {
 	ok := func() {
 		switch {
 		case write:
 			writeBody(w, http.StatusCreated, "application/json", answer)
 		default:
-			writeBody(w, http.StatusOK, "application/json", []byte(`{"results":[{"id":"f-1","title":"A result"}],"total":1}`))
+			writeBody(w, http.StatusOK, "application/json", []byte(lookupAnswer))
 		}
 	}
 	switch kind {
@@ -389,7 +393,106 @@ func (b *FaultBackend) answer(w http.ResponseWriter, r *http.Request, kind Fault
 		writeBody(w, http.StatusOK, "application/json", []byte(`{"results":[{"id":"f-1","title":"`+pad+`"}],"total":1}`))
 	case FaultDrip:
 		b.drip(w, r, answerOr(answer, `{"results":[{"id":"f-1","title":"dripped"}],"total":1}`), write)
+	case FaultStray:
+		// The stray bytes go out in the write that ends the answer: a
+		// client sees them with it or right after, before it can reuse the
+		// connection, and must not read them as the next call's answer.
+		if fc, found := r.Context().Value(faultConnKey{}).(*faultConn); found {
+			fc.writeAfter(strayBytes(seq))
+		}
+		ok()
+		_ = http.NewResponseController(w).Flush()
+	case FaultCloseEarly:
+		code, body := http.StatusOK, []byte(lookupAnswer)
+		if write {
+			code, body = http.StatusCreated, answer
+		}
+		closeEarly(w, code, body)
 	}
+}
+
+// lookupAnswer is a read's answer.
+const lookupAnswer = `{"results":[{"id":"f-1","title":"A result"}],"total":1}`
+
+// strayBytes is what FaultStray writes past an answer: by turns a second
+// answer nobody asked for (a 503 that would make a write look undone) and
+// the rest of a body longer than its Content-Length.
+func strayBytes(seq uint64) []byte {
+	if seq%2 == 0 {
+		return []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n\r\n")
+	}
+	return []byte(`,"more":"than Content-Length promised"}`)
+}
+
+// closeEarly answers body with code and a Content-Length, without
+// Connection: close, and closes the connection: a keep-alive timeout of
+// zero. Where the system allows (Linux), the close (FIN) travels in the
+// segment that ends the answer, so a client that checks a pooled
+// connection before reusing it always finds it closed; elsewhere the close
+// follows the answer at once.
+func closeEarly(w http.ResponseWriter, code int, body []byte) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	defer conn.Close()
+	if tc := tcpConn(conn); tc != nil {
+		corkTCP(tc)
+	}
+	fmt.Fprintf(conn, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		code, http.StatusText(code), len(body), body)
+}
+
+// faultConnKey finds a request's connection in its context, on a server
+// the backend runs itself (Start).
+type faultConnKey struct{}
+
+// faultConn is a connection the backend's own server accepted. A handler
+// reaches it through the request's context to write bytes past its answer,
+// while the server goes on serving the connection.
+type faultConn struct {
+	net.Conn
+	mu   sync.Mutex
+	tail []byte // written with the next write
+}
+
+// writeAfter makes the next write carry tail after its own bytes.
+func (c *faultConn) writeAfter(tail []byte) {
+	c.mu.Lock()
+	c.tail = tail
+	c.mu.Unlock()
+}
+
+func (c *faultConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	tail := c.tail
+	c.tail = nil
+	c.mu.Unlock()
+	if tail == nil {
+		return c.Conn.Write(p)
+	}
+	n, err := c.Conn.Write(append(p[:len(p):len(p)], tail...))
+	return min(n, len(p)), err
+}
+
+// faultListener hands out faultConns.
+type faultListener struct{ net.Listener }
+
+func (l faultListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &faultConn{Conn: c}, nil
+}
+
+// tcpConn is the TCP connection under conn, or nil.
+func tcpConn(conn net.Conn) *net.TCPConn {
+	if fc, ok := conn.(*faultConn); ok {
+		conn = fc.Conn
+	}
+	tc, _ := conn.(*net.TCPConn)
+	return tc
 }
 
 func answerOr(answer []byte, otherwise string) []byte {
@@ -441,7 +544,7 @@ func reset(w http.ResponseWriter) {
 	if err != nil {
 		panic(http.ErrAbortHandler) // no connection to reset (HTTP/2): abort the stream
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
+	if tc := tcpConn(conn); tc != nil {
 		_ = tc.SetLinger(0)
 	}
 	_ = conn.Close()
@@ -539,11 +642,15 @@ func (b *FaultBackend) startLocked(addr string) error {
 		return fmt.Errorf("fault backend: %w", err)
 	}
 	b.addr = ln.Addr().String()
+	ln = faultListener{ln}
 	srv := &http.Server{
 		Handler:           b,
 		ReadHeaderTimeout: 5 * time.Second,
 		// Resets and hijacks are the point; their log lines are noise.
 		ErrorLog: log.New(io.Discard, "", 0),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, faultConnKey{}, c)
+		},
 	}
 	b.srv, b.ln = srv, ln
 	if n := len(b.outages); n > 0 && b.outages[n-1].To.IsZero() {

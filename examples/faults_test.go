@@ -1,8 +1,12 @@
 package examples
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -66,6 +70,8 @@ func TestFaultKindsBehaveAsDocumented(t *testing.T) {
 		{FaultTruncated, 200, true, ""},
 		{FaultOversized, 200, false, strings.Repeat("x", 4000)},
 		{FaultDrip, 201, false, `"id"`},
+		{FaultStray, 201, false, `"nonce":"n-stray"`},
+		{FaultCloseEarly, 201, false, `"nonce":"n-close_early"`},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.fault), func(t *testing.T) {
@@ -226,5 +232,92 @@ func TestFaultsPolicyNamesEveryFault(t *testing.T) {
 		if !strings.Contains(doc, string(k)) {
 			t.Errorf("examples/faults.yaml does not offer %s", k)
 		}
+	}
+}
+
+// rawExchange writes one HTTP/1.1 request on conn and reads its answer.
+func rawExchange(t *testing.T, conn net.Conn, br *bufio.Reader, method, target, body string) (*http.Response, []byte) {
+	t.Helper()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: faults\r\nX-Request-Id: %s\r\nContent-Length: %d\r\n\r\n%s", method, target, target, len(body), body)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, raw
+}
+
+// TestFaultStrayWritesPastTheAnswerAndServesOn: FaultStray answers well,
+// then bytes nobody asked for follow on the connection (a second answer or
+// the rest of a body longer than its Content-Length), and the connection
+// is served on, as a broken legacy server does.
+func TestFaultStrayWritesPastTheAnswerAndServesOn(t *testing.T) {
+	b, _ := startFaults(t, FaultOptions{})
+	conn, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	strays := map[string]bool{}
+	for i, tc := range []struct{ method, target, body string }{
+		{"GET", "/search?q=a&fault=stray", ""},
+		{"POST", "/send", `{"nonce":"n-stray","text":"t","fault":"stray"}`},
+	} {
+		resp, raw := rawExchange(t, conn, br, tc.method, tc.target, tc.body)
+		if resp.StatusCode/100 != 2 || resp.Close || !json.Valid(raw) {
+			t.Fatalf("answer %d: %d close=%v %q", i, resp.StatusCode, resp.Close, raw)
+		}
+		// The stray bytes are there before the next request is sent.
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := br.Peek(1); err != nil {
+			t.Fatalf("no stray bytes after answer %d: %v", i, err)
+		}
+		stray := make([]byte, br.Buffered())
+		_, _ = io.ReadFull(br, stray)
+		if !bytes.Equal(stray, strayBytes(0)) && !bytes.Equal(stray, strayBytes(1)) {
+			t.Errorf("stray bytes %q", stray)
+		}
+		strays[string(stray)] = true
+	}
+	if len(strays) != 2 {
+		t.Errorf("stray bytes seen: %v, want both kinds", strays)
+	}
+	if resp, _ := rawExchange(t, conn, br, "GET", "/search?q=after", ""); resp.StatusCode != 200 {
+		t.Errorf("the connection was not served on: %d", resp.StatusCode)
+	}
+	if got := b.Effects("n-stray"); got != 1 {
+		t.Errorf("effects = %d, want 1", got)
+	}
+}
+
+// TestFaultCloseEarlyClosesAfterTheAnswer: FaultCloseEarly answers well,
+// without Connection: close, and the connection ends right after.
+func TestFaultCloseEarlyClosesAfterTheAnswer(t *testing.T) {
+	b, _ := startFaults(t, FaultOptions{})
+	for _, tc := range []struct{ method, target, body string }{
+		{"GET", "/search?q=a&fault=close_early", ""},
+		{"POST", "/send", `{"nonce":"n-close","text":"t","fault":"close_early"}`},
+	} {
+		conn, err := net.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		resp, raw := rawExchange(t, conn, br, tc.method, tc.target, tc.body)
+		if resp.StatusCode/100 != 2 || resp.Close || !json.Valid(raw) {
+			t.Errorf("%s %s: %d close=%v %q", tc.method, tc.target, resp.StatusCode, resp.Close, raw)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s %s: after the answer %v, want the end of the connection", tc.method, tc.target, err)
+		}
+		conn.Close()
+	}
+	if got := b.Effects("n-close"); got != 1 {
+		t.Errorf("effects = %d, want 1", got)
 	}
 }

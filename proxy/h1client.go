@@ -25,13 +25,23 @@ import (
 // net/http's wire code (Request.Write, ReadResponse) and drops the
 // hand-offs: the caller writes the request and reads the answer itself.
 //
-// It also knows exactly what reached the wire, which the exactly-once rules
-// need. A request goes out once; it is sent again, on a new connection,
-// only when nothing of it was written, or when a reused connection turned
-// out to be closed before any byte of an answer and the request is
-// replayable: the rule net/http follows. An idle connection the backend may
-// have closed meanwhile is checked before it is reused, so a side-effecting
-// call is not lost to a keep-alive timeout.
+// It also knows exactly what reached the wire, which the at-most-once
+// rules need. A request goes out once; it is sent again, on a new
+// connection, only when nothing of it was written, or when a reused
+// connection closed before any byte of an answer and the caller said a
+// resend is safe (a read-only tool, or a backend that dedupes on the
+// forwarded key), never because of the request's method.
+//
+// Bytes belong to the exchange that asked for them. Every pooled connection
+// is peeked before a request is written on it: one the backend closed is
+// dropped before it can swallow a side-effecting call (a keep-alive timeout
+// costs a dial, not an unknown outcome), and one holding bytes nobody asked
+// for (a late second answer, a body longer than its Content-Length) is
+// poisoned and closed, so those bytes are never read as another call's
+// answer. An answer followed by bytes already read is closed the same way.
+// What no HTTP/1.1 client can tell apart is a stray that arrives after the
+// peek, while the request is on its way: it is read as the answer, as
+// net/http would read it.
 //
 // HTTPS backends keep net/http.Transport (TLS, HTTP/2).
 type h1Client struct {
@@ -39,25 +49,36 @@ type h1Client struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle     int
 	idleTimeout time.Duration
-	checkAfter  time.Duration // an idle connection older than this is checked before reuse
 
 	mu    sync.Mutex
 	idle  []*h1Conn   // oldest first; reuse takes the newest
 	sweep *time.Timer // closes connections idle past idleTimeout
 }
 
-// checkIdleAfter is how long a connection may sit idle before it is checked
-// for a close by the backend. Backends close idle connections after seconds
-// (keep-alive timeouts), never within this; under load a connection is
-// reused sooner and costs no check.
-const checkIdleAfter = 100 * time.Millisecond
-
 // max1xx bounds the informational answers read before the real one.
 const max1xx = 5
 
+// The bounds of a backend's response header. A JSON API sends a few hundred
+// bytes of header in a dozen fields; these leave room for cookies and
+// tracing many times over, and keep a backend that streams an endless
+// header from growing toolgate's memory (net/http's Transport allows
+// 10 MiB by default, in any number of fields).
+const (
+	// maxResponseHeaderBytes bounds the bytes read before an answer's
+	// body: its status line and header, and those of the informational
+	// answers before it.
+	maxResponseHeaderBytes = 64 << 10
+	// maxResponseHeaderFields bounds the header field lines of one answer.
+	maxResponseHeaderFields = 100
+)
+
+// errHeaderTooLarge is an answer whose header exceeds the bounds: the
+// request was sent, the answer is unreadable.
+var errHeaderTooLarge = errors.New("backend response header too large")
+
 func newH1Client(addr string, maxIdle int) *h1Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &h1Client{addr: addr, dial: d.DialContext, maxIdle: maxIdle, idleTimeout: 90 * time.Second, checkAfter: checkIdleAfter}
+	return &h1Client{addr: addr, dial: d.DialContext, maxIdle: maxIdle, idleTimeout: 90 * time.Second}
 }
 
 // h1Conn is one connection with its buffers and byte counts.
@@ -67,10 +88,21 @@ type h1Conn struct {
 	bw      *bufio.Writer
 	read    int64 // bytes read from nc
 	written int64 // bytes written to nc
+	limit   int64 // read may not pass this while an answer's header is read; 0: no limit
 	idleAt  time.Time
+	peek    peeker // checks the socket before reuse (alive)
 }
 
 func (pc *h1Conn) Read(p []byte) (int, error) {
+	if pc.limit > 0 {
+		left := pc.limit - pc.read
+		if left <= 0 {
+			return 0, errHeaderTooLarge
+		}
+		if int64(len(p)) > left {
+			p = p[:left]
+		}
+	}
 	n, err := pc.nc.Read(p)
 	pc.read += int64(n)
 	return n, err
@@ -99,7 +131,14 @@ var aLongTimeAgo = time.Unix(1, 0)
 // do sends req and reads its answer, with at most maxBody bytes of body
 // into buf. The context's end (its deadline, or a cancellation) stops the
 // exchange; a context that never ends does not bound it.
-func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte) exchange {
+//
+// resend says a request written whole may go out again after its reused
+// connection closed before any byte of an answer: a backend that closed
+// an idle connection just as the request arrived usually never read it,
+// but nothing proves it, so only a read-only tool or a backend that
+// dedupes on the forwarded key may take that chance. A request of which
+// nothing was written is always sent again.
+func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool) exchange {
 	var ex exchange
 	if err := ctx.Err(); err != nil {
 		ex.err = err
@@ -135,11 +174,11 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 		ex.writes++
 
 		r0 := pc.read
-		resp, err := readFinal(pc.br, req)
+		resp, err := readFinal(pc, req)
 		if err != nil {
 			stop()
 			pc.close()
-			if reused && pc.read == r0 && closedEarly(err) && replayable(req) && rewind(req) {
+			if reused && pc.read == r0 && closedEarly(err) && resend && rewind(req) {
 				continue // the backend closed it as the request arrived
 			}
 			ex.err = err
@@ -148,7 +187,11 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 		ex.resp = resp
 		ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
 		// A body read whole is at EOF, so closing it reads nothing more;
-		// a body left unread is never drained, the connection goes.
+		// a body left unread is never drained, the connection goes. Bytes
+		// read past the answer's end belong to no request: the connection
+		// is poisoned. Bytes still in the socket are found by the peek
+		// before the connection's next use, which also sees those that
+		// arrive while it sits in the pool.
 		keep := ex.readErr == nil && !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
 		if ex.readErr == nil {
 			resp.Body.Close()
@@ -236,10 +279,21 @@ func writeHeaderValue(w *bufio.Writer, v string) {
 }
 
 // readFinal reads the final answer to req, skipping informational ones.
-func readFinal(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+// Everything before the final answer's body counts against
+// maxResponseHeaderBytes: http.ReadResponse keeps a whole header line in
+// memory, so the bound has to sit below it, on the connection.
+func readFinal(pc *h1Conn, req *http.Request) (*http.Response, error) {
+	pc.limit = pc.read - int64(pc.br.Buffered()) + maxResponseHeaderBytes
+	defer func() { pc.limit = 0 }()
 	for range max1xx + 1 {
-		resp, err := http.ReadResponse(br, req)
+		resp, err := http.ReadResponse(pc.br, req)
 		if err != nil {
+			if errors.Is(err, errHeaderTooLarge) {
+				return nil, errHeaderTooLarge
+			}
+			return nil, err
+		}
+		if err := checkHeaderCount(resp.Header); err != nil {
 			return nil, err
 		}
 		if resp.StatusCode < 100 || resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
@@ -249,6 +303,19 @@ func readFinal(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	return nil, errors.New("too many informational answers")
 }
 
+// checkHeaderCount refuses an answer with more than maxResponseHeaderFields
+// field lines.
+func checkHeaderCount(h http.Header) error {
+	n := 0
+	for _, vs := range h {
+		n += len(vs)
+	}
+	if n > maxResponseHeaderFields {
+		return errHeaderTooLarge
+	}
+	return nil
+}
+
 // closedEarly says the connection ended before an answer began: a backend
 // that closed an idle connection as the request reached it.
 func closedEarly(err error) bool {
@@ -256,19 +323,6 @@ func closedEarly(err error) bool {
 }
 
 func isConnReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
-
-// replayable is net/http's rule for sending a request again after a reused
-// connection failed: safe methods, or a request that carries an
-// idempotency key the backend dedupes by.
-func replayable(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		return true
-	}
-	_, key := req.Header["Idempotency-Key"]
-	_, xkey := req.Header["X-Idempotency-Key"]
-	return key || xkey
-}
 
 // rewind makes req's body readable again for a resend.
 func rewind(req *http.Request) bool {
@@ -287,7 +341,9 @@ func rewind(req *http.Request) bool {
 }
 
 // conn returns an idle connection (reused=true) or dials a new one; fresh
-// always dials.
+// always dials. Every idle connection is peeked before it is handed out,
+// however briefly it sat in the pool: a backend can close a connection or
+// write past an answer within microseconds of the answer.
 func (c *h1Client) conn(ctx context.Context, fresh bool) (*h1Conn, bool, error) {
 	if !fresh {
 		for {
@@ -295,7 +351,7 @@ func (c *h1Client) conn(ctx context.Context, fresh bool) (*h1Conn, bool, error) 
 			if pc == nil {
 				break
 			}
-			if time.Since(pc.idleAt) >= c.checkAfter && !pc.alive() {
+			if !pc.alive() {
 				pc.close()
 				continue
 			}
@@ -326,11 +382,12 @@ func (c *h1Client) take() *h1Conn {
 	return pc
 }
 
-// put keeps a connection for reuse, or closes it when the pool is full.
+// put keeps a connection for reuse, or closes it when the pool is full or
+// connections cannot be checked before reuse on this platform.
 func (c *h1Client) put(pc *h1Conn) {
 	pc.idleAt = time.Now()
 	c.mu.Lock()
-	if len(c.idle) >= c.maxIdle {
+	if len(c.idle) >= c.maxIdle || !peekable {
 		c.mu.Unlock()
 		pc.close()
 		return

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,12 +29,16 @@ type rawBackend struct {
 	requests atomic.Int64 // requests read whole
 	serve    func(c *rawConn, n int) bool
 	wg       sync.WaitGroup
+
+	mu   sync.Mutex
+	seen map[string]int // requests read whole, by X-Request-Id (toolgate sends the call_id there)
 }
 
 // rawConn is one server-side connection.
 type rawConn struct {
 	net.Conn
-	br *bufio.Reader
+	br  *bufio.Reader
+	req *http.Request // the request being served
 }
 
 // newRawBackend starts a backend. serve answers the n-th request (from 1)
@@ -44,7 +49,7 @@ func newRawBackend(t *testing.T, serve func(c *rawConn, n int) bool) *rawBackend
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &rawBackend{ln: ln, serve: serve}
+	b := &rawBackend{ln: ln, serve: serve, seen: map[string]int{}}
 	b.wg.Go(func() {
 		for {
 			nc, err := ln.Accept()
@@ -62,6 +67,10 @@ func newRawBackend(t *testing.T, serve func(c *rawConn, n int) bool) *rawBackend
 					}
 					_, _ = io.Copy(io.Discard, req.Body)
 					b.requests.Add(1)
+					b.mu.Lock()
+					b.seen[req.Header.Get("X-Request-Id")]++
+					b.mu.Unlock()
+					c.req = req
 					if !b.serve(c, n) {
 						return
 					}
@@ -74,6 +83,14 @@ func newRawBackend(t *testing.T, serve func(c *rawConn, n int) bool) *rawBackend
 		b.wg.Wait()
 	})
 	return b
+}
+
+// received says how many requests with X-Request-Id id the backend read
+// whole: for a side-effecting tool, how many times it acted.
+func (b *rawBackend) received(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seen[id]
 }
 
 func (c *rawConn) answer(s string) bool {
@@ -108,15 +125,20 @@ func h1Request(t *testing.T, method, body string, header http.Header) *http.Requ
 }
 
 func newTestH1Client(b *rawBackend) *h1Client {
-	c := newH1Client(b.ln.Addr().String(), 4)
-	c.checkAfter = 0
-	return c
+	return newH1Client(b.ln.Addr().String(), 4)
 }
 
+// doH1 sends req as a read-only tool's call (a written request may be sent
+// again).
 func doH1(t *testing.T, c *h1Client, req *http.Request) exchange {
 	t.Helper()
+	return doH1Resend(t, c, req, true)
+}
+
+func doH1Resend(t *testing.T, c *h1Client, req *http.Request, resend bool) exchange {
+	t.Helper()
 	buf := make([]byte, 0, 64)
-	return c.do(context.Background(), req, 1<<20, &buf)
+	return c.do(context.Background(), req, 1<<20, &buf, resend)
 }
 
 func TestH1ClientReusesConnections(t *testing.T) {
@@ -170,7 +192,7 @@ func TestH1ClientDoesNotReuse(t *testing.T) {
 			defer c.CloseIdleConnections()
 			for range 2 {
 				buf := make([]byte, 0, 64)
-				ex := c.do(context.Background(), h1Request(t, "GET", "", nil), tt.max, &buf)
+				ex := c.do(context.Background(), h1Request(t, "GET", "", nil), tt.max, &buf, true)
 				if ex.err != nil || ex.resp.StatusCode != 200 {
 					t.Fatalf("exchange: %+v", ex)
 				}
@@ -233,37 +255,49 @@ func TestH1ClientClosedIdleConnection(t *testing.T) {
 	}
 }
 
-// TestH1ClientResend pins when a request is sent again after its reused
-// connection failed: net/http's rule.
+// TestH1ClientResend pins when a request written whole is sent again after
+// its reused connection failed: when the caller says acting twice is
+// harmless (a read-only tool, a backend that dedupes), whatever the method
+// and headers, and only before any byte of an answer.
 func TestH1ClientResend(t *testing.T) {
 	tests := []struct {
 		name       string
 		method     string
 		body       string
 		header     http.Header
+		resend     bool
 		broken     func(c *rawConn) // what the backend does with request 2 on the first connection
 		wantErr    bool
 		wantWrites int
 	}{
 		{
-			name: "a GET that met a connection closed on arrival is sent again", method: "GET",
+			name: "a read-only GET that met a connection closed on arrival is sent again", method: "GET", resend: true,
 			broken: func(c *rawConn) { c.Close() }, wantWrites: 2,
 		},
 		{
-			name: "a POST that met a connection closed on arrival is not", method: "POST", body: `{"a":1}`,
+			name: "a side-effecting GET that met a connection closed on arrival is not", method: "GET",
 			broken: func(c *rawConn) { c.Close() }, wantErr: true, wantWrites: 1,
 		},
 		{
-			name: "a POST with an idempotency key is", method: "POST", body: `{"a":1}`,
+			name: "a side-effecting POST that met a connection closed on arrival is not", method: "POST", body: `{"a":1}`,
+			broken: func(c *rawConn) { c.Close() }, wantErr: true, wantWrites: 1,
+		},
+		{
+			name: "a side-effecting POST with an Idempotency-Key header the backend does not dedupe on is not", method: "POST", body: `{"a":1}`,
+			header: http.Header{"Idempotency-Key": {"k1"}},
+			broken: func(c *rawConn) { c.Close() }, wantErr: true, wantWrites: 1,
+		},
+		{
+			name: "a POST to a backend that dedupes on its key is", method: "POST", body: `{"a":1}`, resend: true,
 			header: http.Header{"Idempotency-Key": {"k1"}},
 			broken: func(c *rawConn) { c.Close() }, wantWrites: 2,
 		},
 		{
-			name: "a POST that met a connection reset on arrival is not", method: "POST", body: `{"a":1}`,
+			name: "a side-effecting POST that met a connection reset on arrival is not", method: "POST", body: `{"a":1}`,
 			broken: func(c *rawConn) { c.reset() }, wantErr: true, wantWrites: 1,
 		},
 		{
-			name: "a POST whose answer broke off is not", method: "POST", body: `{"a":1}`,
+			name: "a request whose answer broke off is not, even read-only", method: "GET", resend: true,
 			broken: func(c *rawConn) { c.answer("HTTP/1.1 200 OK\r\nContent-Len"); c.Close() }, wantErr: true, wantWrites: 1,
 		},
 	}
@@ -278,12 +312,13 @@ func TestH1ClientResend(t *testing.T) {
 				return c.answer(okAnswer)
 			})
 			c := newTestH1Client(b)
-			c.checkAfter = time.Hour // the race is on arrival, after any check
 			defer c.CloseIdleConnections()
-			if ex := doH1(t, c, h1Request(t, tt.method, tt.body, tt.header)); ex.err != nil {
+			if ex := doH1Resend(t, c, h1Request(t, tt.method, tt.body, tt.header), tt.resend); ex.err != nil {
 				t.Fatal(ex.err)
 			}
-			ex := doH1(t, c, h1Request(t, tt.method, tt.body, tt.header))
+			// The connection is open when it is checked; the backend closes
+			// it once the request arrived.
+			ex := doH1Resend(t, c, h1Request(t, tt.method, tt.body, tt.header), tt.resend)
 			if (ex.err != nil) != tt.wantErr || ex.writes != tt.wantWrites {
 				t.Errorf("err %v writes %d, want error %v writes %d", ex.err, ex.writes, tt.wantErr, tt.wantWrites)
 			}
@@ -291,35 +326,49 @@ func TestH1ClientResend(t *testing.T) {
 	}
 }
 
-// TestH1ClientResendsWhenNothingWasWritten: a reused connection the
-// backend reset while idle fails the write itself; nothing went out, so
-// even a POST is sent again, once, on a new connection.
+// TestH1ClientResendsWhenNothingWasWritten: a reused connection whose
+// write fails before a byte of the request went out (the backend's reset
+// arrived after the check) carried nothing; even a side-effecting POST is
+// sent again, once, on a new connection.
 func TestH1ClientResendsWhenNothingWasWritten(t *testing.T) {
-	reset := make(chan struct{})
-	var once atomic.Bool
-	b := newRawBackend(t, func(c *rawConn, n int) bool {
-		c.answer(okAnswer)
-		if once.CompareAndSwap(false, true) {
-			c.reset()
-			close(reset)
-			return false
-		}
-		return true
-	})
+	b := newRawBackend(t, func(c *rawConn, n int) bool { return c.answer(okAnswer) })
 	c := newTestH1Client(b)
-	c.checkAfter = time.Hour
+	var failNext atomic.Bool
+	dial := c.dial
+	c.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &failingWriteConn{TCPConn: nc.(*net.TCPConn), fail: &failNext}, nil
+	}
 	defer c.CloseIdleConnections()
-	if ex := doH1(t, c, h1Request(t, "POST", `{"a":1}`, nil)); ex.err != nil {
+	if ex := doH1Resend(t, c, h1Request(t, "POST", `{"a":1}`, nil), false); ex.err != nil {
 		t.Fatal(ex.err)
 	}
-	<-reset
-	ex := doH1(t, c, h1Request(t, "POST", `{"a":1}`, nil))
+	failNext.Store(true)
+	ex := doH1Resend(t, c, h1Request(t, "POST", `{"a":1}`, nil), false)
 	if ex.err != nil || ex.writes != 1 {
 		t.Fatalf("err %v writes %d, want a clean resend", ex.err, ex.writes)
 	}
-	if got := b.requests.Load(); got != 2 {
-		t.Errorf("backend read %d requests, want 2", got)
+	if got, conns := b.requests.Load(), b.conns.Load(); got != 2 || conns != 2 {
+		t.Errorf("backend read %d requests on %d connections, want 2 on 2", got, conns)
 	}
+}
+
+// failingWriteConn fails one write, writing nothing, when fail is set, as
+// a socket does once the backend's reset has arrived. Its socket stays
+// reachable for the check before reuse.
+type failingWriteConn struct {
+	*net.TCPConn
+	fail *atomic.Bool
+}
+
+func (c *failingWriteConn) Write(p []byte) (int, error) {
+	if c.fail.CompareAndSwap(true, false) {
+		return 0, syscall.EPIPE
+	}
+	return c.TCPConn.Write(p)
 }
 
 func TestH1ClientDeadlineAndCancel(t *testing.T) {
@@ -335,19 +384,19 @@ func TestH1ClientDeadlineAndCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	buf := make([]byte, 0, 64)
-	ex := c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf)
+	ex := c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf, true)
 	if ex.err == nil || !isTimeout(ex.err) || ex.writes != 1 {
 		t.Errorf("deadline: err %v writes %d, want a timeout after the write", ex.err, ex.writes)
 	}
 
 	ctx, cancel = context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	ex = c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf)
+	ex = c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf, true)
 	if ex.err == nil || ctx.Err() == nil {
 		t.Errorf("cancel: err %v", ex.err)
 	}
 
-	ex = c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf)
+	ex = c.do(ctx, h1Request(t, "GET", "", nil), 1<<20, &buf, true)
 	if !errors.Is(ex.err, context.Canceled) || ex.gotConn {
 		t.Errorf("already cancelled: %+v, want no connection", ex)
 	}
@@ -493,5 +542,34 @@ func TestCallerGoneStopsTheBackendCall(t *testing.T) {
 					res.Reason, env, tt.wantEffect, tt.wantRetry)
 			}
 		})
+	}
+}
+
+// BenchmarkH1ConnAlive is the check every pooled connection gets before
+// reuse, on a quiet loopback connection: what the check adds to a call.
+func BenchmarkH1ConnAlive(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	pc := &h1Conn{nc: nc}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !pc.alive() {
+			b.Fatal("a quiet connection is not alive")
+		}
 	}
 }

@@ -1,7 +1,15 @@
-//go:build !linux
+//go:build !unix
 
 package proxy
 
-// alive cannot peek here; a connection the backend closed is found when
-// it is used, and a replayable request is sent again.
-func (pc *h1Conn) alive() bool { return true }
+// peekable is false where a socket cannot be peeked without reading it:
+// plain-HTTP upstreams then use net/http's transport, whose reader sees
+// (and discards) anything a backend sends on an idle connection.
+const peekable = false
+
+// peeker holds nothing where there is no peek.
+type peeker struct{}
+
+// alive cannot tell a quiet connection from one holding stray bytes or
+// closed by the backend, so no connection is reused.
+func (pc *h1Conn) alive() bool { return false }

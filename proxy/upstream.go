@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -24,9 +27,14 @@ import (
 // a bulkhead. It outlives policy reloads while its settings stay the same,
 // so connections and breaker state are kept.
 type upstream struct {
-	cfg     *policy.Upstream
-	client  *http.Client // passthrough routes, and calls to HTTPS backends
-	direct  *h1Client    // calls to plain-HTTP backends; nil for HTTPS
+	cfg    *policy.Upstream
+	client *http.Client // passthrough routes, and calls to HTTPS backends
+	direct *h1Client    // calls to plain-HTTP backends; nil for HTTPS
+	// traced says client.Transport is net/http's own, whose httptrace
+	// events say exactly when a connection was made and a request
+	// written. Any other round tripper (a test's, an embedder's) may
+	// report neither, so for it only a dial error proves nothing was sent.
+	traced  bool
 	breaker *policy.Breaker
 	bulk    *bulkhead
 	codes   upstreamCodes
@@ -50,9 +58,9 @@ type observer interface{ Observe(float64) }
 func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*policy.Upstream) http.RoundTripper) *upstream {
 	u := &upstream{cfg: cfg}
 	if prev != nil && sameTransport(prev.cfg, cfg) {
-		u.client, u.direct = prev.client, prev.direct
+		u.client, u.direct, u.traced = prev.client, prev.direct, prev.traced
 	} else {
-		if newRT == nil && cfg.URL.Scheme == "http" {
+		if newRT == nil && cfg.URL.Scheme == "http" && peekable {
 			u.direct = newH1Client(hostPort(cfg.URL), cfg.MaxConcurrent)
 		}
 		var rt http.RoundTripper
@@ -61,6 +69,7 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*p
 		} else {
 			rt = newTransport(cfg)
 		}
+		_, u.traced = rt.(*http.Transport)
 		u.client = &http.Client{
 			Transport: rt,
 			// Redirects are answers to classify, not to follow: following
@@ -143,6 +152,9 @@ func newTransport(cfg *policy.Upstream) *http.Transport {
 		ForceAttemptHTTP2:     cfg.URL.Scheme == "https",
 		DisableCompression:    true, // bodies are bounded by max_response_bytes as sent
 		ResponseHeaderTimeout: 0,    // the call's deadline bounds everything
+		// HTTP/1 and HTTP/2 alike; the number of fields is checked on the
+		// answer (checkHeader).
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}
 }
 
@@ -159,14 +171,21 @@ type attempt struct {
 
 // send performs one attempt. It never returns an error: every failure is
 // classified into the attempt's outcome.
+//
+// A request written whole goes out a second time within the attempt (a
+// reused connection that closed before any answer) only when acting twice
+// is harmless: the tool is read-only, or the backend dedupes on the key
+// forwarded to it. Whatever the HTTP method: a side-effecting tool bound to
+// GET acts as surely as one bound to POST.
 func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool) attempt {
 	start := time.Now()
+	resend := !sideEffect || dedupes
 	buf := bodyPool.Get().(*[]byte)
 	var ex exchange
 	if u.direct != nil {
-		ex = u.direct.do(ctx, req, maxBody, buf)
+		ex = u.direct.do(ctx, req, maxBody, buf, resend)
 	} else {
-		ex = u.roundTrip(ctx, req, maxBody, buf)
+		ex = u.roundTrip(ctx, req, maxBody, buf, resend)
 	}
 	u.codes.duration.Observe(time.Since(start).Seconds())
 	if ex.err != nil {
@@ -177,11 +196,22 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 }
 
 // roundTrip sends req through the upstream's http.RoundTripper: HTTPS
-// backends, or a transport a test or an embedder set.
-func (u *upstream) roundTrip(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte) exchange {
+// backends, or a transport a test or an embedder set. resend is as for
+// h1Client.do.
+func (u *upstream) roundTrip(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool) exchange {
+	if err := validRequest(req); err != nil {
+		return exchange{err: err}
+	}
+	if !resend {
+		noReplay(req)
+	}
+	if !u.traced {
+		return untracedRoundTrip(u.client.Transport, req.WithContext(ctx), maxBody, buf)
+	}
 	// net/http resends a written request by itself when a reused
-	// connection breaks before the answer, if the request is a GET or
-	// carries an Idempotency-Key header; writes counts every whole write.
+	// connection breaks before the answer, if the request is replayable
+	// (noReplay says when it is not); writes counts every whole write, so
+	// a resend that does happen is seen.
 	var gotConn atomic.Bool
 	var writes atomic.Int32
 	trace := &httptrace.ClientTrace{
@@ -197,17 +227,132 @@ func (u *upstream) roundTrip(ctx context.Context, req *http.Request, maxBody int
 	// answer to classify, not to chase), so http.Client would add nothing
 	// but allocations.
 	resp, err := u.client.Transport.RoundTrip(req)
-	ex := exchange{resp: resp, err: err}
-	if err == nil {
-		ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
-		resp.Body.Close()
-	}
+	ex := readRoundTrip(resp, err, maxBody, buf)
 	ex.gotConn, ex.writes = gotConn.Load(), int(writes.Load())
 	return ex
 }
 
+// untracedRoundTrip sends req through a round tripper that may report
+// nothing of its connections and writes: only a dial error proves that
+// nothing was sent, so any other failure counts as after a write.
+func untracedRoundTrip(rt http.RoundTripper, req *http.Request, maxBody int64, buf *[]byte) exchange {
+	resp, err := rt.RoundTrip(req)
+	ex := readRoundTrip(resp, err, maxBody, buf)
+	if err == nil || !isDialError(err) {
+		ex.gotConn, ex.writes = true, 1
+	}
+	return ex
+}
+
+// readRoundTrip reads what a round tripper returned: the body, within
+// maxBody, of an answer whose header is within bounds.
+func readRoundTrip(resp *http.Response, err error, maxBody int64, buf *[]byte) exchange {
+	if err != nil {
+		return exchange{err: err}
+	}
+	if err := checkHeader(resp.Header); err != nil {
+		resp.Body.Close()
+		return exchange{err: err}
+	}
+	ex := exchange{resp: resp}
+	ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
+	resp.Body.Close()
+	return ex
+}
+
+// checkHeader refuses an answer whose header is over the bounds. The
+// plain-HTTP client and net/http's transport bound the bytes as they read;
+// a round tripper toolgate did not make is held to the same bounds here.
+func checkHeader(h http.Header) error {
+	if err := checkHeaderCount(h); err != nil {
+		return err
+	}
+	size := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			size += len(k) + len(v) + 4 // "k: v\r\n"
+		}
+	}
+	if size > maxResponseHeaderBytes {
+		return errHeaderTooLarge
+	}
+	return nil
+}
+
+// errInvalidRequest is a backend request net/http refuses to write before
+// it dials (a header value with a line break, from a value toolgate
+// forwards). The fault is toolgate's, the request never left, and the same
+// call would fail the same way.
+var errInvalidRequest = errors.New("invalid backend request")
+
+// reasonInvalidRequest is the reason of a call that ended on
+// errInvalidRequest. The catalogue has no entry of its own for it, so the
+// message is the status's.
+const reasonInvalidRequest contracts.Reason = "invalid_request"
+
+// validRequest applies net/http's checks on header names and values, so a
+// request it would refuse is known as toolgate's fault rather than taken
+// for a failure to connect.
+func validRequest(req *http.Request) error {
+	for k, vs := range req.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("%w: header name %q", errInvalidRequest, k)
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				// The value is not repeated: it may be a secret.
+				return fmt.Errorf("%w: value of header %s", errInvalidRequest, k)
+			}
+		}
+	}
+	return nil
+}
+
+// noReplay makes req one net/http's transports never send twice by
+// themselves. After a reused connection breaks, HTTP/1 resends a request
+// it deems replayable (Request.isReplayable: a GET, HEAD, OPTIONS or
+// TRACE, or one with an Idempotency-Key or X-Idempotency-Key header,
+// whose body it can rewind), and HTTP/2 resends after some stream errors
+// any request whose body it can rewind. A body without GetBody cannot be
+// rewound, so neither resends it. A request without a body gets an empty
+// one when net/http would otherwise deem it replayable: for GET, HEAD and
+// OPTIONS net/http probes the body, finds it empty and writes it as if
+// there were none (no Content-Length, no chunking); HTTP/2 ends the stream
+// with an empty DATA frame.
+func noReplay(req *http.Request) {
+	req.GetBody = nil
+	if req.Body != nil && req.Body != http.NoBody {
+		return
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, "":
+	default:
+		_, key := req.Header["Idempotency-Key"]
+		_, xkey := req.Header["X-Idempotency-Key"]
+		if !key && !xkey {
+			return // not replayable: it keeps no body at all
+		}
+	}
+	req.Body = emptyBody{}
+}
+
+// emptyBody is a request body of no bytes that net/http cannot rewind.
+type emptyBody struct{}
+
+func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
+func (emptyBody) Close() error             { return nil }
+
 // failed classifies an exchange that got no answer.
 func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool) attempt {
+	if errors.Is(ex.err, errInvalidRequest) {
+		// toolgate's own fault: nothing was sent, the backend is not to
+		// blame (the breaker does not hear of it), and the same call
+		// would fail again.
+		return attempt{
+			outcome: contracts.Outcome{Status: contracts.StatusUpstream, Reason: reasonInvalidRequest, Effect: contracts.SideEffectNone},
+			verdict: policy.VerdictIgnored,
+		}
+	}
 	f := transportFailure(ctx, ex.err, ex.gotConn)
 	written := ex.writes > 0
 	if f == contracts.FailConnect && written {
@@ -379,25 +524,31 @@ func isTLSTrust(err error) bool {
 	return errors.As(err, &unknownAuth) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify)
 }
 
-// retryAfter parses a Retry-After header (seconds or an HTTP date).
+// maxRetryAfter bounds a backend's Retry-After, whichever form it takes:
+// a day is longer than any agent will wait, and far longer waits (or a
+// date centuries away) are a backend's mistake, not advice.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date),
+// clamped to maxRetryAfter.
 func retryAfter(h http.Header, now time.Time) time.Duration {
 	v := h.Get("Retry-After")
 	if v == "" {
 		return 0
 	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 {
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// A number too large for int64 is out of range, and clamped too.
+		if secs <= 0 {
 			return 0
 		}
-		if secs > 86400 {
-			secs = 86400
+		if secs > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
 		}
 		return time.Duration(secs) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
+		// Sub saturates at the largest Duration rather than overflowing.
+		return min(max(t.Sub(now), 0), maxRetryAfter)
 	}
 	return 0
 }

@@ -159,6 +159,13 @@ func attemptOutcome(k toolKind, f examples.FaultKind) outcome {
 	switch f {
 	case examples.FaultNone, examples.FaultDelay, examples.FaultDrip:
 		return outcome{contracts.StatusOK, false, done} // 2xx with data
+	case examples.FaultStray, examples.FaultCloseEarly:
+		// 2xx with data. What the backend did to the connection after the
+		// answer (bytes past it, a close) must cost no other call anything:
+		// the stray bytes are never read as an answer, and the closed
+		// connection is never written on, so every call's envelope still
+		// matches the fault its own request met.
+		return outcome{contracts.StatusOK, false, done}
 	case examples.FaultEmpty:
 		if k == readOnly {
 			return outcome{contracts.StatusEmpty, false, done} // 2xx, data empty
