@@ -37,6 +37,12 @@ const (
 // adds to how late a call answers when Redis stalls.
 const withdrawTimeout = 500 * time.Millisecond
 
+// releaseRetryWindow is how long a Release that failed is tried again in
+// the background. It outlasts any claim's lease (a tool's timeout plus a
+// few seconds): past the lease, the record reads as unknown to the first
+// observer, and the release is refused from then on.
+const releaseRetryWindow = 2 * time.Minute
+
 // maxBackgroundWithdrawals bounds the withdrawals a store keeps trying after
 // the first try failed; beyond it a claim is withdrawn once only.
 const maxBackgroundWithdrawals = 1024
@@ -470,8 +476,15 @@ func (s *RedisStore) Release(ctx context.Context, k IdempotencyKey, token string
 	if token == "" {
 		return ErrLostClaim
 	}
-	n, err := s.scripts.release.Run(ctx, s.client, []string{s.key(k)}, token, 0).Int()
+	key := s.key(k)
+	n, err := s.scripts.release.Run(ctx, s.client, []string{key}, token, 0).Int()
 	if err != nil {
+		// A claim left in flight would read as unknown once its lease ran
+		// out, although nothing was sent: keep trying in the background, as
+		// for a claim whose own reply was lost.
+		if !answered(err) && !neverSent(err) && s.withdrawLater(key, token, releaseRetryWindow) {
+			return fmt.Errorf("redis idempotency store: release: %w (trying again in the background)", err)
+		}
 		return redisError("release", err)
 	}
 	if n != 1 {

@@ -195,6 +195,32 @@ func TestRedisStoreWithdrawsAClaimThatFailed(t *testing.T) {
 		mustClaim(t, s, k, fp, time.Minute, time.Minute)
 	})
 
+	t.Run("a release that fails against a stalled Redis is tried again until it frees the key", func(t *testing.T) {
+		p, client, _ := faultyClient(t, srv)
+		s := newFaultyStore(t, client)
+		k := idemKey("k")
+		token := mustClaim(t, s, k, fp, time.Minute, time.Minute)
+		p.Stall()
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		if err := s.Release(ctx, k, token); err == nil {
+			t.Fatal("Release succeeded against a stalled Redis")
+		}
+		p.Resume()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r, ok, err := s.Get(t.Context(), k)
+			if err == nil && !ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Get = %+v, %v, %v; want no record once the stall ended (a claim left in flight reads as unknown after its lease)", r, ok, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		mustClaim(t, s, k, fp, time.Minute, time.Minute)
+	})
+
 	t.Run("a claim that reaches Redis after its withdrawal creates nothing", func(t *testing.T) {
 		s, client := newTestRedisStore(t, srv)
 		ctx := t.Context()

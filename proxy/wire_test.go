@@ -532,9 +532,11 @@ func TestInjectedTransportFailures(t *testing.T) {
 }
 
 // TestMalformedRequestIsNotAConnectFailure: a header value with a line
-// break (here the agent's traceparent) makes net/http refuse the request
-// before it dials. That is toolgate's fault, not the backend's: the call
-// ends upstream, not retryable, nothing done, and the breaker does not
+// break makes net/http refuse the request before it dials. The edges keep
+// such values out (the policy refuses them in static headers, the agent's
+// traceparent is validated and dropped), so the test plants one behind the
+// policy's back. Refusing it is toolgate's fault, not the backend's: the
+// call ends upstream, not retryable, nothing done, and the breaker does not
 // count it. Before, each such call counted as a failure to connect, and
 // three opened the breaker for every caller.
 func TestMalformedRequestIsNotAConnectFailure(t *testing.T) {
@@ -546,12 +548,27 @@ func TestMalformedRequestIsNotAConnectFailure(t *testing.T) {
 	}))
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	core := newWireCore(t, srv.URL, tlsTransport(srv))
+	compile := func() *policy.Snapshot {
+		snap, err := config.CompileSource("wire.yaml", []byte(strings.ReplaceAll(wirePolicy, "{{url}}", srv.URL)), config.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	planted := compile()
+	for _, up := range planted.Upstreams {
+		up.Headers.Set("X-Planted", "a\r\nX-Injected: 1")
+	}
+	core, err := NewCore(planted, Options{Registry: prometheus.NewRegistry(), Transport: tlsTransport(srv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(core.Close)
 	for i := range 10 {
 		for _, tool := range []string{"read", "write"} {
 			id := fmt.Sprintf("bad-%s-%d", tool, i)
 			res := core.Call(context.Background(), &Request{Tool: tool, Body: []byte(`{"n":"x"}`), IdempotencyKey: "k-" + id,
-				CallID: id, Front: "test", TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\nX-Injected: 1"})
+				CallID: id, Front: "test"})
 			wantEnv(t, res, contracts.StatusUpstream, contracts.SideEffectNone, false)
 		}
 	}
@@ -560,6 +577,11 @@ func TestMalformedRequestIsNotAConnectFailure(t *testing.T) {
 	}
 	if state := testutil.ToFloat64(core.Metrics().CircuitState.WithLabelValues("svc")); state != 0 {
 		t.Errorf("circuit_state = %v after malformed requests, want 0 (closed)", state)
+	}
+	// The same upstream without the planted header: its breaker, still
+	// closed, carries over.
+	if err := core.Swap(compile()); err != nil {
+		t.Fatal(err)
 	}
 	wantEnv(t, wireCall(core, "read", "good"), contracts.StatusOK, contracts.SideEffectNone, false)
 	t.Run("the key of a side-effecting call that never left is free again", func(t *testing.T) {
