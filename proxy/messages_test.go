@@ -187,6 +187,24 @@ func TestMessagesTellTheTruth(t *testing.T) {
 			messageCheck: messageCheck{want: []string{"in 7 seconds", "tell the user"}, notWant: []string{"later"}},
 		},
 		{
+			name: "a 404 names the values that went into the path",
+			tool: "read", args: `{"mode":"404"}`,
+			envelope:     envelope{contracts.StatusNotFound, false, contracts.SideEffectNone},
+			messageCheck: messageCheck{want: []string{`found nothing for mode "404" (HTTP 404)`, "check the identifiers"}},
+		},
+		{
+			name: "a 409 is a conflict to look into, not arguments to force through",
+			tool: "read", args: `{"mode":"409"}`,
+			envelope:     envelope{contracts.StatusBadArgs, false, contracts.SideEffectNone},
+			messageCheck: messageCheck{want: []string{"conflict with its current state", "check the current state"}, notWant: []string{"change them"}},
+		},
+		{
+			name: "an unknown tool lists the tools the caller may use",
+			tool: "nope", args: `{}`,
+			envelope:     envelope{contracts.StatusNotFound, false, contracts.SideEffectNone},
+			messageCheck: messageCheck{want: []string{"There is no tool named nope; call one of: read, read_final, search, write, write_blank, write_rule."}},
+		},
+		{
 			name: "a read-only call that broke after it was sent is not said to be unsent",
 			tool: "read", args: `{"mode":"reset"}`,
 			envelope:     envelope{contracts.StatusUpstream, true, contracts.SideEffectNone},
