@@ -473,7 +473,7 @@ func TestTemplatesNamedAfterAReason(t *testing.T) {
 	if _, err := CompileTemplates(map[string]string{"budgte": "x"}); err == nil || !strings.Contains(err.Error(), `"budgte" is not a status or a reason`) {
 		t.Errorf("a misspelt reason: %v", err)
 	}
-	for _, name := range []string{"rule", "replayed"} {
+	for _, name := range []string{"rule", "replayed", "unknown_tool"} {
 		if _, err := CompileTemplates(map[string]string{name: "x"}); err == nil {
 			t.Errorf("a template named %s was accepted", name)
 		}

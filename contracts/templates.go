@@ -151,6 +151,8 @@ func templateName(name string) string {
 		return `"rule" has no template of its own: a rule's outcome takes the template of its status`
 	case r == ReasonReplayed:
 		return `"replayed" has no template of its own: a replay repeats the stored result's message`
+	case r == ReasonUnknownTool:
+		return `"unknown_tool" has no template: a call of a tool that does not exist reaches no tool's messages`
 	}
 	return ""
 }
