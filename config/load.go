@@ -521,8 +521,8 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	if s.MaxResponseBytes <= 0 {
 		c.errorAt("server.max_response_bytes", "must be positive")
 	}
-	if s.ObservationMaxChars < 64 {
-		c.errorAt("server.observation_max_chars", "must be at least 64")
+	if s.ObservationMaxChars < contracts.MinObservationMaxChars {
+		c.errorAt("server.observation_max_chars", "must be at least %d (room for the whole action clause of any message)", contracts.MinObservationMaxChars)
 	}
 	if s.CELCostLimit <= 0 {
 		c.errorAt("server.cel_cost_limit", "must be positive")
@@ -754,6 +754,8 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 		Timeout:     time.Duration(t.Timeout),
 		Args:        t.Args,
 		Messages:    t.Messages,
+
+		TruncationHint: t.TruncationHint,
 	}
 	if spec.Args == nil {
 		spec.Args = map[string]any{"type": "object", "additionalProperties": false}

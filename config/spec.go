@@ -149,6 +149,8 @@ type toolSpec struct {
 	Errors      []errorRuleSpec   `yaml:"errors"`
 	Messages    map[string]string `yaml:"messages"`
 	Idempotency *idempotencySpec  `yaml:"idempotency"`
+	// TruncationHint: how the model gets what an observation cut.
+	TruncationHint string `yaml:"truncation_hint"`
 }
 
 type requestSpec struct {

@@ -190,6 +190,19 @@ func (b *Binding) Method() string { return b.method }
 // Args returns every argument name the binding reads, sorted.
 func (b *Binding) Args() []string { return b.args }
 
+// PathArgs returns the arguments whose values go into the path, in order.
+func (b *Binding) PathArgs() []string {
+	var out []string
+	for _, seg := range b.segments {
+		for _, p := range seg.parts {
+			if p.arg != "" {
+				out = append(out, p.arg)
+			}
+		}
+	}
+	return out
+}
+
 // HasBody reports whether the binding sends a JSON body.
 func (b *Binding) HasBody() bool { return len(b.body) > 0 }
 

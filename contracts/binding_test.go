@@ -153,8 +153,8 @@ func FuzzValidateAndBind(f *testing.F) {
 			return
 		}
 		if err := s.Validate(args); err != nil {
-			if _, ok := err.(*ArgError); !ok {
-				t.Fatalf("validation error is %T, not *ArgError", err)
+			if list, ok := err.(*ArgErrors); !ok || len(list.List) == 0 || list.Total < len(list.List) {
+				t.Fatalf("validation error is %T %v, not *ArgErrors", err, err)
 			}
 			return
 		}

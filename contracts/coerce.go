@@ -31,7 +31,7 @@ func (s *Schema) Coerce(arg string, raw []string) (any, error) {
 		return nil, &ArgError{Pointer: ptr, Problem: ProblemRequired}
 	}
 	if len(raw) > 1 {
-		return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Want: typeWant(types), Got: strconv.Itoa(len(raw)) + " values"}
+		return nil, &ArgError{Pointer: ptr, Problem: ProblemRepeated, Got: strconv.Itoa(len(raw))}
 	}
 	return coerceScalar(types, raw[0], ptr)
 }
@@ -59,20 +59,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func typeWant(types []string) string {
-	if len(types) == 0 {
-		return "a value"
-	}
-	want := ""
-	for i, t := range types {
-		if i > 0 {
-			want += " or "
-		}
-		want += article(t)
-	}
-	return want
 }
 
 // coerceScalar converts text by the first declared type it fits; with no
@@ -114,9 +100,9 @@ func coerceScalar(types []string, v, ptr string) (any, error) {
 		}
 	}
 	if tooBig {
-		return nil, &ArgError{Pointer: ptr, Problem: ProblemNumber, Got: shorten(v, 40)}
+		return nil, &ArgError{Pointer: ptr, Problem: ProblemNumber, Got: gotLiteral(v)}
 	}
-	return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Want: typeWant(types), Got: quoteShort(v)}
+	return nil, &ArgError{Pointer: ptr, Problem: ProblemType, Values: types, Got: quoteShort(v)}
 }
 
 // isIntegerLiteral accepts an integer written as JSON writes one: digits,

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // IdempotencyKeyArg is the argument that carries the idempotency key for
@@ -31,8 +33,15 @@ type ContractSpec struct {
 	Request     BindingSpec
 	Response    RulesSpec
 	Messages    map[string]string
-	Idempotency IdempotencySpec
+	// TruncationHint tells the model how to get what an observation had
+	// to cut ("ask for fewer articles with a smaller limit").
+	TruncationHint string
+	Idempotency    IdempotencySpec
 }
+
+// MaxTruncationHintChars bounds a tool's truncation_hint: it shares the
+// observation's room with the data.
+const MaxTruncationHintChars = 200
 
 // IdempotencySpec tunes idempotency for a side-effecting tool.
 type IdempotencySpec struct {
@@ -53,6 +62,9 @@ type Contract struct {
 	Rules       *Rules
 	Templates   Templates
 	Idempotency IdempotencySpec
+	// TruncationHint is the tool's words for getting what an observation
+	// cut; empty for the catalogue's generic ones.
+	TruncationHint string
 
 	published json.RawMessage
 }
@@ -89,9 +101,14 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		Cost:        spec.Cost,
 		Timeout:     spec.Timeout,
 		Idempotency: spec.Idempotency,
+
+		TruncationHint: strings.TrimSpace(spec.TruncationHint),
 	}
 	if c.Cost < 0 {
 		return nil, &FieldError{Field: "cost", Msg: "must not be negative"}
+	}
+	if utf8.RuneCountInString(c.TruncationHint) > MaxTruncationHintChars || strings.ContainsFunc(c.TruncationHint, unicode.IsControl) {
+		return nil, &FieldError{Field: "truncation_hint", Msg: fmt.Sprintf("must be one line of at most %d characters", MaxTruncationHintChars)}
 	}
 	if c.Idempotency.TTL == 0 {
 		c.Idempotency.TTL = DefaultIdempotencyTTL

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -646,10 +645,10 @@ var argsDocs = sync.Pool{New: func() any { return &jsonDoc{nodes: make([]tapeNod
 // argument bounds of numbers.go before anything computes with them), duplicate
 // keys are refused (two readers could disagree on which one counts), as are
 // invalid UTF-8, nesting deeper than maxDepth, and anything after the
-// object. The error text is fit for the model.
+// object. The error is an *ArgError naming the problem.
 func DecodeArgs(src []byte, maxDepth int) (map[string]any, error) {
 	if !utf8.Valid(src) {
-		return nil, errors.New("the body is not valid UTF-8")
+		return nil, &ArgError{Problem: ProblemNotUTF8}
 	}
 	// The tape lives only while the arguments are copied out of it.
 	doc := argsDocs.Get().(*jsonDoc)
@@ -660,10 +659,10 @@ func DecodeArgs(src []byte, maxDepth int) (map[string]any, error) {
 		}
 	}()
 	if err := doc.parse(src); err != nil {
-		return nil, errors.New("the body is not valid JSON")
+		return nil, &ArgError{Problem: ProblemNotJSON}
 	}
 	if doc.nodes[0].kind != jsonObject {
-		return nil, errors.New("the body must be a JSON object")
+		return nil, &ArgError{Problem: ProblemNotObject}
 	}
 	v, err := doc.args(0, 0, maxDepth)
 	if err != nil {
@@ -687,7 +686,7 @@ func (d *jsonDoc) args(i int32, depth, maxDepth int) (any, error) {
 		return d.str(i), nil
 	}
 	if depth >= maxDepth {
-		return nil, fmt.Errorf("the arguments are nested deeper than %d levels", maxDepth)
+		return nil, &ArgError{Problem: ProblemTooDeep, Max: strconv.Itoa(maxDepth)}
 	}
 	if n.kind == jsonArray {
 		out := make([]any, 0, n.count)
@@ -709,7 +708,7 @@ func (d *jsonDoc) args(i int32, depth, maxDepth int) (any, error) {
 			if len(key) > 40 {
 				key = key[:40]
 			}
-			return nil, fmt.Errorf("the key %q appears twice", key)
+			return nil, &ArgError{Problem: ProblemDuplicateKey, Got: quoteShort(key)}
 		}
 		val, err := d.args(v, depth+1, maxDepth)
 		if err != nil {

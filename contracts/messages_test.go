@@ -2,40 +2,18 @@ package contracts
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
-)
 
-func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
-	tpls, err := CompileTemplates(map[string]string{
-		"ok":      "Found {{.data.total}} for {{.args.q}}.",
-		"empty":   "Nothing: {{.data}}",
-		"timeout": `{{with .data.items}}{{len .}} items{{end}}`,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := tpls[StatusOK].dataKeys; len(got) != 1 || got[0] != "total" || tpls[StatusOK].whole {
-		t.Errorf("ok template keys = %v whole=%v", got, tpls[StatusOK].whole)
-	}
-	if !tpls[StatusEmpty].whole {
-		t.Error("{{.data}} must decode all data")
-	}
-	data := []byte(`{"items":[1,2,3],"total":3}`)
-	for st, want := range map[Status]string{StatusOK: "Found 3 for go.", StatusEmpty: "Nothing: map[items:[1 2 3] total:3]", StatusTimeout: "3 items"} {
-		got, ok := tpls.Render(st, map[string]any{"q": "go"}, data)
-		if !ok || got != want {
-			t.Errorf("%s: %q %v, want %q", st, got, ok, want)
-		}
-	}
-	if _, ok := tpls.Render(StatusUpstream, nil, data); ok {
-		t.Error("rendered a status without a template")
-	}
-}
+	"go.yaml.in/yaml/v3"
+)
 
 func TestCatalogMessages(t *testing.T) {
 	for _, lang := range Languages() {
@@ -48,7 +26,7 @@ func TestCatalogMessages(t *testing.T) {
 			{Status: StatusUpstream, Reason: ReasonServerError, HTTPCode: 502, Effect: SideEffectUnknown, Retryable: true},
 			{Status: StatusUpstream, Reason: ReasonCircuitOpen, RetryAfter: 90 * time.Second, Retryable: true},
 			{Status: StatusForbidden, Reason: ReasonBudget, RetryAfter: 3 * time.Hour},
-			{Status: StatusBadArgs, Reason: ReasonSchema, Arg: &ArgError{Pointer: "/q", Problem: ProblemRequired}},
+			ArgOutcome(&ArgError{Pointer: "/q", Problem: ProblemRequired}),
 			{Status: StatusOK, Reason: ReasonOK, Effect: SideEffectDone},
 		} {
 			for _, se := range []bool{false, true} {
@@ -61,7 +39,7 @@ func TestCatalogMessages(t *testing.T) {
 	}
 	c, _ := NewCatalog("en")
 	o := Outcome{Status: StatusUpstream, Reason: ReasonServerError, HTTPCode: 500, Effect: SideEffectUnknown}
-	if msg := c.Message("send", true, &o); !strings.Contains(msg, "may or may not") {
+	if msg := c.Message("send", true, &o); !strings.Contains(msg, "may or may not") || !strings.Contains(msg, "new idempotency key") {
 		t.Errorf("unknown outcome message = %q", msg)
 	}
 	o.Retryable = true
@@ -73,107 +51,13 @@ func TestCatalogMessages(t *testing.T) {
 	}
 }
 
-func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
-	tpls, err := CompileTemplates(map[string]string{
-		"ok":    "q={{.args.q}} missing={{.args.nope}} deep={{.data.x.y}} n={{.data.n}}",
-		"empty": `{{if .args.q}}q={{.args.q}}{{end}} missing={{.args.nope}}`,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tpls[StatusOK].fast == nil || tpls[StatusEmpty].fast != nil {
-		t.Fatal("fast path chosen wrongly")
-	}
-	got, ok := tpls.Render(StatusOK, map[string]any{"q": "go"}, []byte(`{"n":1.5,"x":{"y":true}}`))
-	if !ok || got != "q=go missing= deep=true n=1.5" {
-		t.Errorf("fast: %q", got)
-	}
-	got, ok = tpls.Render(StatusEmpty, map[string]any{"q": "go"}, nil)
-	if !ok || got != "q=go missing=" {
-		t.Errorf("slow: %q", got)
-	}
-	// Without data, a data field renders empty rather than failing.
-	got, ok = tpls.Render(StatusOK, map[string]any{"q": "go"}, nil)
-	if !ok || got != "q=go missing= deep= n=" {
-		t.Errorf("no data: %q", got)
-	}
-}
-
-// TestFastTemplatesMatchTextTemplate: the direct renderer writes what
-// text/template writes for the same template, arguments and data, with the
-// data's members located or not.
-func TestFastTemplatesMatchTextTemplate(t *testing.T) {
-	tpls, err := CompileTemplates(map[string]string{
-		"ok": "a={{.args.q}} n={{.args.n}} b={{.args.b}} o={{.args.o}} t={{.data.t}} s={{.data.s}} e={{.data.e}} " +
-			"z={{.data.z}} f={{.data.f}} neg={{.data.neg}} l={{.data.l}} m={{.data.m}} d={{.data.m.k}} none={{.data.none}}  \t end ",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt := tpls[StatusOK]
-	if mt.fast == nil {
-		t.Fatal("no fast path")
-	}
-	args := decodeTestArgs(t, `{"q":"日本 go","n":1e3,"b":false,"o":{"x":[1,"y"]}}`)
-	for _, data := range []string{
-		`{"t":true,"s":"plain","e":"esc\"aped\\n\u00e9","z":null,"f":-1.5e-3,"neg":-0,"l":[1,{"a":2}],"m":{"k":"v"}}`,
-		`{"t":false,"s":"","e":"\u2028","f":1234567,"neg":100000,"z":1e21,"l":3.0,"m":{"k":12345678901234567890}}`,
-		`{"t":1e-7,"s":0.0001,"e":123456,"f":-2.5E+3,"neg":99999999999999999999999,"z":"","l":"x","m":{"k":null}}`,
-	} {
-		// Every template path is present: text/template fails on a
-		// missing one where the renderer prints nothing (tested above).
-		var want strings.Builder
-		var decoded any
-		if data != "" {
-			doc, err := parseJSONDoc([]byte(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			decoded = doc.native(0)
-		}
-		if err := mt.tpl.Execute(&want, map[string]any{"args": args, "data": decoded}); err != nil {
-			t.Fatal(err)
-		}
-		wantText := oneLine(strings.ReplaceAll(want.String(), "<no value>", ""))
-		var members []Member
-		if data != "" {
-			members = testMembers(t, data)
-		}
-		for _, m := range [][]Member{members, nil} {
-			got, ok := tpls.RenderMembers(StatusOK, args, []byte(data), m)
-			if !ok || got != wantText {
-				t.Errorf("data %s (members %v):\n got %q\nwant %q", data, m != nil, got, wantText)
-			}
-		}
-	}
-}
-
-// testMembers locates the top-level members of a compact JSON object.
-func testMembers(t *testing.T, data string) []Member {
-	t.Helper()
-	doc, err := parseJSONDoc([]byte(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []Member
-	for i := int32(1); i < int32(len(doc.nodes)); {
-		key, val := &doc.nodes[i], &doc.nodes[i+1]
-		out = append(out, Member{Key: doc.str(i), Start: int(val.start), End: int(val.end)})
-		_ = key
-		i = val.next
-	}
-	return out
-}
-
-func TestOneLine(t *testing.T) {
-	for in, want := range map[string]string{
-		"": "", "a b": "a b", " a": "a", "a ": "a", "a  b": "a b", "a\tb": "a b", "a\nb\n": "a b",
-		"命中 3 条。": "命中 3 条。", "a\u3000b": "a b", "a\u00a0b": "a b", "  ": "",
-	} {
-		if got := oneLine(in); got != want {
-			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
-		}
-	}
+// producedRow is one message the core can produce: an outcome of a
+// read-only or side-effecting tool, with what else shapes its message.
+type producedRow struct {
+	o          Outcome
+	sideEffect bool
+	attempts   int
+	replay     *Envelope // the stored envelope, for a replayed call
 }
 
 // producedOutcome is an outcome the core can produce, for a read-only or
@@ -192,40 +76,47 @@ func producedOutcomes() []producedOutcome {
 	// Error rules are applied to one code of each class ClassifyHTTP
 	// tells apart (a rule's outcome depends on the class alone).
 	ruleCodes := map[int]bool{100: true, 200: true, 204: true, 302: true, 400: true, 401: true, 404: true,
-		405: true, 408: true, 429: true, 500: true, 501: true, 502: true, 503: true, 504: true}
+		405: true, 408: true, 409: true, 429: true, 500: true, 501: true, 502: true, 503: true, 504: true}
 	var out []producedOutcome
 	yes, no := true, false
 	effects := []*SideEffect{nil, new(SideEffectNone), new(SideEffectDone), new(SideEffectUnknown)}
 	for _, se := range []bool{false, true} {
 		add := func(o Outcome) { out = append(out, producedOutcome{o, se}) }
 		for _, r := range []struct {
-			status    Status
-			reason    Reason
-			retryable bool
-			wait      time.Duration
+			reason Reason
+			wait   time.Duration // what the stage sets
 		}{
-			{StatusNotFound, ReasonUnknownTool, false, 0},
-			{StatusForbidden, ReasonDenied, false, 0},
-			{StatusForbidden, ReasonBudget, false, time.Hour},
-			{StatusUpstream, ReasonRateLimited, true, 2 * time.Second},
-			{StatusBadArgs, ReasonSchema, false, 0},
-			{StatusBadArgs, ReasonBadJSON, false, 0},
-			{StatusBadArgs, ReasonTooLarge, false, 0},
-			{StatusBadArgs, ReasonKeyMissing, false, 0},
-			{StatusBadArgs, ReasonKeyMalformed, false, 0},
-			{StatusBadArgs, ReasonKeyConflict, false, 0},
-			{StatusBadArgs, ReasonKeyMismatch, false, 0},
-			{StatusUpstream, ReasonCircuitOpen, true, 30 * time.Second},
-			{StatusUpstream, ReasonBulkhead, true, time.Second},
-			{StatusUpstream, ReasonStoreUnavailable, true, time.Second},
+			{ReasonUnknownTool, 0},
+			{ReasonDenied, 0},
+			{ReasonBudget, time.Hour},
+			{ReasonBudget, 20 * time.Second},
+			{ReasonRateLimited, 2 * time.Second},
+			{ReasonTooLarge, 0},
+			{ReasonKeyMissing, 0},
+			{ReasonKeyMalformed, 0},
+			{ReasonKeyConflict, 0},
+			{ReasonKeyMismatch, 0},
+			{ReasonCircuitOpen, 30 * time.Second},
+			{ReasonBulkhead, 0},
+			{ReasonStoreUnavailable, 0},
 		} {
-			o := Reject(r.status, r.reason)
-			o.Retryable, o.RetryAfter = r.retryable, r.wait
+			o := Reject(r.reason)
+			if r.wait > 0 {
+				o.RetryAfter = r.wait
+			}
 			add(o)
 		}
+		for _, err := range []error{
+			&ArgError{Pointer: "/q", Problem: ProblemRequired},
+			NewArgErrors(&ArgError{Pointer: "/q", Problem: ProblemRequired}, &ArgError{Pointer: "/limit", Problem: ProblemMaximum, Max: "20", Got: "50"}),
+			&ArgError{Problem: ProblemDuplicateKey, Got: `"q"`},
+			&ArgError{Problem: ProblemIncomplete},
+		} {
+			add(ArgOutcome(err))
+		}
 		if se {
-			add(Outcome{Status: StatusTimeout, Reason: ReasonInFlightTimeout, Retryable: true, Effect: SideEffectUnknown})
-			add(Outcome{Status: StatusTimeout, Reason: ReasonOutcomeLost, Effect: SideEffectUnknown})
+			add(Reject(ReasonInFlightTimeout))
+			add(Reject(ReasonOutcomeLost))
 		}
 		for _, dedupes := range []bool{false, true} {
 			for _, f := range []Failure{FailConnect, FailReset, FailDeadline, FailTLS, FailCanceled} {
@@ -236,21 +127,18 @@ func producedOutcomes() []producedOutcome {
 			for code := 100; code < 600; code++ {
 				var answers []Outcome
 				if code >= 200 && code < 300 {
-					answers = []Outcome{
-						{Status: StatusOK, Reason: ReasonOK, Effect: SideEffectDone, HTTPCode: code},
-						{Status: StatusEmpty, Reason: ReasonEmpty, Effect: SideEffectDone, HTTPCode: code},
-						BadResponse(code),
-						Unreadable(code, Outcome{}),
-						// An answer that began and was cut at the deadline.
-						{Status: StatusTimeout, Reason: ReasonDeadline, Effect: SideEffectDone, Retryable: !se, HTTPCode: code},
-					}
+					empty := Answered(code)
+					empty.Empty()
+					answers = []Outcome{Answered(code), empty, BadResponse(code), Unreadable(code, Outcome{}), AnswerCut(code, se)}
 				} else {
-					table := ClassifyHTTP(code, se, dedupes, 2*time.Second)
-					answers = []Outcome{table, Unreadable(code, table)}
-					if se && table.Effect == SideEffectNone {
-						// The answer to a resend: the first write may have acted.
-						table.Effect, table.Retryable = SideEffectUnknown, dedupes
+					for _, wait := range []time.Duration{0, 7 * time.Second} {
+						table := ClassifyHTTP(code, se, dedupes, wait)
 						answers = append(answers, table, Unreadable(code, table))
+						if se && table.Effect == SideEffectNone {
+							// The answer to a resend: the first write may have acted.
+							table.Effect, table.Retryable = SideEffectUnknown, dedupes
+							answers = append(answers, table, Unreadable(code, table))
+						}
 					}
 				}
 				for _, a := range answers {
@@ -273,89 +161,322 @@ func producedOutcomes() []producedOutcome {
 	return out
 }
 
-// TestMessagesAgreeWithTheEnvelope walks every outcome the core produces
-// and checks that its message, in both languages, never contradicts the
-// envelope: a call that must not be retried is not told to retry the same
-// call, one that may be retried is not told that retrying will not help,
-// and a request that reached the backend is not said to have been unsent.
+// producedRows is every produced outcome once per attempt count that
+// matters to its message, and, for a side-effecting tool, the replay of
+// every envelope the core stores (DESIGN section 8: everything after the
+// backend was contacted but a retryable refusal).
+func producedRows(c *Catalog) []producedRow {
+	seen := map[string]bool{}
+	var rows []producedRow
+	for _, po := range producedOutcomes() {
+		o := po.o
+		key := fmt.Sprintf("%s %s %s %v %v %v %d", o.Reason, o.Status, o.Effect, o.Retryable, o.RetryAfter > 0, po.sideEffect, o.HTTPCode)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		for _, attempts := range []int{1, 3} {
+			rows = append(rows, producedRow{o: o, sideEffect: po.sideEffect, attempts: attempts})
+		}
+		stored := po.sideEffect && o.Effect != SideEffectNone || po.sideEffect && !o.Retryable && o.HTTPCode != 0
+		if !stored || o.Reason == ReasonOutcomeLost || o.Reason == ReasonInFlightTimeout {
+			continue
+		}
+		said := &Said{Tool: "send", Contract: &Contract{Name: "send", SideEffect: true, Timeout: 2 * time.Second}, Attempts: 1}
+		env := &Envelope{Status: o.Status, Message: c.Compose(said, &o).Text, Retryable: o.Retryable, SideEffect: o.Effect,
+			RetryAfterMS: o.RetryAfterMS(), Data: o.Data}
+		replay := Outcome{Status: env.Status, Reason: ReasonReplayed, Retryable: env.Retryable, Effect: env.SideEffect,
+			RetryAfter: time.Duration(env.RetryAfterMS) * time.Millisecond, Data: env.Data}
+		rows = append(rows, producedRow{o: replay, sideEffect: true, replay: env})
+	}
+	return rows
+}
+
+// messagePhrases are the words that carry each promise, per language.
+type messagePhrases struct {
+	retrySame     []string // an identical retry
+	noRetry       []string // retrying cannot help
+	notSent       []string // the request never reached the backend
+	otherArgs     []string // try a different call
+	performed     []string // the action happened
+	doNotRepeat   []string
+	mayHave       []string // the action may have happened
+	howToCheck    []string // find out whether it happened
+	newKey        []string // repeat with a new idempotency key
+	sameKey       []string // retry with the same key
+	replayed      []string // this call was answered by a stored result
+	stop          []string // when to stop and tell the user
+	later         []string // a wait without a time
+	notRetryable  []string // any words that say the identical call will not do
+	attemptsTried string   // a format with the attempt count
+}
+
+var phrasesByLang = map[string]messagePhrases{
+	"en": {
+		retrySame:   []string{"retry the same call", "retry with the same"},
+		noRetry:     []string{"retrying will not help"},
+		notSent:     []string{"nothing was sent", "before the call was sent", "before it reached the service"},
+		otherArgs:   []string{"different arguments", "change the arguments", "change them", "fix it", "fix them"},
+		performed:   []string{"was performed", "performed the action"},
+		doNotRepeat: []string{"do not repeat it"},
+		mayHave:     []string{"may or may not"},
+		howToCheck:  []string{"find out whether"},
+		newKey:      []string{"new idempotency key"},
+		sameKey:     []string{"same idempotency key"},
+		replayed:    []string{"earlier call with this idempotency key"},
+		stop:        []string{"tell the user"},
+		later:       []string{"later"},
+		notRetryable: []string{"will not help", "fix", "change", "check", "new key", "new idempotency key", "send ",
+			"do not call", "call one of", "add an idempotency_key", "do not repeat", "different arguments", "use another tool"},
+		attemptsTried: "already tried %d times",
+	},
+	"zh": {
+		retrySame:   []string{"原样重试", "相同的幂等键重试", "相同的幂等键再重试"},
+		noRetry:     []string{"重试无用"},
+		notSent:     []string{"请求未发送", "请求发送前", "送达服务前"},
+		otherArgs:   []string{"换用其他参数", "修改参数", "修正"},
+		performed:   []string{"操作已执行", "已成功执行过", "已执行该操作"},
+		doNotRepeat: []string{"请勿重复执行"},
+		mayHave:     []string{"可能已执行也可能未执行"},
+		howToCheck:  []string{"请先确认"},
+		newKey:      []string{"新的幂等键"},
+		sameKey:     []string{"相同的幂等键"},
+		replayed:    []string{"幂等命中"},
+		stop:        []string{"告知用户"},
+		later:       []string{"稍后"},
+		notRetryable: []string{"重试无用", "修正", "修改", "核对", "新的幂等键", "请发送", "请只发送", "请勿调用", "请改用",
+			"可用的工具", "已列出的工具", "请添加", "请勿重复", "确认", "换用其他参数", "减少数据量"},
+		attemptsTried: "已尝试 %d 次",
+	},
+}
+
+// TestMessagesAgreeWithTheEnvelope walks every row the core produces and
+// checks that its message, in both languages, says what the envelope says,
+// with and without the tool's templates:
+//
+//   - not retryable: never "retry the same call"; in words that the same
+//     call will not do (a model reading only the text must know);
+//   - retryable: never "retrying will not help"; a real wait when
+//     retry_after_ms carries one, no "later", the attempts toolgate made,
+//     and when to stop and tell the user;
+//   - the request reached the backend: never "nothing was sent";
+//   - done or unknown: never "try other arguments"; done says do not
+//     repeat; unknown and not retryable says how to check and that a
+//     repeat needs a new idempotency key; unknown and retryable names the
+//     same key;
+//   - replayed: says so.
 func TestMessagesAgreeWithTheEnvelope(t *testing.T) {
-	type phrases struct {
-		retrySame, noRetry, notSent, performed, mayHave []string
-	}
-	lang := map[string]phrases{
-		"en": {
-			retrySame: []string{"retry the same call", "retry with the same"},
-			noRetry:   []string{"retrying will not help"},
-			notSent:   []string{"nothing was sent", "before the call was sent"},
-			performed: []string{"was performed"},
-			mayHave:   []string{"may or may not"},
-		},
-		"zh": {
-			retrySame: []string{"原样重试", "相同的幂等键重试", "相同的键重试"},
-			noRetry:   []string{"重试无用"},
-			notSent:   []string{"请求未发送", "请求发送前"},
-			performed: []string{"操作已执行"},
-			mayHave:   []string{"可能已执行也可能未执行"},
-		},
-	}
-	outcomes := producedOutcomes()
 	for _, name := range Languages() {
 		c, err := NewCatalog(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := lang[name]
-		seen := map[string]bool{}
-		for _, po := range outcomes {
-			o := po.o
-			if o.Reason == ReasonDeadline {
-				o.Detail = "2s" // as the core sets it
-			}
-			effect := SideEffectNone // what the envelope says
-			if po.sideEffect {
-				effect = o.Effect
-			}
-			combo := fmt.Sprintf("%s %s %s/%s side_effect=%s retryable=%v se=%v", name, o.Reason, o.Status, o.Effect, effect, o.Retryable, po.sideEffect)
-			if seen[combo] {
-				continue
-			}
-			seen[combo] = true
-			msg := c.Message("send", po.sideEffect, &o)
-			has := func(list []string) string {
-				for _, s := range list {
-					if strings.Contains(msg, s) {
-						return s
-					}
+		rows := producedRows(c)
+		p := phrasesByLang[name]
+		tplText := map[string]string{"en": "Template words.", "zh": "模板文字。"}[name]
+		specs := map[string]string{}
+		for _, st := range Statuses() {
+			specs[string(st)] = tplText
+		}
+		tpls, err := CompileTemplates(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range rows {
+			for _, withTemplates := range []bool{false, true} {
+				ct := &Contract{Name: "send", SideEffect: r.sideEffect, Timeout: 2 * time.Second}
+				if withTemplates {
+					ct.Templates = tpls
 				}
-				return ""
-			}
-			var wrong []string
-			if s := has(p.retrySame); s != "" && !o.Retryable {
-				wrong = append(wrong, "not retryable, yet says "+s)
-			}
-			if s := has(p.noRetry); s != "" && o.Retryable {
-				wrong = append(wrong, "retryable, yet says "+s)
-			}
-			if s := has(p.notSent); s != "" && o.Effect != SideEffectNone {
-				wrong = append(wrong, "the request reached the backend, yet says "+s)
-			}
-			if s := has(p.performed); s != "" && effect != SideEffectDone {
-				wrong = append(wrong, "side effect "+string(effect)+", yet says "+s)
-			}
-			if s := has(p.mayHave); s != "" && effect != SideEffectUnknown {
-				wrong = append(wrong, "side effect "+string(effect)+", yet says "+s)
-			}
-			if effect == SideEffectUnknown && !o.Retryable && has(p.mayHave) == "" {
-				wrong = append(wrong, "side effect unknown and not retryable, yet the message does not say it may have acted")
-			}
-			if msg == "" || strings.ContainsAny(msg, "{}\n") {
-				wrong = append(wrong, "empty or unexpanded")
-			}
-			for _, w := range wrong {
-				t.Errorf("%s: %s: %q", combo, w, msg)
+				o := r.o
+				m := c.Compose(&Said{Tool: "send", Contract: ct, Attempts: r.attempts, Replay: r.replay}, &o)
+				n++
+				for _, w := range checkMessage(c, p, r, m, withTemplates && strings.HasPrefix(m.Text, strings.TrimSuffix(tplText, ".")), tplText) {
+					t.Errorf("%s: %s %s/%s retryable=%v wait=%v se=%v attempts=%d replay=%v templates=%v: %s:\n%q",
+						name, o.Reason, o.Status, o.Effect, o.Retryable, o.RetryAfter, r.sideEffect, r.attempts, r.replay != nil, withTemplates, w, m.Text)
+				}
 			}
 		}
-		t.Logf("%s: %d combinations", name, len(seen))
+		t.Logf("%s: %d messages", name, n)
+	}
+}
+
+// checkMessage returns what is wrong with the message of a row.
+func checkMessage(c *Catalog, p messagePhrases, r producedRow, m Message, templated bool, tplText string) []string {
+	o := &r.o
+	msg := m.Text
+	effect := SideEffectNone // what the envelope says
+	if r.sideEffect {
+		effect = o.Effect
+	}
+	has := func(list []string) string {
+		for _, s := range list {
+			if strings.Contains(msg, s) {
+				return s
+			}
+		}
+		return ""
+	}
+	var wrong []string
+	check := func(bad bool, format string, args ...any) {
+		if bad {
+			wrong = append(wrong, fmt.Sprintf(format, args...))
+		}
+	}
+	check(msg == "" || strings.ContainsAny(msg, "{}\n"), "empty or unexpanded")
+	check(utf8.RuneCountInString(msg) > MaxMessageChars, "longer than %d characters", MaxMessageChars)
+	check(m.ActionAt < 0 || m.ActionAt > len(msg), "action offset %d outside the message", m.ActionAt)
+	if s := has(p.retrySame); s != "" {
+		check(!o.Retryable, "not retryable, yet says %q", s)
+	}
+	if s := has(p.noRetry); s != "" {
+		check(o.Retryable, "retryable, yet says %q", s)
+	}
+	if s := has(p.notSent); s != "" {
+		check(o.Effect != SideEffectNone || r.replay != nil, "the request reached the backend, yet says %q", s)
+	}
+	if s := has(p.otherArgs); s != "" {
+		check(effect != SideEffectNone, "side effect %s, yet says %q", effect, s)
+	}
+	if s := has(p.performed); s != "" {
+		check(effect != SideEffectDone, "side effect %s, yet says %q", effect, s)
+	}
+	if s := has(p.mayHave); s != "" {
+		check(effect != SideEffectUnknown, "side effect %s, yet says %q", effect, s)
+	}
+	switch {
+	case effect == SideEffectDone:
+		check(has(p.doNotRepeat) == "", "the action was performed, yet the message does not say not to repeat it")
+	case effect == SideEffectUnknown && !o.Retryable:
+		check(has(p.mayHave) == "", "side effect unknown, yet the message does not say it may have acted")
+		check(has(p.howToCheck) == "", "side effect unknown and not retryable, yet the message does not say how to check")
+		check(has(p.newKey) == "", "side effect unknown and not retryable, yet the message does not say a repeat needs a new key")
+	case effect == SideEffectUnknown:
+		check(has(p.sameKey) == "", "side effect unknown and retryable, yet the message does not name the same key")
+	}
+	if r.replay != nil || o.Reason == ReasonOutcomeLost {
+		check(has(p.replayed) == "" && !strings.Contains(msg, c.entries["replay"]), "replayed, yet the message does not say so")
+	}
+	// A rule may say done and retryable at once; the message keeps to
+	// the safe side ("do not repeat it"), checked above.
+	if o.Retryable && effect != SideEffectDone && r.replay == nil && o.Reason != ReasonInFlightTimeout {
+		check(has(p.stop) == "", "retryable, yet the message does not say when to stop")
+		if o.RetryAfter > 0 {
+			check(!strings.Contains(msg, c.wait(o.RetryAfter)), "retry_after_ms is set, yet the message does not state the wait %q", c.wait(o.RetryAfter))
+		} else {
+			check(regexp.MustCompile(`in \d+ second|\d+ 秒后`).MatchString(msg), "no retry_after_ms, yet the message states a wait")
+		}
+		if r.attempts >= 2 {
+			check(!strings.Contains(msg, fmt.Sprintf(p.attemptsTried, r.attempts)), "toolgate made %d attempts, yet the message does not say so", r.attempts)
+		}
+	}
+	if s := has(p.later); s != "" {
+		check(true, "says %q without a time", s)
+	}
+	if !o.Retryable && !o.Status.Success() && !templated {
+		check(has(p.notRetryable) == "", "not retryable, yet the message does not say the identical call will not do")
+	}
+	// A template speaks only for what its status normally means.
+	if templated {
+		row, _ := RowOf(o.Reason)
+		check(row.Gateway, "a status template spoke for the gateway reason %s", o.Reason)
+		check(!o.Status.Success() && o.Retryable != statusRetryable(o.Status), "a status template spoke for an outcome its status does not usually mean")
+		check(effect == SideEffectUnknown, "a status template spoke for an unknown outcome")
+	}
+	return wrong
+}
+
+// TestTheShippedTemplatesDoNotSpeakForGatewayReasons: with the example
+// policy's Chinese templates, a spent budget keeps its reset time, the
+// caller's own rate limit keeps its cause and wait, and outcomes that may
+// not be retried are never told to retry (the review's false rows).
+func TestTheShippedTemplatesDoNotSpeakForGatewayReasons(t *testing.T) {
+	raw, err := os.ReadFile("../examples/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Tools map[string]struct {
+			Messages map[string]string `yaml:"messages"`
+		} `yaml:"tools"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	tpls, err := CompileTemplates(doc.Tools["search_articles"].Messages)
+	if err != nil || len(tpls) == 0 {
+		t.Fatalf("templates: %v (%d)", err, len(tpls))
+	}
+	ct := &Contract{Name: "search_articles", Timeout: 500 * time.Millisecond, Templates: tpls}
+	zh, _ := NewCatalog("zh")
+	budget := Reject(ReasonBudget)
+	budget.RetryAfter = 52 * time.Minute
+	rate := Reject(ReasonRateLimited)
+	rate.RetryAfter = 20 * time.Second
+	circuit := Reject(ReasonCircuitOpen)
+	circuit.RetryAfter = 30 * time.Second
+	tests := []struct {
+		name    string
+		o       Outcome
+		want    []string
+		notWant []string
+	}{
+		{"a spent budget says when it resets", budget, []string{"52 分钟后重置", "请勿调用"}, []string{"重试无用", "数据源"}},
+		{"the caller's rate limit names its cause and wait", rate, []string{"当前身份调用过于频繁", "20 秒后原样重试"}, []string{"搜索服务"}},
+		{"an open circuit keeps its wait", circuit, []string{"30 秒后原样重试"}, []string{"搜索服务"}},
+		{"an unreadable answer is not retried", BadResponse(200), []string{"重试无用"}, []string{"原样重试", "搜索服务"}},
+		{"a backend 501 is not retried", ClassifyHTTP(501, false, false, 0), []string{"重试无用"}, []string{"原样重试"}},
+		{"a backend 302 is not retried", ClassifyHTTP(302, false, false, 0), []string{"重试无用"}, []string{"原样重试"}},
+		{"an untrusted certificate is not retried", ClassifyTransport(FailTLS, false, false, false), []string{"重试无用"}, []string{"原样重试", "搜索服务"}},
+		{"a backend 500 uses the template and a real next step", ClassifyHTTP(500, false, false, 0), []string{"搜索服务暂时出错", "可原样重试，若仍失败请告知用户"}, []string{"稍后"}},
+		{"a backend 429 uses the template and keeps its wait", ClassifyHTTP(429, false, false, 7*time.Second), []string{"搜索服务暂时出错", "7 秒后原样重试"}, nil},
+		{"a timeout uses the template", ClassifyTransport(FailDeadline, true, false, false), []string{"查询超时", "原样重试"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.o
+			msg := zh.Compose(&Said{Tool: ct.Name, Contract: ct, Attempts: 1}, &o).Text
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message lacks %q: %s", w, msg)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(msg, w) {
+					t.Errorf("message says %q: %s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+// TestTemplatesNamedAfterAReason: a policy that names a reason speaks for
+// it, gateway reason or not, and the fields still choose what to do.
+func TestTemplatesNamedAfterAReason(t *testing.T) {
+	tpls, err := CompileTemplates(map[string]string{"budget": "The research budget is used up.", "upstream": "Search is down."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &Contract{Name: "search", Templates: tpls}
+	en, _ := NewCatalog("en")
+	budget := Reject(ReasonBudget)
+	budget.RetryAfter = 2 * time.Hour
+	if msg := en.Compose(&Said{Contract: ct}, &budget).Text; msg != "The research budget is used up; do not call this tool before then, and tell the user if the task cannot wait." {
+		t.Errorf("budget: %q", msg)
+	}
+	rate := Reject(ReasonRateLimited)
+	rate.RetryAfter = time.Second
+	if msg := en.Compose(&Said{Contract: ct}, &rate).Text; strings.Contains(msg, "Search is down") {
+		t.Errorf("the upstream template spoke for the rate limit: %q", msg)
+	}
+	if _, err := CompileTemplates(map[string]string{"budgte": "x"}); err == nil || !strings.Contains(err.Error(), `"budgte" is not a status or a reason`) {
+		t.Errorf("a misspelt reason: %v", err)
+	}
+	for _, name := range []string{"rule", "replayed", "unknown_tool"} {
+		if _, err := CompileTemplates(map[string]string{name: "x"}); err == nil {
+			t.Errorf("a template named %s was accepted", name)
+		}
 	}
 }
 
@@ -388,66 +509,206 @@ func TestCataloguesHaveTheSameEntries(t *testing.T) {
 	}
 }
 
-// TestMessagesAreBounded: however much a template or the catalogue would
-// write, a message is at most MaxMessageChars code points of valid UTF-8,
-// cut at a character boundary and marked with "…".
-func TestMessagesAreBounded(t *testing.T) {
-	text := strings.Repeat("量子 ", 100_000) // 700 KB, three-byte characters
-	items := make([]string, 2000)
-	for i := range items {
-		items[i] = `"` + strings.Repeat("é", 7) + `"`
+// zhAllowed are the ASCII words a Chinese message may hold beside argument
+// names and values: protocol names, units and literal values.
+var zhAllowed = regexp.MustCompile(`HTTP|JSON|ASCII|UTF-8|Idempotency-Key|idempotency_key|UUID|null|true|false|\d+(\.\d+)?e-?\d+`)
+
+// TestChineseMessagesHaveNoEnglish: outside argument names, values and
+// units, no Chinese message holds an ASCII letter — argument errors of every
+// kind included.
+func TestChineseMessagesHaveNoEnglish(t *testing.T) {
+	zh, _ := NewCatalog("zh")
+	s := mustSchema(t, `{"type":"object","required":["q"],"additionalProperties":false,"properties":{
+		"q":{"type":"string","minLength":1,"maxLength":20},"limit":{"type":["integer","null"],"minimum":1,"exclusiveMaximum":20},
+		"mode":{"enum":["fast","slow"]},"one":{"const":"x"},"id":{"type":"string","pattern":"^[a-z]+$"},
+		"tags":{"type":"array","minItems":1,"maxItems":2,"uniqueItems":true},"step":{"type":"number","multipleOf":5},
+		"flag":{"type":"boolean"},"obj":{"type":"object"}}}`)
+	argSets := []string{
+		`{"q":"","limit":"5","lim":1,"mode":"turbo","one":"y","id":"Alice","tags":[],"step":7,"flag":"yes","obj":[1]}`,
+		`{"q":"` + strings.Repeat("x", 30) + `","limit":25,"tags":["a","a","b"]}`,
+		`{"limit":1e999}`,
 	}
-	data := []byte(`{"text":"` + text + `","items":[` + strings.Join(items, ",") + `]}`)
-	tests := []struct {
-		name string
-		tpl  string
-	}{
-		{"a field holding a long string", `Found: {{.data.text}}`},
-		{"a range over the data", `{{range .data.items}}{{.}}, {{end}}`},
-		// Four million iterations: stopped once the output passes the
-		// bound, not run to the end.
-		{"a nested range", `{{range .data.items}}{{range $.data.items}}{{.}}{{end}}{{end}}`},
+	var outcomes []Outcome
+	for _, args := range argSets {
+		outcomes = append(outcomes, ArgOutcome(s.Validate(decodeArgs(t, args))))
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tpls, err := CompileTemplates(map[string]string{"ok": tt.tpl})
-			if err != nil {
-				t.Fatal(err)
-			}
-			start := time.Now()
-			msg, ok := tpls.Render(StatusOK, nil, data)
-			if !ok {
-				t.Fatal("not rendered")
-			}
-			if took := time.Since(start); took > 5*time.Second {
-				t.Errorf("rendering took %v", took)
-			}
-			checkBounded(t, msg)
-		})
+	for _, body := range []string{`{"a":1,"a":2}`, `[1]`, `{"a":`, "\xff", strings.Repeat(`{"a":`, 80) + "1" + strings.Repeat("}", 80)} {
+		_, err := DecodeArgs([]byte(body), 64)
+		outcomes = append(outcomes, ArgOutcome(err))
 	}
-	t.Run("a catalogue message with a long detail", func(t *testing.T) {
-		c, _ := NewCatalog("zh")
-		o := Reject(StatusBadArgs, ReasonBadJSON)
-		o.Detail = text
-		checkBounded(t, c.Message("send", false, &o))
-	})
-	t.Run("a short message is left as it is", func(t *testing.T) {
-		tpls, _ := CompileTemplates(map[string]string{"ok": "Found {{.data.n}}."})
-		if msg, _ := tpls.Render(StatusOK, nil, []byte(`{"n":3}`)); msg != "Found 3." {
-			t.Errorf("message = %q", msg)
+	for _, p := range []Problem{ProblemIncomplete, ProblemQuery, ProblemScalar, ProblemSegment, ProblemRepeated, ProblemInvalid} {
+		outcomes = append(outcomes, ArgOutcome(&ArgError{Pointer: "/q", Problem: p, Got: "3"}))
+	}
+	// Argument names and values of the cases above.
+	names := regexp.MustCompile(`\b(q|limit|lim|mode|one|id|tags|step|flag|obj|fast|slow|turbo|x+|y|Alice|yes|a|b|send|search)\b|\^\[a-z\]\+\$`)
+	rows := producedRows(zh)
+	for _, r := range rows {
+		outcomes = append(outcomes, r.o)
+	}
+	for i, o := range outcomes {
+		var replay *Envelope
+		if i >= len(outcomes)-len(rows) {
+			replay = rows[i-(len(outcomes)-len(rows))].replay
 		}
-	})
+		ct := &Contract{Name: "send", SideEffect: true, Timeout: 1500 * time.Millisecond}
+		msg := zh.Compose(&Said{Tool: "send", Contract: ct, Attempts: 2, Replay: replay, Tools: []string{"search"}}, &o).Text
+		rest := names.ReplaceAllString(zhAllowed.ReplaceAllString(msg, ""), "")
+		if i := strings.IndexFunc(rest, func(r rune) bool { return r < utf8.RuneSelf && (r|0x20) >= 'a' && (r|0x20) <= 'z' }); i >= 0 {
+			t.Errorf("%s: English in a Chinese message at %q: %s", o.Reason, rest[i:min(len(rest), i+20)], msg)
+		}
+	}
 }
 
-func checkBounded(t *testing.T, msg string) {
-	t.Helper()
-	if n := utf8.RuneCountInString(msg); n > MaxMessageChars || n < MaxMessageChars/2 {
-		t.Errorf("message has %d characters, want at most %d (and not cut short)", n, MaxMessageChars)
+// TestMinObservationMaxCharsKeepsEveryAction: at the smallest bound a
+// policy may set, the whole action clause of every message survives, with
+// the tag and the truncation marker, however long what happened is.
+func TestMinObservationMaxCharsKeepsEveryAction(t *testing.T) {
+	long := NewArgErrors()
+	for i := range 30 {
+		long.List = append(long.List, &ArgError{Pointer: "/argument_with_a_long_name_" + strconv.Itoa(i), Problem: ProblemRequired})
 	}
-	if !utf8.ValidString(msg) || strings.ContainsRune(msg, utf8.RuneError) {
-		t.Errorf("message is not clean UTF-8: %q", msg[len(msg)-20:])
+	long.Total = len(long.List)
+	for _, lang := range Languages() {
+		c, _ := NewCatalog(lang)
+		for _, r := range producedRows(c) {
+			o := r.o
+			if o.Status == StatusBadArgs && o.Reason == ReasonSchema {
+				o.Args = long
+			}
+			tools := make([]string, 25)
+			for i := range tools {
+				tools[i] = strings.Repeat("t", 60) + strconv.Itoa(i)
+			}
+			ct := &Contract{Name: "send", SideEffect: r.sideEffect, Timeout: time.Second}
+			m := c.Compose(&Said{Tool: "send", Contract: ct, Attempts: 12, Replay: r.replay, Tools: tools}, &o)
+			action := m.Text[m.ActionAt:]
+			for _, data := range []string{"", `{"items":["` + strings.Repeat("x", 900) + `"]}`} {
+				got := EnvelopeObservation(StatusNotFound, m, []byte(data), ObservationOptions{MaxChars: MinObservationMaxChars, Lang: lang})
+				if n := utf8.RuneCountInString(got); n > MinObservationMaxChars {
+					t.Fatalf("%d characters: %q", n, got)
+				}
+				if !strings.HasPrefix(got, StatusNotFound.Tag()+" ") || !strings.Contains(got, action) {
+					t.Errorf("%s %s: the action %q does not survive: %q", lang, o.Reason, action, got)
+				}
+			}
+		}
 	}
-	if !strings.HasSuffix(msg, "…") {
-		t.Errorf("a cut message does not end with an ellipsis: %q", msg[len(msg)-20:])
+}
+
+// TestReasonTable: every reason has one row, words in every catalogue, and
+// a producer; the HTTP column and the waits read as DESIGN section 7 says.
+func TestReasonTable(t *testing.T) {
+	declared := declaredReasons(t)
+	rows := ReasonTable()
+	seen := map[Reason]bool{}
+	for _, r := range rows {
+		if seen[r.Reason] {
+			t.Errorf("%s has two rows", r.Reason)
+		}
+		seen[r.Reason] = true
+		if !slices.Contains(declared, r.Reason) {
+			t.Errorf("row %s is not a declared reason", r.Reason)
+		}
 	}
+	for _, r := range declared {
+		if !seen[r] {
+			t.Errorf("reason %s has no row", r)
+		}
+	}
+	produced := producedReasons(t)
+	for _, lang := range Languages() {
+		c, _ := NewCatalog(lang)
+		for _, r := range rows {
+			var keys []string
+			switch r.Reason {
+			case ReasonRule:
+				for _, st := range Statuses() {
+					keys = append(keys, "rule:"+string(st))
+				}
+			case ReasonReplayed:
+				keys = []string{"replay", "replay:done", "replay:ok:done", "replay:unknown"}
+			default:
+				keys = []string{string(r.Reason)}
+			}
+			for _, k := range keys {
+				if c.entries[k] == "" {
+					t.Errorf("%s: reason %s has no words (%s)", lang, r.Reason, k)
+				}
+			}
+		}
+	}
+	for _, r := range rows {
+		if !produced[r.Reason] {
+			t.Errorf("nothing produces reason %s", r.Reason)
+		}
+	}
+	for _, tt := range []struct {
+		reason     Reason
+		status     Status
+		retryLater bool
+		code       int
+		retryAfter bool
+	}{
+		{ReasonOK, StatusOK, false, 200, false},
+		{ReasonSchema, StatusBadArgs, false, 400, false},
+		{ReasonTooLarge, StatusBadArgs, false, 413, false},
+		{ReasonDenied, StatusForbidden, false, 403, false},
+		{ReasonUnknownTool, StatusNotFound, false, 404, false},
+		{ReasonGatewayTimeout, StatusTimeout, false, 504, false},
+		{ReasonRateLimited, StatusUpstream, true, 503, true},
+		{ReasonServerError, StatusUpstream, false, 502, false},
+		{ReasonRule, StatusUpstream, true, 503, true},
+		{ReasonReplayed, StatusNotFound, false, 404, false},
+	} {
+		code, ra := MappedHTTP(tt.reason, tt.status, tt.retryLater)
+		if code != tt.code || ra != tt.retryAfter {
+			t.Errorf("%s %s retryLater=%v: HTTP %d Retry-After %v, want %d %v", tt.reason, tt.status, tt.retryLater, code, ra, tt.code, tt.retryAfter)
+		}
+	}
+	for ms, want := range map[int64]string{0: "1", 1: "1", 1000: "1", 1001: "2", 30000: "30"} {
+		if got := RetryAfterHeader(ms); got != want {
+			t.Errorf("RetryAfterHeader(%d) = %s, want %s", ms, got, want)
+		}
+	}
+	// DESIGN section 7: 1000 for connect failures and a full bulkhead.
+	if o := ClassifyTransport(FailConnect, false, true, false); o.RetryAfterMS() != 1000 {
+		t.Errorf("connect: retry_after_ms %d", o.RetryAfterMS())
+	}
+	if o := Reject(ReasonBulkhead); o.RetryAfterMS() != 1000 || !o.Retryable || !o.RetryLater() {
+		t.Errorf("bulkhead: %+v", o)
+	}
+	budget := Reject(ReasonBudget)
+	budget.RetryAfter = time.Hour
+	if budget.Retryable || budget.RetryAfterMS() != 3600000 {
+		t.Errorf("budget: retryable %v retry_after_ms %d", budget.Retryable, budget.RetryAfterMS())
+	}
+}
+
+func BenchmarkCompose(b *testing.B) {
+	en, _ := NewCatalog("en")
+	ro := &Said{Tool: "search", Contract: &Contract{Name: "search", Timeout: time.Second}, Attempts: 1}
+	se := &Said{Tool: "send", Contract: &Contract{Name: "send", SideEffect: true, Timeout: time.Second}, Attempts: 1}
+	ok := Answered(200)
+	b.Run("a read-only success", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o := ok
+			en.Compose(ro, &o)
+		}
+	})
+	b.Run("a side effect performed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			o := ok
+			en.Compose(se, &o)
+		}
+	})
+	b.Run("a retryable failure", func(b *testing.B) {
+		b.ReportAllocs()
+		fail := ClassifyHTTP(503, false, false, 7*time.Second)
+		for b.Loop() {
+			o := fail
+			en.Compose(ro, &o)
+		}
+	})
 }

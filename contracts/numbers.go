@@ -175,7 +175,7 @@ func (n *numberShape) appendInteger(dst []byte) ([]byte, bool) {
 // and returns the *ArgError naming it; nil when every number is within
 // them. Of several, the one first in key order is named, so the message
 // does not depend on map order.
-func checkNumbers(args map[string]any) error {
+func checkNumbers(args map[string]any) *ArgError {
 	path, lit, bad := badNumber(args)
 	if !bad {
 		return nil
@@ -185,7 +185,7 @@ func checkNumbers(args map[string]any) error {
 		ptr.WriteByte('/')
 		ptr.WriteString(escapePointer(path[i]))
 	}
-	return &ArgError{Pointer: ptr.String(), Problem: ProblemNumber, Got: shorten(lit, 40)}
+	return &ArgError{Pointer: ptr.String(), Problem: ProblemNumber, Got: gotLiteral(lit)}
 }
 
 // badNumber returns the path (innermost step first) and the literal of an

@@ -14,12 +14,14 @@ import (
 // none, the default of observation_max_chars.
 const DefaultObservationMaxChars = 1800
 
-// MinObservationMaxChars is the smallest bound at which an observation of any
-// status keeps its whole status tag and still ends with a truncation marker:
-// the longest tag ("[NOT_FOUND]"), a space and "…[truncated]". Below it the
-// bound still holds, but the tag or the marker may be cut; policy validation
-// can reject smaller values.
-const MinObservationMaxChars = 24
+// MinObservationMaxChars is the smallest observation_max_chars a policy may
+// set: at it, an observation of any status keeps its whole status tag and
+// the whole action clause of any catalogue message (what to do next: the
+// part of a message a model acts on), and still ends with a truncation
+// marker when data is cut (TestMinObservationMaxCharsKeepsEveryAction).
+// Below it the bound still holds, but the tag, the action or the marker may
+// be cut.
+const MinObservationMaxChars = 256
 
 // shortMarker ends an observation whose message had to be cut, or whose data
 // does not leave room for the longer marker that gives the data's size. It
@@ -64,6 +66,31 @@ func ObservationOfCompact(status Status, message string, data json.RawMessage, m
 	return s
 }
 
+// ObservationOptions are what an envelope's observation knows beyond its
+// status, message and data.
+type ObservationOptions struct {
+	// MaxChars bounds the observation in code points; zero or less means
+	// DefaultObservationMaxChars.
+	MaxChars int
+	// Lang is the language of the truncation marker: "en" or "zh".
+	Lang string
+	// Hint says how to get what was cut, in the operator's words (a tool's
+	// truncation_hint); empty for the catalogue's generic words. Only data
+	// of a success (ok, empty) gets a hint: the data of a failure is not
+	// what a smaller query would shorten.
+	Hint string
+}
+
+// EnvelopeObservation is the observation of an envelope: its data is
+// compact, valid UTF-8 JSON. When the data is cut, the marker says what was
+// cut ("items shows 8 of 14, long strings shortened") and how to get more;
+// when the message itself does not fit, what happened is cut and its action
+// clause (from m.ActionAt) is kept whole.
+func EnvelopeObservation(status Status, m Message, data json.RawMessage, opt ObservationOptions) string {
+	s, _ := observe(status, m, data, opt.MaxChars, true, markerWordsFor(opt.Lang), opt.Hint)
+	return s
+}
+
 // observationCut says which path produced an observation, so tests can check
 // each path's promises (the shrunk data is valid JSON, for instance).
 type observationCut int
@@ -78,11 +105,24 @@ const (
 )
 
 func observation(status Status, message string, data json.RawMessage, maxChars int, trusted bool) (string, observationCut) {
+	return observe(status, Message{Text: message, ActionAt: len(message)}, data, maxChars, trusted, markerWordsFor("en"), "")
+}
+
+func observe(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
 	if maxChars <= 0 {
 		maxChars = DefaultObservationMaxChars
 	}
 	tag := validUTF8(status.Tag())
-	message = validUTF8(message)
+	message := m.Text
+	if m.ActionAt < 0 || m.ActionAt > len(message) {
+		m.ActionAt = len(message)
+	}
+	if !utf8.ValidString(message) {
+		// An action offset is kept only while the bytes before it stay.
+		message = validUTF8(message)
+		m.ActionAt = len(message)
+	}
+	m.Text = message
 
 	// The most common path: trusted data (compact, valid UTF-8) that fits
 	// is joined straight into the string.
@@ -141,16 +181,28 @@ func observation(status Status, message string, data json.RawMessage, maxChars i
 		return string(full), cutNone
 	}
 	if !hasData {
-		return cutMessageObservation(tag, message, maxChars), cutMessage
+		return cutMessageObservation(tag, m, maxChars, false), cutMessage
 	}
-	return truncateData(tag, message, full[headLen+1:], maxChars)
+	t := truncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
+	return t.data(full[headLen+1:])
 }
 
-// truncateData bounds an observation whose data does not fit as compacted.
-func truncateData(tag, message string, compact []byte, maxChars int) (string, observationCut) {
-	head := tag + " " + message
+// truncation bounds an observation whose data does not fit as compacted.
+type truncation struct {
+	tag      string
+	m        Message
+	maxChars int
+	words    *markerWords
+	hint     string
+	noHint   bool
+}
+
+// data renders the observation with as much of the data as fits, and the
+// marker that says what was cut and how to get more.
+func (t *truncation) data(compact []byte) (string, observationCut) {
+	head := t.tag + " " + t.m.Text
 	headRunes := utf8.RuneCountInString(head)
-	fullRoom := maxChars - headRunes - 1
+	fullRoom := t.maxChars - headRunes - 1
 	var tree *jsonTree
 	if fullRoom >= 1 {
 		tree, _ = parseJSONTree(compact, fullRoom)
@@ -163,45 +215,243 @@ func truncateData(tag, message string, compact []byte, maxChars int) (string, ob
 		if r.node(&tree.root) {
 			return head + "\n" + string(r.buf), cutReencoded
 		}
-	}
-
-	// The marker that gives the data's size is worth its length only while
-	// it leaves the data at least as much room as it takes; and when the
-	// data shrinks only into the room the short marker leaves, that wins.
-	long := "\n…[truncated: full data is " + strconv.Itoa(utf8.RuneCount(compact)) + " chars]"
-	short := "\n" + shortMarker
-	marker := long
-	if fullRoom-utf8.RuneCountInString(long) < utf8.RuneCountInString(long) {
-		marker = short
-	}
-	room := fullRoom - utf8.RuneCountInString(marker)
-	if room < 1 {
-		if headRunes+utf8.RuneCountInString(marker) <= maxChars {
-			return head + marker, cutDropped
+		// The marker that says what was cut, with the hint and then
+		// without; a marker is worth its length only while it leaves the
+		// data at least as much room as it takes.
+		for _, withHint := range []bool{!t.noHint, false} {
+			if s, ok := t.described(head, tree, fullRoom, withHint); ok {
+				return s, cutShrunk
+			}
 		}
-		return cutMessageObservation(tag, message, maxChars), cutMessage
-	}
-	if tree != nil {
-		if shrunk, ok := tree.shrink(room); ok {
-			return head + "\n" + string(shrunk) + marker, cutShrunk
-		}
-		if marker == long {
-			if shrunk, ok := tree.shrink(fullRoom - utf8.RuneCountInString(short)); ok {
+		short := "\n" + shortMarker
+		if room := fullRoom - utf8.RuneCountInString(short); room >= 1 {
+			if shrunk, ok := tree.shrink(room); ok {
 				return head + "\n" + string(shrunk) + short, cutShrunk
 			}
 		}
 	}
-	return head + "\n" + prefixRunes(string(compact), room) + marker, cutHard
+	// No shrunk form fits: the data is cut after a whole value, never
+	// inside one, or left out.
+	short := "\n" + shortMarker
+	if room := fullRoom - utf8.RuneCountInString(short); room >= 1 {
+		if prefix := valuePrefix(compact, room); prefix != "" {
+			return head + "\n" + prefix + short, cutHard
+		}
+	}
+	if dropped := "\n" + t.words.marker(t.words.dropped, t.hintText()); headRunes+utf8.RuneCountInString(dropped) <= t.maxChars &&
+		fullRoom >= 2*utf8.RuneCountInString(dropped) {
+		return head + dropped, cutDropped
+	}
+	if headRunes+utf8.RuneCountInString(short) <= t.maxChars {
+		return head + short, cutDropped
+	}
+	return cutMessageObservation(t.tag, t.m, t.maxChars, true), cutMessage
 }
 
-// cutMessageObservation renders the tag and as much of the message as fits
-// before shortMarker. Any data is dropped: a model acts on the message first.
-func cutMessageObservation(tag, message string, maxChars int) string {
+func (t *truncation) hintText() string {
+	if t.noHint {
+		return ""
+	}
+	if t.hint != "" {
+		return t.hint
+	}
+	return t.words.hint
+}
+
+// described shrinks the data into the room its marker leaves, the marker
+// naming what was cut. The marker depends on what the shrink cut, which
+// depends on the room the marker leaves: the room is guessed, and guessed
+// again from the marker it gave, until the marker fits the room reserved.
+func (t *truncation) described(head string, tree *jsonTree, fullRoom int, withHint bool) (string, bool) {
+	hint := ""
+	if withHint {
+		hint = t.hintText()
+	}
+	// The least a description takes; the loop grows the room to fit.
+	reserve := utf8.RuneCountInString(t.words.marker(t.words.shows("x", 1, 2, false), hint)) + 1
+	var best string
+	for range 4 {
+		if fullRoom-reserve < reserve {
+			break
+		}
+		shrunk, cut, ok := tree.shrinkTracked(fullRoom - reserve)
+		if !ok {
+			break
+		}
+		marker := "\n" + t.words.marker(t.words.describe(cut), hint)
+		n := utf8.RuneCountInString(marker)
+		if n <= reserve {
+			best = head + "\n" + string(shrunk) + marker
+			if n == reserve {
+				break
+			}
+			// The marker took less than was reserved: the data may use
+			// the rest.
+		}
+		reserve = n
+	}
+	return best, best != ""
+}
+
+// valuePrefix returns the longest prefix of compact JSON, at most room
+// runes, that ends after a whole value or an opening bracket (a trailing
+// comma dropped): never inside a string, a number or a literal. "" when no
+// such prefix fits.
+func valuePrefix(compact []byte, room int) string {
+	best, runes := 0, 0
+	inString, escaped := false, false
+	for i, c := range compact {
+		if runes >= room {
+			break
+		}
+		if c < utf8.RuneSelf || utf8.RuneStart(c) {
+			runes++
+		}
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{' || c == ']' || c == '}':
+			best = i + 1
+		case c == ',':
+			best = i // the values before it are whole
+		}
+	}
+	return string(compact[:best])
+}
+
+// cutMessageObservation renders an observation whose message does not fit:
+// what happened is cut and marked "…", the action clause kept whole; any
+// data is dropped (a model acts on the message first), and then the string
+// ends with the marker. Where even the action clause does not fit, the
+// message is cut at the end instead.
+func cutMessageObservation(tag string, m Message, maxChars int, hadData bool) string {
+	marker := ""
+	if hadData {
+		marker = "\n" + shortMarker
+	}
+	if action := m.Text[m.ActionAt:]; action != "" {
+		keep := maxChars - utf8.RuneCountInString(tag) - 1 - 1 - utf8.RuneCountInString(action) - utf8.RuneCountInString(marker)
+		if keep >= 0 {
+			return tag + " " + prefixRunes(m.Text[:m.ActionAt], keep) + "…" + action + marker
+		}
+	}
 	keep := maxChars - utf8.RuneCountInString(tag) - 1 - utf8.RuneCountInString(shortMarker)
 	if keep < 0 {
 		return prefixRunes(tag+" "+shortMarker, maxChars)
 	}
-	return tag + " " + prefixRunes(message, keep) + shortMarker
+	return tag + " " + prefixRunes(m.Text, keep) + shortMarker
+}
+
+// markerWords are the truncation marker's words in one language. The
+// marker always contains "truncated" (DESIGN section 7), so a client can
+// find it in any language.
+type markerWords struct {
+	open    string // the marker's start, up to what was cut
+	sep     string // between what was cut and the hint
+	and     string // between the things cut
+	more    string // after the things cut, when more were
+	strings string // "long strings shortened"
+	dropped string // no data fit at all
+	hint    string // how to get more, when the tool does not say
+	root    string // the data as a whole, as a path
+	// shows says an array or object shows some of its elements or keys.
+	shows func(path string, shown, total int, keys bool) string
+}
+
+func markerWordsFor(lang string) *markerWords {
+	if lang == "zh" {
+		return &markerWords{
+			open: "…[truncated 已截断：", sep: "；", and: "，", more: "等",
+			strings: "长文本已缩短", dropped: "数据过长，未能显示",
+			hint: "如需其余内容，请缩小查询范围或减少返回数量", root: "数据",
+			shows: func(path string, shown, total int, keys bool) string {
+				if keys {
+					return path + " 仅显示 " + strconv.Itoa(total) + " 个键中的 " + strconv.Itoa(shown) + " 个"
+				}
+				return path + " 仅显示 " + strconv.Itoa(total) + " 项中的 " + strconv.Itoa(shown) + " 项"
+			},
+		}
+	}
+	return &markerWords{
+		open: "…[truncated: ", sep: "; ", and: ", ", more: ", and more",
+		strings: "long strings shortened", dropped: "the data did not fit",
+		hint: "ask for fewer or narrower results to see the rest", root: "the data",
+		shows: func(path string, shown, total int, keys bool) string {
+			s := path + " shows " + strconv.Itoa(shown) + " of " + strconv.Itoa(total)
+			if keys {
+				s += " keys"
+			}
+			return s
+		},
+	}
+}
+
+// marker assembles the marker from what was cut and the hint ("" for none).
+func (w *markerWords) marker(what, hint string) string {
+	if hint != "" {
+		what += w.sep + hint
+	}
+	return w.open + what + "]"
+}
+
+// describe says what a shrink cut: the first two arrays or objects that
+// show only some of their elements, and whether strings were shortened.
+func (w *markerWords) describe(cut shrinkCut) string {
+	var parts []string
+	for _, c := range cut.containers {
+		path := c.path
+		if path == "" {
+			path = w.root
+		}
+		parts = append(parts, w.shows(path, c.shown, c.total, c.keys))
+	}
+	s := strings.Join(parts, w.and)
+	if cut.more {
+		s += w.more
+	}
+	if cut.strings {
+		if s != "" {
+			s += w.and
+		}
+		s += w.strings
+	}
+	return s
+}
+
+// shrinkCut is what a shrunk rendering left out.
+type shrinkCut struct {
+	containers []containerCut // the first two
+	more       bool           // more containers were cut
+	strings    bool           // some string was shortened
+}
+
+type containerCut struct {
+	path         string
+	shown, total int
+	keys         bool
+}
+
+// shrinkTracked is shrink that also says what the rendering cut.
+func (t *jsonTree) shrinkTracked(room int) ([]byte, shrinkCut, bool) {
+	out, ok := t.shrink(room)
+	if !ok {
+		return nil, shrinkCut{}, false
+	}
+	// The search ends having rendered its answer; render it once more
+	// noting what it leaves out.
+	r := t.last
+	r.buf, r.runes, r.track = r.buf[:0], 0, true
+	r.node(&t.root)
+	return out, r.cut, true
 }
 
 // jsonNode is one value of the data, kept only on the truncation path.
@@ -221,9 +471,10 @@ type jsonNode struct {
 // about its shape.
 type jsonTree struct {
 	root         jsonNode
-	longest      int // the longest kept string or key, in runes
-	widestArray  int // the most elements in one array
-	widestObject int // the most keys in one object
+	longest      int          // the longest kept string or key, in runes
+	widestArray  int          // the most elements in one array
+	widestObject int          // the most keys in one object
+	last         jsonRenderer // the limits of shrink's last answer
 }
 
 // parseJSONTree parses valid compact JSON for a room of the given size. It
@@ -418,6 +669,7 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 			l.array = lo
 		}
 		fits(l, maxStr)
+		t.last = jsonRenderer{room: r.room, maxStr: r.maxStr, maxArray: r.maxArray, maxKeys: r.maxKeys}
 		return r.buf, true
 	}
 	return nil, false
@@ -432,6 +684,12 @@ type jsonRenderer struct {
 	maxStr   int // strings longer than this are cut to it and end with "…"
 	maxArray int // elements kept per array
 	maxKeys  int // keys kept per object
+
+	// With track set, the renderer notes what it leaves out in cut; path
+	// is where it is, as tokens ("items", "[0]", ".tags").
+	track bool
+	path  []string
+	cut   shrinkCut
 }
 
 // minKeyRunes keeps object keys readable even when values are cut hard: a
@@ -458,6 +716,7 @@ func (r *jsonRenderer) str(text string, runes, limit int) bool {
 	if runes <= limit {
 		r.buf = AppendJSONString(r.buf, text)
 	} else {
+		r.cut.strings = r.cut.strings || r.track
 		r.buf = AppendJSONString(r.buf, prefixRunes(text, limit))
 		r.buf = append(r.buf[:len(r.buf)-1], `…"`...)
 	}
@@ -483,6 +742,9 @@ func (r *jsonRenderer) node(n *jsonNode) bool {
 	if n.kind == '{' {
 		shown = min(len(n.kids), r.maxKeys)
 	}
+	if r.track && shown < n.count {
+		r.noteCut(shown, n.count, n.kind == '{')
+	}
 	for i := range shown {
 		if i > 0 && !r.raw(",") {
 			return false
@@ -493,8 +755,14 @@ func (r *jsonRenderer) node(n *jsonNode) bool {
 				return false
 			}
 		}
+		if r.track {
+			r.push(n, i)
+		}
 		if !r.node(&n.kids[i]) {
 			return false
+		}
+		if r.track {
+			r.path = r.path[:len(r.path)-1]
 		}
 	}
 	if omitted := n.count - shown; omitted > 0 {
@@ -516,6 +784,27 @@ func (r *jsonRenderer) node(n *jsonNode) bool {
 		}
 	}
 	return r.raw(closing)
+}
+
+// push enters the i-th element or value of a container, for the path.
+func (r *jsonRenderer) push(n *jsonNode, i int) {
+	switch {
+	case n.kind == '[':
+		r.path = append(r.path, "["+strconv.Itoa(i)+"]")
+	case len(r.path) == 0:
+		r.path = append(r.path, n.keys[i].text)
+	default:
+		r.path = append(r.path, "."+n.keys[i].text)
+	}
+}
+
+// noteCut records a container that shows only some of its elements.
+func (r *jsonRenderer) noteCut(shown, total int, keys bool) {
+	if len(r.cut.containers) == 2 {
+		r.cut.more = true
+		return
+	}
+	r.cut.containers = append(r.cut.containers, containerCut{path: strings.Join(r.path, ""), shown: shown, total: total, keys: keys})
 }
 
 // note writes a string of the renderer's own, never cut.

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,7 +127,8 @@ func (s *Schema) PropertySchema(name string) map[string]any {
 func (s *Schema) Properties() []string { return s.props }
 
 // Validate applies defaults to args (in place) and validates them. The
-// returned error, when not nil, is an *ArgError.
+// returned error, when not nil, is an *ArgErrors listing every violation in
+// a fixed order, so the same arguments always get the same answer.
 //
 // Numbers beyond the argument bounds (see numbers.go) are refused first,
 // wherever they are in the arguments and whatever the schema says of them:
@@ -133,7 +136,7 @@ func (s *Schema) Properties() []string { return s.props }
 func (s *Schema) Validate(args map[string]any) error {
 	applyDefaults(s.doc, args)
 	if err := checkNumbers(args); err != nil {
-		return err
+		return NewArgErrors(err)
 	}
 	if s.quick != nil && s.quick.accepts(args) {
 		return nil
@@ -141,9 +144,11 @@ func (s *Schema) Validate(args map[string]any) error {
 	if err := s.compiled.Validate(args); err != nil {
 		var verr *jsonschema.ValidationError
 		if errors.As(err, &verr) {
-			return newArgError(verr)
+			if leaves := s.collect(verr, args, nil); len(leaves) > 0 {
+				return NewArgErrors(leaves...)
+			}
 		}
-		return &ArgError{Pointer: "", Problem: ProblemInvalid}
+		return NewArgErrors(&ArgError{Problem: ProblemInvalid})
 	}
 	return nil
 }
@@ -189,241 +194,278 @@ func deepCopyJSON(v any) any {
 	}
 }
 
-// Problem names what was wrong with an argument.
-type Problem string
-
-// The problems an argument error can report.
-const (
-	ProblemRequired   Problem = "required"
-	ProblemUnexpected Problem = "unexpected"
-	ProblemType       Problem = "type"
-	ProblemMinimum    Problem = "minimum"
-	ProblemMaximum    Problem = "maximum"
-	ProblemExclMin    Problem = "exclusive_minimum"
-	ProblemExclMax    Problem = "exclusive_maximum"
-	ProblemMultipleOf Problem = "multiple_of"
-	ProblemMinLength  Problem = "min_length"
-	ProblemMaxLength  Problem = "max_length"
-	ProblemPattern    Problem = "pattern"
-	ProblemEnum       Problem = "enum"
-	ProblemFormat     Problem = "format"
-	ProblemMinItems   Problem = "min_items"
-	ProblemMaxItems   Problem = "max_items"
-	ProblemUnique     Problem = "unique"
-	ProblemInvalid    Problem = "invalid"
-	ProblemNotObject  Problem = "not_object"
-	ProblemScalar     Problem = "scalar"
-	ProblemSegment    Problem = "segment"
-	ProblemNumber     Problem = "number" // a number beyond the argument bounds (numbers.go)
-)
-
-// ArgError says which argument failed and what was expected, in terms fit
-// for a model: a JSON pointer to the argument and a short description.
-type ArgError struct {
-	Pointer string  // JSON pointer of the failing argument, e.g. "/limit"
-	Problem Problem // what kind of check failed
-	Want    string  // the expected value, bound or type, already formatted
-	Got     string  // the value or size found, already formatted (may be empty)
-}
-
-func (e *ArgError) Error() string { return e.Text("en") }
-
-// Text renders the error as a clause in language lang ("en" or "zh"), e.g.
-// "argument /limit must be at most 20 (got 50)".
-func (e *ArgError) Text(lang string) string {
-	ptr := e.Pointer
-	if ptr == "" {
-		ptr = "/"
-	}
-	if lang == "zh" {
-		return "参数 " + ptr + " " + e.zh()
-	}
-	return "argument " + ptr + " " + e.en()
-}
-
-func (e *ArgError) en() string {
-	got := ""
-	if e.Got != "" {
-		got = " (got " + e.Got + ")"
-	}
-	switch e.Problem {
-	case ProblemRequired:
-		return "is required but missing"
-	case ProblemUnexpected:
-		return "is not an accepted argument" + e.wantList(" (accepted: %s)")
-	case ProblemType:
-		return "must be " + e.Want + got
-	case ProblemMinimum:
-		return "must be at least " + e.Want + got
-	case ProblemMaximum:
-		return "must be at most " + e.Want + got
-	case ProblemExclMin:
-		return "must be greater than " + e.Want + got
-	case ProblemExclMax:
-		return "must be less than " + e.Want + got
-	case ProblemMultipleOf:
-		return "must be a multiple of " + e.Want + got
-	case ProblemMinLength:
-		return "must have at least " + e.Want + " characters" + got
-	case ProblemMaxLength:
-		return "must have at most " + e.Want + " characters" + got
-	case ProblemPattern:
-		return "must match the pattern " + e.Want + got
-	case ProblemEnum:
-		return "must be " + e.Want + got
-	case ProblemFormat:
-		return "must be a valid " + e.Want + got
-	case ProblemMinItems:
-		return "must have at least " + e.Want + " items" + got
-	case ProblemMaxItems:
-		return "must have at most " + e.Want + " items" + got
-	case ProblemUnique:
-		return "must not contain duplicate items"
-	case ProblemNotObject:
-		return "must be a JSON object of arguments" + got
-	case ProblemScalar:
-		return "must be a string, number or boolean to be sent in the request" + got
-	case ProblemSegment:
-		return "must be a non-empty value that is not \".\" or \"..\""
-	case ProblemNumber:
-		return "must be a number with at most " + strconv.Itoa(MaxNumberDigits) + " significant digits, zero or between 1e-" +
-			strconv.Itoa(MaxNumberExponent) + " and 1e" + strconv.Itoa(MaxNumberExponent) + " in magnitude" + got
-	default:
-		if e.Want != "" {
-			return "does not match the schema: " + e.Want
+// collect gathers the leaves of a validation error tree: every failed
+// keyword that names a concrete problem with a concrete argument. A group
+// (the root, allOf, $ref, several failures at one place) gives all its
+// causes; anyOf and oneOf, where one alternative is enough, give the causes
+// of the alternative that came closest (closest). The library visits an
+// object's properties in map order, so the caller sorts what this returns.
+func (s *Schema) collect(v *jsonschema.ValidationError, args map[string]any, out []*ArgError) []*ArgError {
+	switch v.ErrorKind.(type) {
+	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
+		for _, c := range v.Causes {
+			out = s.collect(c, args, out)
 		}
-		return "does not match the schema"
+		return out
+	case *kind.AnyOf, *kind.OneOf:
+		if len(v.Causes) > 0 {
+			return append(out, s.closest(v.Causes, args)...)
+		}
 	}
+	return append(out, s.leaf(v, args)...)
 }
 
-func (e *ArgError) zh() string {
-	got := ""
-	if e.Got != "" {
-		got = "（当前为 " + e.Got + "）"
+// closest returns the violations of the alternative that got furthest into
+// the arguments before failing (the deepest argument it names), then the
+// one with the fewest violations, then the first: telling a model to fix
+// the alternative it nearly matched is better than listing every
+// alternative's demands, which contradict each other.
+func (s *Schema) closest(alternatives []*jsonschema.ValidationError, args map[string]any) []*ArgError {
+	var best []*ArgError
+	bestDepth := -1
+	for _, alt := range alternatives {
+		leaves := s.collect(alt, args, nil)
+		depth := 0
+		for _, l := range leaves {
+			depth = max(depth, strings.Count(l.Pointer, "/"))
+		}
+		if depth > bestDepth || depth == bestDepth && len(leaves) < len(best) {
+			best, bestDepth = leaves, depth
+		}
 	}
-	switch e.Problem {
-	case ProblemRequired:
-		return "是必填项，但缺失"
-	case ProblemUnexpected:
-		return "不是可接受的参数" + e.wantList("（可用参数：%s）")
-	case ProblemType:
-		return "必须是 " + e.Want + got
-	case ProblemMinimum:
-		return "必须不小于 " + e.Want + got
-	case ProblemMaximum:
-		return "必须不大于 " + e.Want + got
-	case ProblemExclMin:
-		return "必须大于 " + e.Want + got
-	case ProblemExclMax:
-		return "必须小于 " + e.Want + got
-	case ProblemMultipleOf:
-		return "必须是 " + e.Want + " 的倍数" + got
-	case ProblemMinLength:
-		return "长度必须至少为 " + e.Want + " 个字符" + got
-	case ProblemMaxLength:
-		return "长度必须至多为 " + e.Want + " 个字符" + got
-	case ProblemPattern:
-		return "必须匹配模式 " + e.Want + got
-	case ProblemEnum:
-		return "必须是 " + e.Want + got
-	case ProblemFormat:
-		return "必须是有效的 " + e.Want + got
-	case ProblemMinItems:
-		return "必须至少包含 " + e.Want + " 项" + got
-	case ProblemMaxItems:
-		return "必须至多包含 " + e.Want + " 项" + got
-	case ProblemUnique:
-		return "不能包含重复项"
-	case ProblemNotObject:
-		return "必须是一个 JSON 对象" + got
-	case ProblemScalar:
-		return "必须是字符串、数字或布尔值" + got
-	case ProblemSegment:
-		return "必须是非空值，且不能是 \".\" 或 \"..\""
-	case ProblemNumber:
-		return "必须是有效数字不超过 " + strconv.Itoa(MaxNumberDigits) + " 位、为零或绝对值在 1e-" +
-			strconv.Itoa(MaxNumberExponent) + " 与 1e" + strconv.Itoa(MaxNumberExponent) + " 之间的数" + got
-	default:
-		return "不符合参数约定"
-	}
+	return best
 }
 
-func (e *ArgError) wantList(format string) string {
-	if e.Want == "" {
-		return ""
-	}
-	return fmt.Sprintf(format, e.Want)
-}
-
-// newArgError picks the most specific failure of a validation error tree:
-// the first leaf, following the first cause at each level, so the model gets
-// one concrete thing to fix.
-func newArgError(verr *jsonschema.ValidationError) *ArgError {
-	leaf := verr
-	for len(leaf.Causes) > 0 {
-		leaf = pickCause(leaf.Causes)
-	}
-	ptr := pointer(leaf.InstanceLocation)
+// leaf turns one failed keyword into the violations it names, with what is
+// allowed there read from the schema document itself (both bounds of a
+// range, the accepted property names).
+func (s *Schema) leaf(v *jsonschema.ValidationError, args map[string]any) []*ArgError {
+	ptr := pointer(v.InstanceLocation)
+	sub := s.subschema(v.SchemaURL)
 	e := &ArgError{Pointer: ptr, Problem: ProblemInvalid}
-	switch k := leaf.ErrorKind.(type) {
+	switch k := v.ErrorKind.(type) {
 	case *kind.Required:
-		e.Problem = ProblemRequired
-		if len(k.Missing) > 0 {
-			e.Pointer = ptr + "/" + escapePointer(k.Missing[0])
-		}
+		return missing(ptr, k.Missing)
+	case *kind.DependentRequired:
+		return missing(ptr, k.Missing)
+	case *kind.Dependency:
+		return missing(ptr, k.Missing)
 	case *kind.AdditionalProperties:
-		e.Problem = ProblemUnexpected
-		if len(k.Properties) > 0 {
-			e.Pointer = ptr + "/" + escapePointer(k.Properties[0])
+		accepted := propertyNames(sub)
+		out := make([]*ArgError, 0, len(k.Properties))
+		for _, name := range k.Properties {
+			out = append(out, &ArgError{Pointer: ptr + "/" + escapePointer(name), Problem: ProblemUnexpected, Accepted: accepted})
 		}
+		return out
 	case *kind.Type:
-		e.Problem = ProblemType
-		want := make([]string, len(k.Want))
-		for i, w := range k.Want {
-			want[i] = article(w)
-		}
-		e.Want = strings.Join(want, " or ")
-		e.Got = article(k.Got)
+		e.Problem, e.Values = ProblemType, slices.Clone(k.Want)
+		e.Got = gotValue(valueAt(args, v.InstanceLocation))
 	case *kind.Minimum:
-		e.Problem, e.Want, e.Got = ProblemMinimum, ratString(k.Want), ratString(k.Got)
+		e.Problem, e.Got = ProblemMinimum, ratString(k.Got)
+		e.Min = ratString(k.Want)
+		rangeOf(e, sub)
 	case *kind.Maximum:
-		e.Problem, e.Want, e.Got = ProblemMaximum, ratString(k.Want), ratString(k.Got)
+		e.Problem, e.Got = ProblemMaximum, ratString(k.Got)
+		e.Max = ratString(k.Want)
+		rangeOf(e, sub)
 	case *kind.ExclusiveMinimum:
-		e.Problem, e.Want, e.Got = ProblemExclMin, ratString(k.Want), ratString(k.Got)
+		e.Problem, e.Got = ProblemExclMin, ratString(k.Got)
+		e.Min, e.MinExclusive = ratString(k.Want), true
+		rangeOf(e, sub)
 	case *kind.ExclusiveMaximum:
-		e.Problem, e.Want, e.Got = ProblemExclMax, ratString(k.Want), ratString(k.Got)
+		e.Problem, e.Got = ProblemExclMax, ratString(k.Got)
+		e.Max, e.MaxExclusive = ratString(k.Want), true
+		rangeOf(e, sub)
 	case *kind.MultipleOf:
 		e.Problem, e.Want, e.Got = ProblemMultipleOf, ratString(k.Want), ratString(k.Got)
 	case *kind.MinLength:
-		e.Problem, e.Want, e.Got = ProblemMinLength, fmt.Sprint(k.Want), fmt.Sprint(k.Got)
+		e.Problem, e.Min, e.Got = ProblemMinLength, strconv.Itoa(k.Want), strconv.Itoa(k.Got)
+		e.Max = numberText(sub["maxLength"])
 	case *kind.MaxLength:
-		e.Problem, e.Want, e.Got = ProblemMaxLength, fmt.Sprint(k.Want), fmt.Sprint(k.Got)
+		e.Problem, e.Max, e.Got = ProblemMaxLength, strconv.Itoa(k.Want), strconv.Itoa(k.Got)
+		e.Min = positive(numberText(sub["minLength"]))
+	case *kind.MinItems:
+		e.Problem, e.Min, e.Got = ProblemMinItems, strconv.Itoa(k.Want), strconv.Itoa(k.Got)
+		e.Max = numberText(sub["maxItems"])
+	case *kind.MaxItems:
+		e.Problem, e.Max, e.Got = ProblemMaxItems, strconv.Itoa(k.Want), strconv.Itoa(k.Got)
+		e.Min = positive(numberText(sub["minItems"]))
 	case *kind.Pattern:
 		e.Problem, e.Want, e.Got = ProblemPattern, shorten(k.Want, 80), quoteShort(k.Got)
 	case *kind.Enum:
-		e.Problem = ProblemEnum
-		want := make([]string, 0, len(k.Want))
-		for _, w := range k.Want {
-			want = append(want, displayJSON(w))
+		e.Problem, e.Got = ProblemEnum, gotValue(k.Got)
+		for _, w := range k.Want[:min(len(k.Want), MaxArgErrors)] {
+			e.Values = append(e.Values, gotValue(w))
 		}
-		e.Want = "one of " + shorten(strings.Join(want, ", "), 160)
-		e.Got = displayJSON(k.Got)
 	case *kind.Const:
-		e.Problem, e.Want, e.Got = ProblemEnum, displayJSON(k.Want), displayJSON(k.Got)
+		e.Problem, e.Values, e.Got = ProblemEnum, []string{gotValue(k.Want)}, gotValue(k.Got)
 	case *kind.Format:
-		e.Problem, e.Want, e.Got = ProblemFormat, k.Want, displayJSON(k.Got)
-	case *kind.MinItems:
-		e.Problem, e.Want, e.Got = ProblemMinItems, fmt.Sprint(k.Want), fmt.Sprint(k.Got)
-	case *kind.MaxItems:
-		e.Problem, e.Want, e.Got = ProblemMaxItems, fmt.Sprint(k.Want), fmt.Sprint(k.Got)
+		e.Problem, e.Want, e.Got = ProblemFormat, k.Want, gotValue(k.Got)
 	case *kind.UniqueItems:
 		e.Problem = ProblemUnique
+	case *kind.Contains:
+		e.Problem = ProblemContains
 	default:
-		if leaf.ErrorKind != nil {
-			e.Want = shorten(leaf.ErrorKind.LocalizedString(nil), 160)
+		if v.ErrorKind != nil {
+			e.Detail = shorten(v.ErrorKind.LocalizedString(message.NewPrinter(language.English)), 160)
 		}
 	}
-	return e
+	return []*ArgError{e}
+}
+
+// missing is one required violation per missing property, in the
+// library's order (the caller sorts).
+func missing(ptr string, names []string) []*ArgError {
+	out := make([]*ArgError, 0, len(names))
+	for _, name := range names {
+		out = append(out, &ArgError{Pointer: ptr + "/" + escapePointer(name), Problem: ProblemRequired})
+	}
+	return out
+}
+
+// rangeOf completes a numeric bound violation with the other bound the
+// schema sets at the same place, so the message can say "between 1 and 20".
+func rangeOf(e *ArgError, sub map[string]any) {
+	if e.Min == "" {
+		if n := numberText(sub["exclusiveMinimum"]); n != "" {
+			e.Min, e.MinExclusive = n, true
+		} else {
+			e.Min = numberText(sub["minimum"])
+		}
+	}
+	if e.Max == "" {
+		if n := numberText(sub["exclusiveMaximum"]); n != "" {
+			e.Max, e.MaxExclusive = n, true
+		} else {
+			e.Max = numberText(sub["maximum"])
+		}
+	}
+}
+
+// positive drops a lower bound of zero, which says nothing of a length.
+func positive(n string) string {
+	if n == "0" {
+		return ""
+	}
+	return n
+}
+
+// subschema returns the part of the schema document a location of the
+// compiled schema points at ("urn:toolgate:args#/properties/limit"), or nil.
+func (s *Schema) subschema(url string) map[string]any {
+	i := strings.IndexByte(url, '#')
+	if i < 0 {
+		return nil
+	}
+	frag := url[i+1:]
+	if frag == "" {
+		return s.doc
+	}
+	if frag[0] != '/' {
+		return nil // an anchor
+	}
+	var cur any = s.doc
+	for _, tok := range strings.Split(frag[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[tok]
+		case []any:
+			n, err := strconv.Atoi(tok)
+			if err != nil || n < 0 || n >= len(c) {
+				return nil
+			}
+			cur = c[n]
+		default:
+			return nil
+		}
+	}
+	m, _ := cur.(map[string]any)
+	return m
+}
+
+// propertyNames are the names a schema's `properties` accepts, sorted.
+func propertyNames(sub map[string]any) []string {
+	props, _ := sub["properties"].(map[string]any)
+	if len(props) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// valueAt returns the argument value at an instance location, or nil.
+func valueAt(args map[string]any, loc []string) any {
+	var cur any = args
+	for _, tok := range loc {
+		switch c := cur.(type) {
+		case map[string]any:
+			cur = c[tok]
+		case []any:
+			n, err := strconv.Atoi(tok)
+			if err != nil || n < 0 || n >= len(c) {
+				return nil
+			}
+			cur = c[n]
+		default:
+			return nil
+		}
+	}
+	return cur
+}
+
+// gotValue is a value as bad_args data shows it: valid JSON, strings cut to
+// 40 characters, containers written out only when short ("" otherwise).
+func gotValue(v any) string {
+	switch t := v.(type) {
+	case string:
+		return quoteShort(t)
+	case json.Number:
+		return gotLiteral(string(t))
+	case nil:
+		return "null"
+	case bool:
+		return strconv.FormatBool(t)
+	}
+	if n := numberText(v); n != "" {
+		return n
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return ""
+	}
+	if out := bytes.TrimSpace(buf.Bytes()); utf8.RuneCount(out) <= 80 {
+		return string(out)
+	}
+	return ""
+}
+
+// numberText writes a number of a decoded schema document (JSON or YAML)
+// as a JSON number; "" for anything else.
+func numberText(v any) string {
+	switch n := v.(type) {
+	case json.Number:
+		if IsJSONNumber(string(n)) {
+			return string(n)
+		}
+	case int:
+		return strconv.Itoa(n)
+	case int64:
+		return strconv.FormatInt(n, 10)
+	case uint64:
+		return strconv.FormatUint(n, 10)
+	case float64:
+		if !math.IsInf(n, 0) && !math.IsNaN(n) {
+			return strconv.FormatFloat(n, 'g', -1, 64)
+		}
+	}
+	return ""
 }
 
 // pickCause prefers a cause about a concrete value over a group (allOf,
@@ -450,17 +492,6 @@ func pointer(loc []string) string {
 func escapePointer(tok string) string {
 	tok = strings.ReplaceAll(tok, "~", "~0")
 	return strings.ReplaceAll(tok, "/", "~1")
-}
-
-func article(t string) string {
-	switch t {
-	case "integer", "array", "object":
-		return "an " + t
-	case "null":
-		return "null"
-	default:
-		return "a " + t
-	}
 }
 
 func ratString(r *big.Rat) string {

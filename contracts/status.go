@@ -47,29 +47,6 @@ func (s Status) Success() bool { return s == StatusOK || s == StatusEmpty }
 // Tag is the status in upper case inside brackets, the observation's prefix.
 func (s Status) Tag() string { return "[" + strings.ToUpper(string(s)) + "]" }
 
-// HTTPStatus is the HTTP status code of the status in `mapped` mode. The
-// `upstream` status answers 503 only when nothing happened at the backend and
-// a retry may succeed; the caller passes that fact in.
-func (s Status) HTTPStatus(retryLater bool) int {
-	switch s {
-	case StatusOK, StatusEmpty:
-		return 200
-	case StatusBadArgs:
-		return 400
-	case StatusForbidden:
-		return 403
-	case StatusNotFound:
-		return 404
-	case StatusTimeout:
-		return 504
-	default:
-		if retryLater {
-			return 503
-		}
-		return 502
-	}
-}
-
 // SideEffect says whether the call changed anything at the backend.
 type SideEffect string
 

@@ -19,7 +19,7 @@ const (
 func (c *Core) allow(cl *call) (contracts.Outcome, bool) {
 	if !cl.st.snap.Access.Allows(cl.req.Caller, cl.tool.contract.Name) {
 		c.reject(cl, RejectDenied)
-		return contracts.Reject(contracts.StatusForbidden, contracts.ReasonDenied), false
+		return contracts.Reject(contracts.ReasonDenied), false
 	}
 	return contracts.Outcome{}, true
 }
@@ -37,8 +37,8 @@ func (c *Core) charge(ctx context.Context, cl *call) (contracts.Outcome, bool) {
 	name := cl.tool.contract.Name
 	if ok, wait := c.limiters.Allow(entry, name); !ok {
 		c.reject(cl, RejectRate)
-		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonRateLimited)
-		o.Retryable, o.RetryAfter = true, wait
+		o := contracts.Reject(contracts.ReasonRateLimited)
+		o.RetryAfter = wait
 		return o, false
 	}
 	if entry.Budget != nil && cl.tool.contract.Cost > 0 {
@@ -50,7 +50,7 @@ func (c *Core) charge(ctx context.Context, cl *call) (contracts.Outcome, bool) {
 		}
 		if !charge.OK {
 			c.reject(cl, RejectBudget)
-			o := contracts.Reject(contracts.StatusForbidden, contracts.ReasonBudget)
+			o := contracts.Reject(contracts.ReasonBudget)
 			o.RetryAfter = charge.ResetIn
 			return o, false
 		}

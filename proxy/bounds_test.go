@@ -191,8 +191,11 @@ func TestNumberBombsAreBadArgsBeforeValidation(t *testing.T) {
 			if env.Status != contracts.StatusBadArgs || env.Retryable || env.Cost != 0 {
 				t.Fatalf("envelope = %s retryable=%v cost=%v (%s)", env.Status, env.Retryable, env.Cost, env.Message)
 			}
-			if want := "argument " + tt.pointer + " must be a number with at most 100 significant digits"; !strings.Contains(env.Message, want) {
+			if want := " must be a number with at most 100 significant digits"; !strings.Contains(env.Message, want) {
 				t.Errorf("message = %q, want it to say %q", env.Message, want)
+			}
+			if want := `{"errors":[{"argument":"` + tt.pointer + `","problem":"number"`; !strings.HasPrefix(string(env.Data), want) {
+				t.Errorf("data = %s, want it to start with %s", env.Data, want)
 			}
 		})
 	}

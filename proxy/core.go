@@ -245,12 +245,11 @@ type Result struct {
 	RetryLater bool
 }
 
-// HTTPStatus is the result's HTTP status in mapped mode.
+// HTTPStatus is the result's HTTP status in mapped mode, by the reason
+// table (contracts.MappedHTTP).
 func (r *Result) HTTPStatus() int {
-	if r.Reason == contracts.ReasonTooLarge {
-		return http.StatusRequestEntityTooLarge
-	}
-	return r.Envelope.Status.HTTPStatus(r.RetryLater)
+	code, _ := contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
+	return code
 }
 
 // call is the state of one call while the pipeline runs.
@@ -286,7 +285,7 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 	ctx, cl.span = c.tr.startCall(ctx, req)
 	var res *Result
 	if cl.tool == nil {
-		res = c.finish(ctx, cl, contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool))
+		res = c.finish(ctx, cl, contracts.Reject(contracts.ReasonUnknownTool))
 	} else {
 		tctx, cancel := context.WithTimeout(ctx, cl.tool.contract.Timeout)
 		res = c.end(tctx, cl, c.run(tctx, cl))
@@ -373,7 +372,7 @@ func (c *Core) validate(ctx context.Context, cl *call) (bound contracts.Bound, k
 			if reason == contracts.ReasonKeyMissing {
 				t.metrics.event(EventMissingKey)
 			}
-			return contracts.Bound{}, "", contracts.Reject(contracts.StatusBadArgs, reason), false
+			return contracts.Bound{}, "", contracts.Reject(reason), false
 		}
 	}
 	bound, err := t.contract.Binding.Bind(args)
@@ -384,20 +383,13 @@ func (c *Core) validate(ctx context.Context, cl *call) (bound contracts.Bound, k
 	return bound, key, contracts.Outcome{}, true
 }
 
-func argOutcome(err error) contracts.Outcome {
-	o := contracts.Reject(contracts.StatusBadArgs, contracts.ReasonSchema)
-	var ae *contracts.ArgError
-	if errors.As(err, &ae) {
-		o.Arg = ae
-	}
-	return o
-}
+func argOutcome(err error) contracts.Outcome { return contracts.ArgOutcome(err) }
 
 // decodeArgs turns the request's arguments into a JSON object with numbers
 // kept as json.Number, so the schema sees exactly what was sent.
 func decodeArgs(req *Request, limit int64) (map[string]any, contracts.Outcome, bool) {
 	if req.BodyTooLarge || int64(len(req.Body)) > limit {
-		o := contracts.Reject(contracts.StatusBadArgs, contracts.ReasonTooLarge)
+		o := contracts.Reject(contracts.ReasonTooLarge)
 		o.Detail = fmt.Sprint(limit)
 		return nil, o, false
 	}
@@ -413,9 +405,7 @@ func decodeArgs(req *Request, limit int64) (map[string]any, contracts.Outcome, b
 	}
 	args, err := contracts.DecodeArgs(body, maxArgsDepth)
 	if err != nil {
-		o := contracts.Reject(contracts.StatusBadArgs, contracts.ReasonBadJSON)
-		o.Detail = err.Error()
-		return nil, o, false
+		return nil, contracts.ArgOutcome(err), false
 	}
 	return args, contracts.Outcome{}, true
 }
@@ -469,16 +459,14 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 	if err != nil {
 		up.codes.circuit.Inc()
 		cl.upCode = "circuit_open"
-		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonCircuitOpen)
-		o.Retryable, o.RetryAfter = true, wait
+		o := contracts.Reject(contracts.ReasonCircuitOpen)
+		o.RetryAfter = wait
 		return o, false
 	}
 	if !up.bulk.acquire(cl.caller) {
 		done(policy.VerdictIgnored)
 		cl.upCode = "bulkhead"
-		o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonBulkhead)
-		o.Retryable, o.RetryAfter = true, time.Second
-		return o, false
+		return contracts.Reject(contracts.ReasonBulkhead), false
 	}
 	cl.attempts++
 	actx, span := c.tr.child(ctx, "toolgate.upstream.attempt", trace.SpanKindClient)
@@ -581,7 +569,7 @@ func (c *Core) classify(ctx context.Context, cl *call, a *attempt) (contracts.Ou
 	if parseErr != nil {
 		return contracts.BadResponse(a.code), true
 	}
-	o := contracts.Outcome{Status: contracts.StatusOK, Reason: contracts.ReasonOK, Effect: contracts.SideEffectDone, HTTPCode: a.code}
+	o := contracts.Answered(a.code)
 	data, members, shaped, err := rules.DataMembers(make([]byte, 0, len(body)), &in)
 	if err != nil {
 		return contracts.BadResponse(a.code), true
@@ -607,7 +595,7 @@ func (c *Core) classify(ctx context.Context, cl *call, a *attempt) (contracts.Ou
 		empty = isEmptyJSON(data) && (len(body) > 0 || !ct.SideEffect)
 	}
 	if empty {
-		o.Status, o.Reason = contracts.StatusEmpty, contracts.ReasonEmpty
+		o.Empty()
 	}
 	return o, true
 }
@@ -631,6 +619,11 @@ func (c *Core) finish(ctx context.Context, cl *call, o contracts.Outcome) *Resul
 		// cost (nothing ran), marked replayed.
 		*env = *cl.replay
 		env.Replayed, env.Cost, env.CallID, env.Tool = true, 0, cl.callID, cl.req.Tool
+		// It says so in words as well: many clients show the model only
+		// the observation.
+		m := c.message(st, cl, &o)
+		env.Message = m.Text
+		env.Observation = contracts.EnvelopeObservation(env.Status, m, env.Data, observationOptions(st, cl))
 		c.record(ctx, cl, res)
 		return res
 	}
@@ -645,20 +638,16 @@ func (c *Core) finish(ctx context.Context, cl *call, o contracts.Outcome) *Resul
 		env.SideEffect = o.Effect
 	}
 	env.SideEffectDone = env.SideEffect == contracts.SideEffectDone
-	if o.RetryAfter > 0 && o.Retryable || o.Reason == contracts.ReasonBudget {
-		env.RetryAfterMS = o.RetryAfter.Milliseconds()
-		if env.RetryAfterMS == 0 && o.RetryAfter > 0 {
-			env.RetryAfterMS = 1
-		}
-	}
+	env.RetryAfterMS = o.RetryAfterMS()
 	if cl.tool != nil && cl.sent {
 		env.Cost = cl.tool.contract.Cost
 	}
 	env.Replayed = cl.replayLost
-	env.Message = c.message(st, cl, &o)
+	m := c.message(st, cl, &o)
+	env.Message = m.Text
 	// Envelope data is always compact, valid UTF-8 JSON (the backend's
 	// answer went through the tape parser), so it is not validated again.
-	env.Observation = contracts.ObservationOfCompact(env.Status, env.Message, env.Data, st.snap.Server.ObservationMaxChars)
+	env.Observation = contracts.EnvelopeObservation(env.Status, m, env.Data, observationOptions(st, cl))
 	c.record(ctx, cl, res)
 	return res
 }
@@ -676,20 +665,35 @@ func (c *Core) record(ctx context.Context, cl *call, res *Result) {
 	}
 }
 
-func (c *Core) message(st *state, cl *call, o *contracts.Outcome) string {
-	name := cl.req.Tool
+// message composes the call's message (contracts.Catalog.Compose): what
+// happened, in the tool's template where one speaks for the outcome or in
+// the catalogue's words, and what to do, from the envelope's fields.
+func (c *Core) message(st *state, cl *call, o *contracts.Outcome) contracts.Message {
+	said := contracts.Said{Args: cl.args, Attempts: cl.attempts, Replay: cl.replay}
 	if cl.tool != nil {
-		if msg, ok := cl.tool.contract.Templates.RenderMembers(o.Status, cl.args, o.Data, o.Members); ok && msg != "" {
-			return msg
-		}
-		name = cl.tool.contract.Name
+		said.Tool, said.Contract = cl.tool.contract.Name, cl.tool.contract
 	} else {
-		name = printableName(name)
+		said.Tool = printableName(cl.req.Tool)
+		if o.Reason == contracts.ReasonUnknownTool {
+			// The names the caller may use, as GET /v1/tools lists them.
+			for _, name := range st.snap.ToolNames {
+				if st.snap.Access.Allows(cl.req.Caller, name) {
+					said.Tools = append(said.Tools, name)
+				}
+			}
+		}
 	}
-	if o.Reason == contracts.ReasonDeadline && o.Detail == "" && cl.tool != nil {
-		o.Detail = cl.tool.contract.Timeout.String()
+	return st.snap.Catalog.Compose(&said, o)
+}
+
+// observationOptions are the observation's bound, the catalogue's language
+// for its truncation marker, and the tool's truncation_hint.
+func observationOptions(st *state, cl *call) contracts.ObservationOptions {
+	opt := contracts.ObservationOptions{MaxChars: st.snap.Server.ObservationMaxChars, Lang: st.snap.Catalog.Lang()}
+	if cl.tool != nil {
+		opt.Hint = cl.tool.contract.TruncationHint
 	}
-	return st.snap.Catalog.Message(name, cl.tool != nil && cl.tool.contract.SideEffect, o)
+	return opt
 }
 
 // printableName makes an unknown tool name safe to repeat in a message.

@@ -41,7 +41,7 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 		// stream): the call must not run on part of its arguments, and
 		// the connection must not be reused.
 		w.Header().Set("Connection", "close")
-		invalid = &contracts.ArgError{Problem: contracts.ProblemNotObject, Got: "an incomplete request body"}
+		invalid = &contracts.ArgError{Problem: contracts.ProblemIncomplete}
 	}
 	req := &Request{
 		Invalid:        invalid,
@@ -117,13 +117,10 @@ func (c *Core) writeResult(w http.ResponseWriter, snap *policy.Snapshot, res *Re
 	}
 	code := http.StatusOK
 	if snap.Server.HTTPStatus != policy.HTTPStatusAlways200 {
-		code = res.HTTPStatus()
-		if code == http.StatusServiceUnavailable {
-			secs := (res.Envelope.RetryAfterMS + 999) / 1000
-			if secs < 1 {
-				secs = 1
-			}
-			h.Set("Retry-After", strconv.FormatInt(secs, 10))
+		var retryAfter bool
+		code, retryAfter = contracts.MappedHTTP(res.Reason, res.Envelope.Status, res.RetryLater)
+		if retryAfter {
+			h.Set("Retry-After", contracts.RetryAfterHeader(res.Envelope.RetryAfterMS))
 		}
 	}
 	p := outPool.Get().(*[]byte)
@@ -205,7 +202,7 @@ func (c *Core) serveOther(w http.ResponseWriter, r *http.Request) {
 
 func (c *Core) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	snap := c.Snapshot()
-	o := contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool)
+	o := contracts.Reject(contracts.ReasonUnknownTool)
 	res := c.render(r, o)
 	c.writeResult(w, snap, res)
 }

@@ -159,7 +159,7 @@ func (c *Core) claimKey(ctx context.Context, cl *call, key string) (o contracts.
 		if got.Outcome != policy.ClaimOwned && !got.Record.Matches(fp) {
 			t.metrics.event(EventMismatch)
 			t.metrics.violation(ViolationKey)
-			return contracts.Reject(contracts.StatusBadArgs, contracts.ReasonKeyMismatch), false
+			return contracts.Reject(contracts.ReasonKeyMismatch), false
 		}
 		switch got.Outcome {
 		case policy.ClaimOwned:
@@ -199,9 +199,7 @@ func (c *Core) claimKey(ctx context.Context, cl *call, key string) (o contracts.
 				// its record expired): this call may run.
 				continue
 			case ctx.Err() != nil:
-				o := contracts.Reject(contracts.StatusTimeout, contracts.ReasonInFlightTimeout)
-				o.Retryable, o.Effect = true, contracts.SideEffectUnknown
-				return o, false
+				return contracts.Reject(contracts.ReasonInFlightTimeout), false
 			default:
 				c.metrics.IdempotencyStoreErr.WithLabelValues("wait").Inc()
 				return storeUnavailable(), false
@@ -213,9 +211,7 @@ func (c *Core) claimKey(ctx context.Context, cl *call, key string) (o contracts.
 }
 
 func storeUnavailable() contracts.Outcome {
-	o := contracts.Reject(contracts.StatusUpstream, contracts.ReasonStoreUnavailable)
-	o.Retryable, o.RetryAfter = true, time.Second
-	return o
+	return contracts.Reject(contracts.ReasonStoreUnavailable)
 }
 
 // replay turns a stored record into the call's outcome. A record whose
@@ -229,10 +225,8 @@ func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
 				Effect: env.SideEffect, Data: env.Data, RetryAfter: time.Duration(env.RetryAfterMS) * time.Millisecond}
 		}
 	}
-	o := contracts.Reject(contracts.StatusTimeout, contracts.ReasonOutcomeLost)
-	o.Effect = contracts.SideEffectUnknown
 	cl.replayLost = true
-	return o
+	return contracts.Reject(contracts.ReasonOutcomeLost)
 }
 
 // settle finishes the call's claim once its envelope exists: a call that

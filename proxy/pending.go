@@ -35,7 +35,7 @@ func (c *Core) Begin(ctx context.Context, req *Request) (*Pending, *Result) {
 	cl.caller = st.snap.Access.CallerLabel(req.Caller)
 	cl.tool = st.tools[req.Tool]
 	if cl.tool == nil {
-		return nil, c.finish(ctx, cl, contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool))
+		return nil, c.finish(ctx, cl, contracts.Reject(contracts.ReasonUnknownTool))
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cl.tool.contract.Timeout+leaseMargin)
 	bound, o, ok := c.begin(ctx, cl)

@@ -226,7 +226,7 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 		body, tooLarge, err = readRequestBody(r, snap.Server.MaxRequestBytes)
 		if err != nil {
 			w.Header().Set("Connection", "close")
-			req.Invalid = &contracts.ArgError{Problem: contracts.ProblemNotObject, Got: "an incomplete request body"}
+			req.Invalid = &contracts.ArgError{Problem: contracts.ProblemIncomplete}
 		}
 		req.BodyTooLarge = tooLarge
 	}
@@ -259,7 +259,7 @@ func extractArgs(ct *contracts.Contract, pathVals map[string]string, rawQuery st
 	if rawQuery != "" {
 		q, err := url.ParseQuery(rawQuery)
 		if err != nil {
-			return nil, &contracts.ArgError{Pointer: "", Problem: contracts.ProblemInvalid, Want: "a well-formed query string"}
+			return nil, &contracts.ArgError{Problem: contracts.ProblemQuery}
 		}
 		for param, arg := range ct.Binding.QueryParams() {
 			vals, ok := q[param]
@@ -276,7 +276,7 @@ func extractArgs(ct *contracts.Contract, pathVals map[string]string, rawQuery st
 	if len(bytes.TrimSpace(body)) > 0 {
 		obj, err := contracts.DecodeArgs(body, maxArgsDepth)
 		if err != nil {
-			return nil, &contracts.ArgError{Pointer: "", Problem: contracts.ProblemNotObject, Got: err.Error()}
+			return nil, err // an *ArgError naming what is wrong with the body
 		}
 		fields := ct.Binding.BodyFields()
 		for field, v := range obj {

@@ -397,8 +397,7 @@ func (u *upstream) answered(ctx context.Context, ex *exchange, buf *[]byte, side
 			// The backend acted; only its answer is lost.
 			a.outcome = contracts.BadResponse(code)
 			if f == contracts.FailDeadline {
-				a.outcome = contracts.Outcome{Status: contracts.StatusTimeout, Reason: contracts.ReasonDeadline,
-					Effect: contracts.SideEffectDone, Retryable: !sideEffect, HTTPCode: code}
+				a.outcome = contracts.AnswerCut(code, sideEffect)
 			}
 			a.verdict = policy.VerdictFailure
 			return a

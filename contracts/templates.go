@@ -1,0 +1,445 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxTemplateBytes is how much a message template may write before it is
+// stopped: far more than a message keeps (MaxMessageChars, after white
+// space is collapsed), and a bound on the work a template does writing.
+const maxTemplateBytes = 64 << 10
+
+// cappedBuffer collects a template's output up to a limit; the write that
+// would pass it fails with errTemplateFull, which stops the template.
+type cappedBuffer struct {
+	b     []byte
+	limit int
+	full  bool
+}
+
+var errTemplateFull = errors.New("message template output too long")
+
+func (w *cappedBuffer) Write(p []byte) (int, error) {
+	if room := w.limit - len(w.b); len(p) > room {
+		w.b = append(w.b, p[:room]...)
+		w.full = true
+		return room, errTemplateFull
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// finishRendered turns a template's raw output into the message: white
+// space collapsed to one line, a cut (full) marked with "…", and the whole
+// bounded to MaxMessageChars. A cut never splits a character.
+func finishRendered(raw []byte, full bool) string {
+	if full {
+		raw = trimPartialRune(raw)
+	}
+	msg := oneLine(string(raw))
+	if full && utf8.RuneCountInString(msg) < MaxMessageChars {
+		msg += "…"
+	}
+	return boundMessage(msg)
+}
+
+// trimPartialRune drops an incomplete UTF-8 sequence at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			break
+		}
+	}
+	return b
+}
+
+// Templates are a tool's own words for what happened, one Go text/template
+// per status or per reason, executed with .args (the arguments) and .data
+// (the envelope data). What to do next is not theirs to say: the catalogue
+// adds it from the envelope's fields (Catalog.Compose).
+//
+// A template named after a reason ("budget", "throttled") speaks for that
+// reason wherever it occurs. A template named after a status speaks only
+// for what the status normally means (see Templates.For): never for a
+// gateway reason of the table (access, budget, rate limit, circuit,
+// bulkhead, connect, TLS, store, key, schema), nor for an outcome whose
+// retryability or side effect differs from the status's usual ones.
+type Templates map[string]*messageTemplate
+
+type messageTemplate struct {
+	tpl *template.Template
+	// The template reads only these top-level keys of .data (or all of it
+	// when whole is set): only they are decoded per call.
+	dataKeys []string
+	whole    bool
+	// fast holds the template as text and field references when that is
+	// all it is (the common case), rendered without reflection.
+	fast []templatePart
+}
+
+// templatePart is literal text, or a field path such as .args.q.
+type templatePart struct {
+	text string
+	path []string
+}
+
+// CompileTemplates parses message templates keyed by status or reason.
+// Templates run with missingkey=zero, so a missing argument renders empty
+// instead of failing.
+func CompileTemplates(specs map[string]string) (Templates, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	t := make(Templates, len(specs))
+	names := make([]string, 0, len(specs))
+	for name := range specs {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first error is the same on every load
+	for _, name := range names {
+		text := specs[name]
+		if msg := templateName(name); msg != "" {
+			return nil, &RuleError{Field: name, Msg: msg}
+		}
+		tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
+		if err != nil {
+			return nil, &RuleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+		}
+		mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
+		keys := map[string]bool{}
+		walkTemplate(tpl.Tree.Root, func(ident []string) {
+			switch {
+			case len(ident) >= 1 && ident[0] == "$":
+				mt.whole = true
+			case len(ident) == 1 && ident[0] == "data":
+				mt.whole = true
+			case len(ident) >= 2 && ident[0] == "data" && !keys[ident[1]]:
+				keys[ident[1]] = true
+				mt.dataKeys = append(mt.dataKeys, ident[1])
+			}
+		})
+		t[name] = mt
+	}
+	return t, nil
+}
+
+// templateName says why a template may not be named name, or "" when it
+// may: a status, or a reason other than rule and replayed (which have no
+// words of their own: a rule's outcome speaks through its status, a replay
+// through the stored result).
+func templateName(name string) string {
+	if _, ok := ParseStatus(name); ok {
+		return ""
+	}
+	switch r, ok := ParseReason(name); {
+	case !ok:
+		return fmt.Sprintf("%q is not a status or a reason", name)
+	case r == ReasonRule:
+		return `"rule" has no template of its own: a rule's outcome takes the template of its status`
+	case r == ReasonReplayed:
+		return `"replayed" has no template of its own: a replay repeats the stored result's message`
+	case r == ReasonUnknownTool:
+		return `"unknown_tool" has no template: a call of a tool that does not exist reaches no tool's messages`
+	}
+	return ""
+}
+
+// For returns the template that speaks for an outcome, or nil. effect is
+// the side effect the envelope shows (none for a read-only tool).
+func (t Templates) For(o *Outcome, effect SideEffect) *messageTemplate {
+	if len(t) == 0 {
+		return nil
+	}
+	if o.Reason != ReasonRule {
+		if mt := t[string(o.Reason)]; mt != nil {
+			return mt
+		}
+	}
+	row, ok := RowOf(o.Reason)
+	if !ok || row.Gateway {
+		return nil
+	}
+	mt := t[string(o.Status)]
+	switch {
+	case mt == nil:
+		return nil
+	case !o.Status.Success() && o.Retryable != statusRetryable(o.Status):
+		return nil
+	case effect == SideEffectUnknown, effect == SideEffectDone && !o.Status.Success():
+		return nil
+	}
+	return mt
+}
+
+// walkTemplate calls visit with the identifier chain of every field and
+// variable reference in a template.
+func walkTemplate(n parse.Node, visit func([]string)) {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Nodes {
+			walkTemplate(c, visit)
+		}
+	case *parse.ActionNode:
+		walkTemplate(n.Pipe, visit)
+	case *parse.PipeNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Cmds {
+			walkTemplate(c, visit)
+		}
+	case *parse.CommandNode:
+		for _, a := range n.Args {
+			walkTemplate(a, visit)
+		}
+	case *parse.FieldNode:
+		visit(n.Ident)
+	case *parse.VariableNode:
+		visit(n.Ident)
+	case *parse.ChainNode:
+		visit([]string{"$"}) // (expr).field: cannot tell what it reads
+	case *parse.IfNode:
+		walkBranch(&n.BranchNode, visit)
+	case *parse.RangeNode:
+		walkBranch(&n.BranchNode, visit)
+	case *parse.WithNode:
+		walkBranch(&n.BranchNode, visit)
+	case *parse.TemplateNode:
+		visit([]string{"$"})
+	}
+}
+
+func walkBranch(b *parse.BranchNode, visit func([]string)) {
+	walkTemplate(b.Pipe, visit)
+	walkTemplate(b.List, visit)
+	walkTemplate(b.ElseList, visit)
+}
+
+// Render executes the template named after status, if any. A template that
+// fails at run time yields ok=false so the catalogue message is used
+// instead.
+func (t Templates) Render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
+	return t.RenderMembers(status, args, data, nil)
+}
+
+// RenderMembers is Render with the data's top-level members already
+// located (see Rules.DataMembers), so the data is not scanned again.
+func (t Templates) RenderMembers(status Status, args map[string]any, data json.RawMessage, members []Member) (string, bool) {
+	mt := t[string(status)]
+	if mt == nil {
+		return "", false
+	}
+	return mt.render(args, data, members)
+}
+
+// render executes the template. members, when not nil, locate the data's
+// top-level members (see Rules.DataMembers), so the data is not scanned
+// again.
+func (mt *messageTemplate) render(args map[string]any, data json.RawMessage, members []Member) (string, bool) {
+	if mt.fast != nil {
+		return mt.renderFast(args, data, members), true
+	}
+	root := map[string]any{"args": args, "data": mt.decodeData(data, members)}
+	buf := cappedBuffer{b: make([]byte, 0, 128), limit: maxTemplateBytes}
+	if err := mt.tpl.Execute(&buf, root); err != nil && !errors.Is(err, errTemplateFull) {
+		return "", false
+	}
+	// A missing value renders empty, as on the fast path, not as Go's
+	// "<no value>", which means nothing to a model.
+	return finishRendered(bytes.ReplaceAll(buf.b, []byte("<no value>"), nil), buf.full), true
+}
+
+// decodeData decodes the part of data the template reads: the top-level
+// members it names, or all of it.
+func (mt *messageTemplate) decodeData(data json.RawMessage, members []Member) any {
+	switch {
+	case len(data) == 0 || !mt.whole && len(mt.dataKeys) == 0:
+		return nil
+	case !mt.whole && members != nil:
+		m := make(map[string]any, len(mt.dataKeys))
+		for _, k := range mt.dataKeys {
+			if raw, ok := memberValue(data, members, k); ok {
+				if doc, err := parseJSONDoc(raw); err == nil {
+					m[k] = doc.native(0)
+				}
+			}
+		}
+		return m
+	case !mt.whole:
+		// Only the keys the template reads are decoded; the rest of the
+		// data is skipped, not parsed into a tree.
+		if m, ok := topLevelMembers(data, mt.dataKeys); ok {
+			return m
+		}
+	}
+	if doc, err := parseJSONDoc(data); err == nil {
+		return doc.native(0)
+	}
+	return nil
+}
+
+// renderFast renders a template of text and field references. An
+// argument, or a top-level data member that is a scalar, is written
+// directly; any other value is decoded as for a full template.
+func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage, members []Member) string {
+	b := make([]byte, 0, 128)
+	var root map[string]any // built only for a part that needs it
+	for _, p := range mt.fast {
+		if len(b) > maxTemplateBytes {
+			return finishRendered(b[:maxTemplateBytes], true)
+		}
+		switch {
+		case p.path == nil:
+			b = append(b, p.text...)
+			continue
+		case len(p.path) >= 2 && p.path[0] == "args":
+			b = appendTemplateValue(b, lookupPath(args, p.path[1:]))
+			continue
+		case len(p.path) == 2 && p.path[0] == "data" && !mt.whole && members != nil:
+			raw, ok := memberValue(data, members, p.path[1])
+			if !ok {
+				continue // a missing value renders empty
+			}
+			if out, ok := appendScalar(b, raw); ok {
+				b = out
+				continue
+			}
+		}
+		if root == nil {
+			root = map[string]any{"args": args, "data": mt.decodeData(data, members)}
+		}
+		b = appendTemplateValue(b, lookupPath(root, p.path))
+	}
+	if len(b) > maxTemplateBytes {
+		return finishRendered(b[:maxTemplateBytes], true)
+	}
+	return finishRendered(b, false)
+}
+
+// memberValue is the raw value of the top-level data member key.
+func memberValue(data json.RawMessage, members []Member, key string) ([]byte, bool) {
+	for _, m := range members {
+		if m.Key == key && m.End <= len(data) && m.Start <= m.End {
+			return data[m.Start:m.End], true
+		}
+	}
+	return nil, false
+}
+
+// appendScalar writes a compact JSON scalar as a template prints its
+// decoded value: a number as a float64, a string without its quotes, null
+// as nothing. ok is false for objects, arrays and escaped strings.
+func appendScalar(b []byte, raw []byte) ([]byte, bool) {
+	if len(raw) == 0 {
+		return b, false
+	}
+	switch c := raw[0]; {
+	case c == '-' || c >= '0' && c <= '9':
+		// Decoded data holds numbers as float64, which a template
+		// prints as fmt's %v does.
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return b, false
+		}
+		return strconv.AppendFloat(b, f, 'g', -1, 64), true
+	case c == 't', c == 'f':
+		return append(b, raw...), true
+	case c == 'n':
+		return b, true
+	case c == '"' && len(raw) >= 2 && bytes.IndexByte(raw, '\\') < 0:
+		return append(b, raw[1:len(raw)-1]...), true
+	}
+	return b, false
+}
+
+// appendTemplateValue prints a decoded value as text/template does; a
+// missing one (nil) prints nothing.
+func appendTemplateValue(b []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return b
+	case string:
+		return append(b, v...)
+	case json.Number:
+		return append(b, v...)
+	case bool:
+		return strconv.AppendBool(b, v)
+	default:
+		return fmt.Append(b, v)
+	}
+}
+
+// oneLine collapses white space runs into single spaces and trims the
+// ends; a message that needs none of it is returned as is.
+func oneLine(s string) string {
+	space := true // a leading space goes
+	for _, r := range s {
+		isSpace := unicode.IsSpace(r)
+		if isSpace && (r != ' ' || space) {
+			return strings.Join(strings.Fields(s), " ")
+		}
+		space = isSpace
+	}
+	if space && s != "" {
+		return strings.Join(strings.Fields(s), " ")
+	}
+	return s
+}
+
+// simpleTemplate returns a template as parts when it is only text and
+// plain field references ({{.args.q}}), nil otherwise.
+func simpleTemplate(tpl *template.Template) []templatePart {
+	var parts []templatePart
+	for _, n := range tpl.Tree.Root.Nodes {
+		switch n := n.(type) {
+		case *parse.TextNode:
+			parts = append(parts, templatePart{text: string(n.Text)})
+		case *parse.ActionNode:
+			if len(n.Pipe.Decl) > 0 || len(n.Pipe.Cmds) != 1 || len(n.Pipe.Cmds[0].Args) != 1 {
+				return nil
+			}
+			f, ok := n.Pipe.Cmds[0].Args[0].(*parse.FieldNode)
+			if !ok {
+				return nil
+			}
+			parts = append(parts, templatePart{path: f.Ident})
+		default:
+			return nil
+		}
+	}
+	if parts == nil {
+		parts = []templatePart{}
+	}
+	return parts
+}
+
+// lookupPath follows a field path through nested maps; nil when any step
+// is missing.
+func lookupPath(v any, path []string) any {
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if v, ok = m[k]; !ok {
+			return nil
+		}
+	}
+	return v
+}

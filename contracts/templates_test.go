@@ -1,0 +1,209 @@
+package contracts
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
+	tpls, err := CompileTemplates(map[string]string{
+		"ok":      "Found {{.data.total}} for {{.args.q}}.",
+		"empty":   "Nothing: {{.data}}",
+		"timeout": `{{with .data.items}}{{len .}} items{{end}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tpls["ok"].dataKeys; len(got) != 1 || got[0] != "total" || tpls["ok"].whole {
+		t.Errorf("ok template keys = %v whole=%v", got, tpls["ok"].whole)
+	}
+	if !tpls["empty"].whole {
+		t.Error("{{.data}} must decode all data")
+	}
+	data := []byte(`{"items":[1,2,3],"total":3}`)
+	for st, want := range map[Status]string{StatusOK: "Found 3 for go.", StatusEmpty: "Nothing: map[items:[1 2 3] total:3]", StatusTimeout: "3 items"} {
+		got, ok := tpls.Render(st, map[string]any{"q": "go"}, data)
+		if !ok || got != want {
+			t.Errorf("%s: %q %v, want %q", st, got, ok, want)
+		}
+	}
+	if _, ok := tpls.Render(StatusUpstream, nil, data); ok {
+		t.Error("rendered a status without a template")
+	}
+}
+
+func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
+	tpls, err := CompileTemplates(map[string]string{
+		"ok":    "q={{.args.q}} missing={{.args.nope}} deep={{.data.x.y}} n={{.data.n}}",
+		"empty": `{{if .args.q}}q={{.args.q}}{{end}} missing={{.args.nope}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpls["ok"].fast == nil || tpls["empty"].fast != nil {
+		t.Fatal("fast path chosen wrongly")
+	}
+	got, ok := tpls.Render(StatusOK, map[string]any{"q": "go"}, []byte(`{"n":1.5,"x":{"y":true}}`))
+	if !ok || got != "q=go missing= deep=true n=1.5" {
+		t.Errorf("fast: %q", got)
+	}
+	got, ok = tpls.Render(StatusEmpty, map[string]any{"q": "go"}, nil)
+	if !ok || got != "q=go missing=" {
+		t.Errorf("slow: %q", got)
+	}
+	// Without data, a data field renders empty rather than failing.
+	got, ok = tpls.Render(StatusOK, map[string]any{"q": "go"}, nil)
+	if !ok || got != "q=go missing= deep= n=" {
+		t.Errorf("no data: %q", got)
+	}
+}
+
+// TestFastTemplatesMatchTextTemplate: the direct renderer writes what
+// text/template writes for the same template, arguments and data, with the
+// data's members located or not.
+func TestFastTemplatesMatchTextTemplate(t *testing.T) {
+	tpls, err := CompileTemplates(map[string]string{
+		"ok": "a={{.args.q}} n={{.args.n}} b={{.args.b}} o={{.args.o}} t={{.data.t}} s={{.data.s}} e={{.data.e}} " +
+			"z={{.data.z}} f={{.data.f}} neg={{.data.neg}} l={{.data.l}} m={{.data.m}} d={{.data.m.k}} none={{.data.none}}  \t end ",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := tpls["ok"]
+	if mt.fast == nil {
+		t.Fatal("no fast path")
+	}
+	args := decodeTestArgs(t, `{"q":"日本 go","n":1e3,"b":false,"o":{"x":[1,"y"]}}`)
+	for _, data := range []string{
+		`{"t":true,"s":"plain","e":"esc\"aped\\n\u00e9","z":null,"f":-1.5e-3,"neg":-0,"l":[1,{"a":2}],"m":{"k":"v"}}`,
+		`{"t":false,"s":"","e":"\u2028","f":1234567,"neg":100000,"z":1e21,"l":3.0,"m":{"k":12345678901234567890}}`,
+		`{"t":1e-7,"s":0.0001,"e":123456,"f":-2.5E+3,"neg":99999999999999999999999,"z":"","l":"x","m":{"k":null}}`,
+	} {
+		// Every template path is present: text/template fails on a
+		// missing one where the renderer prints nothing (tested above).
+		var want strings.Builder
+		var decoded any
+		if data != "" {
+			doc, err := parseJSONDoc([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded = doc.native(0)
+		}
+		if err := mt.tpl.Execute(&want, map[string]any{"args": args, "data": decoded}); err != nil {
+			t.Fatal(err)
+		}
+		wantText := oneLine(strings.ReplaceAll(want.String(), "<no value>", ""))
+		var members []Member
+		if data != "" {
+			members = testMembers(t, data)
+		}
+		for _, m := range [][]Member{members, nil} {
+			got, ok := tpls.RenderMembers(StatusOK, args, []byte(data), m)
+			if !ok || got != wantText {
+				t.Errorf("data %s (members %v):\n got %q\nwant %q", data, m != nil, got, wantText)
+			}
+		}
+	}
+}
+
+// testMembers locates the top-level members of a compact JSON object.
+func testMembers(t *testing.T, data string) []Member {
+	t.Helper()
+	doc, err := parseJSONDoc([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Member
+	for i := int32(1); i < int32(len(doc.nodes)); {
+		key, val := &doc.nodes[i], &doc.nodes[i+1]
+		out = append(out, Member{Key: doc.str(i), Start: int(val.start), End: int(val.end)})
+		_ = key
+		i = val.next
+	}
+	return out
+}
+
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "", "a b": "a b", " a": "a", "a ": "a", "a  b": "a b", "a\tb": "a b", "a\nb\n": "a b",
+		"命中 3 条。": "命中 3 条。", "a\u3000b": "a b", "a\u00a0b": "a b", "  ": "",
+	} {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestMessagesAreBounded: however much a template or the catalogue would
+// write, a message is at most MaxMessageChars code points of valid UTF-8,
+// cut at a character boundary and marked with "…".
+func TestMessagesAreBounded(t *testing.T) {
+	text := strings.Repeat("量子 ", 100_000) // 700 KB, three-byte characters
+	items := make([]string, 2000)
+	for i := range items {
+		items[i] = `"` + strings.Repeat("é", 7) + `"`
+	}
+	data := []byte(`{"text":"` + text + `","items":[` + strings.Join(items, ",") + `]}`)
+	tests := []struct {
+		name string
+		tpl  string
+	}{
+		{"a field holding a long string", `Found: {{.data.text}}`},
+		{"a range over the data", `{{range .data.items}}{{.}}, {{end}}`},
+		// Four million iterations: stopped once the output passes the
+		// bound, not run to the end.
+		{"a nested range", `{{range .data.items}}{{range $.data.items}}{{.}}{{end}}{{end}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tpls, err := CompileTemplates(map[string]string{"ok": tt.tpl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			msg, ok := tpls.Render(StatusOK, nil, data)
+			if !ok {
+				t.Fatal("not rendered")
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("rendering took %v", took)
+			}
+			checkBounded(t, msg)
+		})
+	}
+	t.Run("a catalogue message with a long detail", func(t *testing.T) {
+		c, _ := NewCatalog("zh")
+		o := Reject(ReasonTooLarge)
+		o.Detail = text
+		msg := c.Message("send", false, &o)
+		if n := utf8.RuneCountInString(msg); n > MaxMessageChars || n < MaxMessageChars/2 {
+			t.Errorf("message has %d characters, want at most %d", n, MaxMessageChars)
+		}
+		// What happened is cut; what to do is kept whole.
+		if want := "…" + c.entries["act:fix:too_large"]; !strings.HasSuffix(msg, want) {
+			t.Errorf("message does not end with %q: %q", want, msg[len(msg)-60:])
+		}
+	})
+	t.Run("a short message is left as it is", func(t *testing.T) {
+		tpls, _ := CompileTemplates(map[string]string{"ok": "Found {{.data.n}}."})
+		if msg, _ := tpls.Render(StatusOK, nil, []byte(`{"n":3}`)); msg != "Found 3." {
+			t.Errorf("message = %q", msg)
+		}
+	})
+}
+
+func checkBounded(t *testing.T, msg string) {
+	t.Helper()
+	if n := utf8.RuneCountInString(msg); n > MaxMessageChars || n < MaxMessageChars/2 {
+		t.Errorf("message has %d characters, want at most %d (and not cut short)", n, MaxMessageChars)
+	}
+	if !utf8.ValidString(msg) || strings.ContainsRune(msg, utf8.RuneError) {
+		t.Errorf("message is not clean UTF-8: %q", msg[len(msg)-20:])
+	}
+	if !strings.HasSuffix(msg, "…") {
+		t.Errorf("a cut message does not end with an ellipsis: %q", msg[len(msg)-20:])
+	}
+}
