@@ -398,6 +398,7 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		HTTPStatus:          s.HTTPStatus,
 		Transparent:         s.Transparent,
 	}
+	out.Learn = c.learn(s.Learn)
 	if s.Listen == "" {
 		c.errorAt("server.listen", "must not be empty")
 	}

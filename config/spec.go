@@ -32,6 +32,28 @@ type serverSpec struct {
 	Transparent         bool              `yaml:"transparent"`
 	Passthrough         []passthroughSpec `yaml:"passthrough"`
 	Tracing             *tracingSpec      `yaml:"tracing"`
+	Learn               *learnSpec        `yaml:"learn"`
+}
+
+// learnSpec is server.learn: learning mode. Absent means off.
+type learnSpec struct {
+	File         string   `yaml:"file"`
+	SaveInterval duration `yaml:"save_interval"`
+	MaxRoutes    int      `yaml:"max_routes"`
+	MaxShapes    int      `yaml:"max_shapes"`
+	MaxKeys      int      `yaml:"max_keys"`
+	MaxDepth     int      `yaml:"max_depth"`
+	MaxFields    int      `yaml:"max_fields"`
+	MaxValues    int      `yaml:"max_values"`
+	MaxBodyBytes int64    `yaml:"max_body_bytes"`
+	EnumValues   bool     `yaml:"enum_values"`
+}
+
+func (l *learnSpec) setDefaults() {
+	d := policy.DefaultLearnSettings()
+	*l = learnSpec{SaveInterval: duration(d.SaveInterval), MaxRoutes: d.MaxRoutes, MaxShapes: d.MaxShapes,
+		MaxKeys: d.MaxKeys, MaxDepth: d.MaxDepth, MaxFields: d.MaxFields, MaxValues: d.MaxValues,
+		MaxBodyBytes: d.MaxBodyBytes, EnumValues: d.EnumValues}
 }
 
 // tracingSpec is server.tracing: OTLP export of a span per call. Absent

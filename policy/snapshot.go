@@ -47,6 +47,7 @@ type Server struct {
 	Transparent         bool
 	Passthrough         []Passthrough
 	Tracing             *TracingSettings // nil: tracing off
+	Learn               *LearnSettings   // nil: learning mode off
 }
 
 // TracingSettings is server.tracing: where and how to export spans.
