@@ -48,6 +48,8 @@ type Options struct {
 	// TracerProvider records a span per call (OpenTelemetry). Nil means no
 	// tracing: the agent's traceparent is passed to the backend as it came.
 	TracerProvider trace.TracerProvider
+	// Observer sees every backend exchange (learning mode); nil for none.
+	Observer Observer
 }
 
 // Core runs tool calls against the current policy snapshot.
@@ -66,6 +68,8 @@ type Core struct {
 	budgets  policy.BudgetStore
 
 	tr tracing
+
+	observer Observer // learning mode; nil when off
 }
 
 // state is a snapshot with its runtime: upstream clients, breakers and
@@ -113,6 +117,7 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		limiters: policy.NewRateLimiters(opts.Now),
 		budgets:  opts.Budgets,
 		tr:       newTracing(opts.TracerProvider),
+		observer: opts.Observer,
 	}
 	if c.budgets == nil {
 		c.budgets = policy.NewMemoryBudgets(opts.Now)
@@ -484,7 +489,9 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 	req := c.newRequest(actx, cl, bound)
 	ct := t.contract
 	dedupes := ct.Idempotency.ForwardHeader != ""
+	sentAt := c.observeStart()
 	a := up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, dedupes)
+	c.observeAttempt(cl, bound, req, &a, sentAt)
 	up.bulk.release(cl.caller)
 	done(a.verdict)
 	if span != nil {

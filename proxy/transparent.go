@@ -22,6 +22,7 @@ type router struct {
 type passthrough struct {
 	prefix string
 	proxy  *httputil.ReverseProxy
+	up     *upstream
 }
 
 func newRouter(st *state, callerHeader string) *router {
@@ -47,7 +48,7 @@ func newRouter(st *state, callerHeader string) *router {
 		if up == nil {
 			continue
 		}
-		r.passthrough = append(r.passthrough, passthrough{prefix: p.Prefix, proxy: newPassthrough(up, callerHeader)})
+		r.passthrough = append(r.passthrough, passthrough{prefix: p.Prefix, proxy: newPassthrough(up, callerHeader), up: up})
 	}
 	sort.SliceStable(r.passthrough, func(i, j int) bool { return len(r.passthrough[i].prefix) > len(r.passthrough[j].prefix) })
 	return r
@@ -96,7 +97,7 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 	st := c.state.Load()
 	for _, p := range st.router.passthrough {
 		if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, strings.TrimSuffix(p.prefix, "/")+"/") {
-			p.proxy.ServeHTTP(w, r)
+			c.servePassthrough(w, r, st.snap, &p)
 			return
 		}
 	}
