@@ -408,7 +408,11 @@ func (l *Learner) record(r *routeState, x *Exchange, p *prepared) {
 	if !p.respJSON {
 		return
 	}
-	if accepted && !l.errorCodes(r, p) {
+	coded := accepted && l.errorCodes(r, p)
+	if coded {
+		r.Coded++
+	}
+	if accepted && !coded {
 		if r.Answer == nil {
 			r.Answer = &Shape{}
 		}

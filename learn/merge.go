@@ -13,6 +13,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 	lit := unescape(src.segs[pos].literal)
 	name := dst.segs[pos].name
 	dst.Calls += src.Calls
+	dst.Coded += src.Coded
 	for code, n := range src.Statuses {
 		add(&dst.Statuses, code, n)
 	}

@@ -57,6 +57,8 @@ type Route struct {
 	// ErrorCodes describes, by top-level field, the 2xx answers whose
 	// body carries an error code (a legacy API's 200 {"code":"E_..."}).
 	ErrorCodes map[string]*CodeStat `json:"error_codes,omitempty"`
+	// Coded counts the 2xx answers that carried an error code.
+	Coded int64 `json:"coded,omitempty"`
 	// Shapes counts answers by signature ("200 {results,total}",
 	// "500 text/html"); OtherShapes those beyond max_shapes.
 	Shapes      map[string]int64 `json:"shapes,omitempty"`
