@@ -121,10 +121,47 @@ func DecodeSummary(data []byte) (*Summary, error) {
 		case len(r.Latency.Buckets) != 0 && len(r.Latency.Buckets) != latencyBuckets:
 			return nil, fmt.Errorf("routes[%d]: latency has %d buckets, want %d", i, len(r.Latency.Buckets), latencyBuckets)
 		}
+		clean(r)
 		kept = append(kept, r)
 	}
 	sum.Routes = kept
+	if sum.Upstreams == nil {
+		sum.Upstreams = map[string]string{}
+	}
 	return &sum, nil
+}
+
+// clean drops the null entries a hand-edited file may hold, so every map
+// value of a decoded route can be read.
+func clean(r *Route) {
+	for _, req := range []*Request{&r.Accepted, &r.Rejected} {
+		deleteNil(req.Path)
+		deleteNil(req.Query)
+		cleanShape(req.Body)
+	}
+	cleanShape(r.Answer)
+	cleanShape(r.Errors)
+	deleteNil(r.ErrorCodes)
+	deleteNil(r.Headers)
+}
+
+func cleanShape(s *Shape) {
+	if s == nil {
+		return
+	}
+	deleteNil(s.Fields)
+	for _, c := range s.Fields {
+		cleanShape(c)
+	}
+	cleanShape(s.Items)
+}
+
+func deleteNil[V any](m map[string]*V) {
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
+		}
+	}
 }
 
 // Summary returns a copy of the summary, routes sorted by upstream, path

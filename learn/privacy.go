@@ -110,8 +110,23 @@ var errorFields = map[string]bool{
 // ("status": "active"): only error words make them an error.
 var statusFields = map[string]bool{"status": true, "result": true}
 
+// normalizeField lower-cases a field name and drops _ and -, so
+// error_code, errorCode and Error-Code are one name.
 func normalizeField(name string) string {
-	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(name))
+	if len(name) > maxCodeLen {
+		return ""
+	}
+	b := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '_' || c == '-':
+		case 'A' <= c && c <= 'Z':
+			b = append(b, c+'a'-'A')
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // successValues are the values of an error field that mean success.

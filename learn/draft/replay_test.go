@@ -136,11 +136,7 @@ func replay(t *testing.T, b backends, obs func(*learn.Learner) proxy.Observer) *
 		send(t, srv.URL, r)
 		n++
 	}
-	// Exchanges are observed after the client has its answer.
-	deadline := time.Now().Add(10 * time.Second)
-	for l.Summary().Exchanges < int64(n) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitLearned(t, l, n)
 	sum := l.Summary()
 	if sum.Exchanges != int64(n) || sum.Dropped != 0 {
 		t.Fatalf("learned %d exchanges (%d dropped), want %d", sum.Exchanges, sum.Dropped, n)
@@ -291,5 +287,17 @@ func TestLearnedDraftAnswersLikeTheHandWrittenPolicy(t *testing.T) {
 				t.Errorf("the draft answers %s, the hand-written policy %s", got[1], got[0])
 			}
 		})
+	}
+}
+
+// waitUntil polls cond for up to ten seconds.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
