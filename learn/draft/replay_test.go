@@ -190,7 +190,6 @@ func TestDraftFromExampleTraffic(t *testing.T) {
 	}
 }
 
-
 // handWritten are the example policies, served in transparent mode on the
 // test backends. faults.yaml's notify_dedupe takes notify's route, which
 // transparent mode refuses as ambiguous, so it is left out.
