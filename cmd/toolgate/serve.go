@@ -127,6 +127,8 @@ type server struct {
 	cancelCalls context.CancelFunc
 	// tracer exports spans when server.tracing is set; nil otherwise.
 	tracer *sdktrace.TracerProvider
+	// learning is learning mode (server.learn); nil when off.
+	learning *learning
 }
 
 // loaded is the policy new calls run on and its generation, read together
@@ -162,11 +164,17 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 	if tp != nil {
 		opts.TracerProvider = tp
 	}
-	core, err := proxy.NewCore(snap, opts)
+	lg, err := startLearning(snap.Server.Learn, logger)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{core: core, registry: reg, logger: logger, load: load, tracer: tp}
+	opts.Observer = lg.observer()
+	core, err := proxy.NewCore(snap, opts)
+	if err != nil {
+		lg.close()
+		return nil, err
+	}
+	s := &server{core: core, registry: reg, logger: logger, load: load, tracer: tp, learning: lg}
 	s.loaded.Store(&loaded{generation: 1, snap: snap})
 	m := core.Metrics()
 	m.ConfigGeneration.Set(1)
@@ -187,6 +195,7 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 			Ready:    s.ready,
 			Reload:   s.reload,
 			Config:   s.configInfo,
+			Learn:    lg.handler(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -246,6 +255,9 @@ func (s *server) swap(old, snap *policy.Snapshot) error {
 	}
 	if !snap.Server.Tracing.Equal(old.Server.Tracing) {
 		return errors.New("server.tracing cannot change on reload; restart toolgate to apply it")
+	}
+	if !snap.Server.Learn.Equal(old.Server.Learn) {
+		return errors.New("server.learn cannot change on reload; restart toolgate to apply it")
 	}
 	return s.core.Swap(snap)
 }
@@ -372,6 +384,7 @@ func (s *server) serve(ctx context.Context, drainDelay, grace time.Duration) err
 			// Handlers may still be writing to the store: leave it open,
 			// the process is about to exit.
 			s.closeAdmin()
+			s.learning.close()
 			return cutOff
 		}
 	case err != nil:
@@ -380,6 +393,7 @@ func (s *server) serve(ctx context.Context, drainDelay, grace time.Duration) err
 	s.cancelCalls()
 	s.closeAdmin()
 	s.core.Close()
+	s.learning.close()
 	s.flushTraces()
 	return cutOff
 }
