@@ -37,6 +37,10 @@ func (sh *shaper) add(root, s *Shape, v any, depth int, codeName bool) {
 		sawID := false
 		for _, k := range sortedKeys(v) {
 			name := k
+			if k == "" {
+				s.OtherKeys++
+				continue
+			}
 			if idLike(k) {
 				// A map keyed by ids: one field stands for every key.
 				if sawID {

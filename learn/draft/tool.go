@@ -483,9 +483,17 @@ func (t *toolDraft) errorRules() {
 	for _, field := range sortedKeys(t.route.ErrorCodes) {
 		c := t.route.ErrorCodes[field]
 		cond := okStatus(c.Statuses) + " && " + openapi.CELHas("body", field)
+		if c.Types["string"] < c.Answers {
+			// An error object or flag: its presence is the error.
+			t.errorNotes = append(t.errorNotes,
+				fmt.Sprintf("TODO: errors: %s carried an error in body.%s (%s); if its presence always means an error, add a rule, e.g.:", countWord(c.Answers, "successful answer"), field, strings.Join(byCount(c.Types), ", ")),
+				openapi.Code("  - when: "+cond),
+				openapi.Code("    status: upstream"))
+			continue
+		}
 		if c.ValuesDropped || len(c.Values) == 0 {
 			t.errorNotes = append(t.errorNotes,
-				fmt.Sprintf("TODO: errors: %d successful answers carried an error in body.%s, whose values were not kept (not code-like, too many, or enum_values off); add a rule per code, e.g.:", c.Answers, field),
+				fmt.Sprintf("TODO: errors: %s carried an error code in body.%s, whose values were not kept (not all code-like, too many, or enum_values off); add a rule per code, e.g.:", countWord(c.Answers, "successful answer"), field),
 				openapi.Code("  - when: "+cond+" && "+openapi.CELGet("body", field)+" == \"E_...\""),
 				openapi.Code("    status: upstream"))
 			continue
