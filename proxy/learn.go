@@ -67,6 +67,11 @@ func (c *Core) servePassthrough(w http.ResponseWriter, r *http.Request, snap *po
 			}
 		}
 		x.Status, x.ResponseHeader = res.StatusCode, res.Header
+		if res.StatusCode == http.StatusSwitchingProtocols {
+			// An upgraded connection's body is the connection itself,
+			// which the proxy must get as it is; it is no body to learn.
+			return nil
+		}
 		respBody = &teeBody{body: res.Body, limit: limit}
 		res.Body = respBody
 		return nil

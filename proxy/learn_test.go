@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -198,4 +199,58 @@ func nth(t *testing.T, rec *recorder, n int) learn.Exchange {
 	t.Helper()
 	waitFor(t, "the observer", func() bool { return len(rec.exchanges()) >= n })
 	return rec.exchanges()[n-1]
+}
+
+func TestObservedPassthroughStillUpgradesConnections(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = buf.Flush()
+		line, _ := buf.ReadString('\n')
+		_, _ = buf.WriteString("echo " + line)
+		_ = buf.Flush()
+	}))
+	t.Cleanup(backend.Close)
+	doc := strings.NewReplacer("{{url}}", backend.URL).Replace(`
+version: 1
+server:
+  transparent: true
+  passthrough: [{prefix: /ws, upstream: legacy}]
+upstreams:
+  legacy: {url: "{{url}}"}
+`)
+	snap, err := config.CompileSource("ws.yaml", []byte(doc), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveCore(t, core)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: "+strings.TrimPrefix(srv.URL, "http://")+"\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	_, _ = io.WriteString(conn, "ping\n")
+	if line, _ := br.ReadString('\n'); line != "echo ping\n" {
+		t.Errorf("through the upgraded connection: %q", line)
+	}
+	conn.Close()
+	if x := nth(t, rec, 1); x.Status != http.StatusSwitchingProtocols {
+		t.Errorf("exchange = %+v", x)
+	}
 }
