@@ -491,9 +491,9 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 	dedupes := ct.Idempotency.ForwardHeader != ""
 	sentAt := c.observeStart()
 	a := up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, dedupes)
-	c.observeAttempt(cl, bound, req, &a, sentAt)
 	up.bulk.release(cl.caller)
 	done(a.verdict)
+	c.observeAttempt(cl, bound, req, &a, sentAt)
 	if span != nil {
 		span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", ct.Upstream))
 		if a.code != 0 {
