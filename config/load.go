@@ -505,6 +505,7 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		WriteTimeout:        time.Duration(s.WriteTimeout),
 		IdleTimeout:         time.Duration(s.IdleTimeout),
 	}
+	out.Learn = c.learn(s.Learn)
 	agentOK := c.listenAddress("server.listen", s.Listen)
 	if c.listenAddress("server.admin_listen", s.AdminListen) && agentOK && sameListener(s.Listen, s.AdminListen) {
 		c.errorAt("server.admin_listen", "must differ from server.listen: the admin port is never served on the agent port")

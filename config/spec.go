@@ -36,6 +36,28 @@ type serverSpec struct {
 	ReadTimeout         duration          `yaml:"read_timeout"`
 	WriteTimeout        duration          `yaml:"write_timeout"`
 	IdleTimeout         duration          `yaml:"idle_timeout"`
+	Learn               *learnSpec        `yaml:"learn"`
+}
+
+// learnSpec is server.learn: learning mode. Absent means off.
+type learnSpec struct {
+	File         string   `yaml:"file"`
+	SaveInterval duration `yaml:"save_interval"`
+	MaxRoutes    int      `yaml:"max_routes"`
+	MaxShapes    int      `yaml:"max_shapes"`
+	MaxKeys      int      `yaml:"max_keys"`
+	MaxDepth     int      `yaml:"max_depth"`
+	MaxFields    int      `yaml:"max_fields"`
+	MaxValues    int      `yaml:"max_values"`
+	MaxBodyBytes int64    `yaml:"max_body_bytes"`
+	EnumValues   bool     `yaml:"enum_values"`
+}
+
+func (l *learnSpec) setDefaults() {
+	d := policy.DefaultLearnSettings()
+	*l = learnSpec{SaveInterval: duration(d.SaveInterval), MaxRoutes: d.MaxRoutes, MaxShapes: d.MaxShapes,
+		MaxKeys: d.MaxKeys, MaxDepth: d.MaxDepth, MaxFields: d.MaxFields, MaxValues: d.MaxValues,
+		MaxBodyBytes: d.MaxBodyBytes, EnumValues: d.EnumValues}
 }
 
 // tracingSpec is server.tracing: OTLP export of a span per call. Absent

@@ -57,6 +57,8 @@ type Server struct {
 	WriteTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection idle this long.
 	IdleTimeout time.Duration
+	// Learn is server.learn; nil: learning mode off.
+	Learn *LearnSettings
 }
 
 // TracingSettings is server.tracing: where and how to export spans.

@@ -23,10 +23,13 @@ type AdminOptions struct {
 	Reload func() error
 	// Config describes the loaded policy for GET /v1/config.
 	Config func() any
+	// Learn serves GET /v1/learn (learning mode's summary and draft); nil
+	// disables it.
+	Learn http.Handler
 }
 
 // AdminHandler returns the admin handler: /metrics, /healthz, /readyz,
-// POST /-/reload and GET /v1/config. It is served on its own port only.
+// POST /-/reload, GET /v1/config and GET /v1/learn. It is served on its own port only.
 func AdminHandler(opts AdminOptions) http.Handler {
 	mux := http.NewServeMux()
 	if opts.Gatherer != nil {
@@ -67,6 +70,9 @@ func AdminHandler(opts AdminOptions) http.Handler {
 			enc.SetIndent("", "  ")
 			_ = enc.Encode(opts.Config())
 		})
+	}
+	if opts.Learn != nil {
+		mux.Handle("GET /v1/learn", opts.Learn)
 	}
 	return mux
 }

@@ -49,6 +49,8 @@ type Options struct {
 	// TracerProvider records a span per call (OpenTelemetry). Nil means no
 	// tracing: the agent's traceparent is passed to the backend as it came.
 	TracerProvider trace.TracerProvider
+	// Observer sees every backend exchange (learning mode); nil for none.
+	Observer Observer
 }
 
 // Core runs tool calls against the current policy snapshot.
@@ -67,6 +69,8 @@ type Core struct {
 	budgets  policy.BudgetStore
 
 	tr tracing
+
+	observer Observer // learning mode; nil when off
 }
 
 // state is a snapshot with its runtime: upstream clients, breakers and
@@ -114,6 +118,7 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		limiters: policy.NewRateLimiters(opts.Now),
 		budgets:  opts.Budgets,
 		tr:       newTracing(opts.TracerProvider),
+		observer: opts.Observer,
 	}
 	if c.budgets == nil {
 		c.budgets = policy.NewMemoryBudgets(opts.Now)
@@ -473,9 +478,11 @@ func (c *Core) attempt(ctx context.Context, cl *call, bound contracts.Bound) (co
 	req := c.newRequest(actx, cl, bound)
 	ct := t.contract
 	dedupes := ct.Idempotency.ForwardHeader != ""
+	sentAt := c.observeStart()
 	a := up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, dedupes)
 	up.bulk.release(cl.caller)
 	done(a.verdict)
+	c.observeAttempt(cl, bound, req, &a, sentAt)
 	if span != nil {
 		span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", ct.Upstream))
 		if a.code != 0 {

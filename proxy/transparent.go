@@ -26,6 +26,7 @@ type passthrough struct {
 	prefix   string
 	upstream string
 	proxy    *httputil.ReverseProxy
+	up       *upstream
 }
 
 func newRouter(st *state, callerHeader string) *router {
@@ -51,7 +52,7 @@ func newRouter(st *state, callerHeader string) *router {
 		if up == nil {
 			continue
 		}
-		r.passthrough = append(r.passthrough, passthrough{prefix: p.Prefix, upstream: p.Upstream, proxy: newPassthrough(up, callerHeader)})
+		r.passthrough = append(r.passthrough, passthrough{prefix: p.Prefix, upstream: p.Upstream, proxy: newPassthrough(up, callerHeader), up: up})
 	}
 	sort.SliceStable(r.passthrough, func(i, j int) bool { return len(r.passthrough[i].prefix) > len(r.passthrough[j].prefix) })
 	return r
@@ -201,7 +202,7 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 	st := c.state.Load()
 	escapedPath := r.URL.EscapedPath()
 	if p := st.router.passthroughFor(escapedPath); p != nil {
-		p.proxy.ServeHTTP(w, r)
+		c.servePassthrough(w, r, st.snap, p)
 		return
 	}
 	t, pathVals := st.router.match(r.Method, escapedPath)

@@ -258,7 +258,7 @@ func TestREADMECommandsRunAgainstTheDemo(t *testing.T) {
 	n := 0
 	for _, ex := range examples {
 		d := plain
-		if ex.section == "Transparent mode" {
+		if ex.section == "Transparent mode" || ex.section == "Learning contracts from traffic" {
 			d = transparent
 		}
 		for i, line := range ex.curls {

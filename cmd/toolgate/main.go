@@ -9,6 +9,7 @@
 //	toolgate tools -config FILE     print the tool list as agents see it
 //	toolgate demo                   run the example backends behind toolgate
 //	toolgate import openapi ...     draft a policy from an OpenAPI document
+//	toolgate learn report ...       draft a policy from observed traffic
 //	toolgate inject FILE            add the toolgate sidecar to Kubernetes manifests
 //	toolgate webhook ...            the same, as a mutating admission webhook
 //	toolgate help [COMMAND]         list the commands, or a command's flags
@@ -65,6 +66,7 @@ func commands() []command {
 		{name: "extproc", summary: "run the Envoy external processor (gRPC ext_proc)", run: runExtproc},
 		{name: "demo", summary: "run the example backends behind toolgate and print calls to paste", run: runDemo},
 		{name: "import", summary: "draft a policy from an OpenAPI or Swagger document", run: runImport, helpArgs: []string{"openapi", "-h"}},
+		{name: "learn", summary: "print what learning mode observed, and a policy draft from it", run: runLearn, helpArgs: []string{"report", "-h"}},
 		{name: "inject", summary: "add toolgate as a native sidecar to Kubernetes manifests", run: runInject},
 		{name: "webhook", summary: "run the admission webhook that injects toolgate into annotated pods", run: runWebhook},
 		{name: "version", summary: "print the version", run: runVersion},

@@ -132,6 +132,8 @@ type server struct {
 	cancelCalls context.CancelFunc
 	// tracer exports spans when server.tracing is set; nil otherwise.
 	tracer *sdktrace.TracerProvider
+	// learning is learning mode (server.learn); nil when off.
+	learning *learning
 }
 
 // loaded is the policy new calls run on and its generation, read together
@@ -171,11 +173,17 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 	if tp != nil {
 		opts.TracerProvider = tp
 	}
-	core, err := proxy.NewCore(snap, opts)
+	lg, err := startLearning(snap.Server.Learn, logger)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{core: core, registry: reg, logger: logger, load: load, tracer: tp,
+	opts.Observer = lg.observer()
+	core, err := proxy.NewCore(snap, opts)
+	if err != nil {
+		lg.close()
+		return nil, err
+	}
+	s := &server{core: core, registry: reg, logger: logger, load: load, tracer: tp, learning: lg,
 		storeProbe: proxy.NewStoreProbe(core.Ping, storeProbeInterval)}
 	s.loaded.Store(&loaded{generation: 1, snap: snap})
 	m := core.Metrics()
@@ -190,6 +198,7 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 		Ready:    s.ready,
 		Reload:   s.reload,
 		Config:   s.configInfo,
+		Learn:    lg.handler(),
 	}), logger)
 	return s, nil
 }
@@ -262,6 +271,9 @@ func (s *server) swap(old, snap *policy.Snapshot) error {
 	}
 	if !hasAccess(snap.Access) && hasAccess(old.Access) {
 		s.logger.Warn("the new policy has no access section; the running one had one", "checksum", snap.Checksum)
+	}
+	if !snap.Server.Learn.Equal(old.Server.Learn) {
+		return errors.New("server.learn cannot change on reload; restart toolgate to apply it")
 	}
 	return s.core.Swap(snap)
 }
@@ -414,6 +426,7 @@ func (s *server) serve(ctx context.Context, drainDelay, grace time.Duration) err
 			// Handlers may still be writing to the store: leave it open,
 			// the process is about to exit.
 			s.closeAdmin()
+			s.learning.close()
 			return cutOff
 		}
 	case err != nil:
@@ -422,6 +435,7 @@ func (s *server) serve(ctx context.Context, drainDelay, grace time.Duration) err
 	s.cancelCalls()
 	s.closeAdmin()
 	s.core.Close()
+	s.learning.close()
 	s.flushTraces()
 	return cutOff
 }

@@ -1,0 +1,67 @@
+package draft
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// maxShapeNotes bounds the answer signatures a tool's comment lists.
+const maxShapeNotes = 6
+
+// observed describes in a few lines what was learned about a tool's
+// route: calls, statuses, failures, latency, answers and headers.
+func (t *toolDraft) observed() []string {
+	r := t.route
+	head := fmt.Sprintf("%s %s on %s: %s", r.Method, r.Path, r.Upstream, countWord(r.Calls, "call"))
+	if r.Tool != "" {
+		head += fmt.Sprintf(" (tool %s)", r.Tool)
+	}
+	lines := []string{head + "."}
+	var statuses []string
+	for _, code := range sortedInts(r.Statuses) {
+		statuses = append(statuses, fmt.Sprintf("%d ×%d", code, r.Statuses[code]))
+	}
+	line := "Status: " + strings.Join(statuses, ", ")
+	if len(r.Failures) > 0 {
+		var fails []string
+		for _, f := range byCount(r.Failures) {
+			fails = append(fails, fmt.Sprintf("%s ×%d", f, r.Failures[f]))
+		}
+		line += "; no answer: " + strings.Join(fails, ", ")
+	}
+	lines = append(lines, line+".")
+	if r.Latency.Count() > 0 {
+		lines = append(lines, fmt.Sprintf("Latency: p50 %s, p90 %s, p99 %s.", round(r.Latency.Quantile(0.5)), round(r.Latency.Quantile(0.9)), round(r.Latency.Quantile(0.99))))
+	}
+	if len(r.Shapes) > 0 {
+		var shapes []string
+		for i, sig := range byCount(r.Shapes) {
+			if i == maxShapeNotes {
+				shapes = append(shapes, "…")
+				break
+			}
+			shapes = append(shapes, fmt.Sprintf("%s ×%d", sig, r.Shapes[sig]))
+		}
+		if r.OtherShapes > 0 {
+			shapes = append(shapes, fmt.Sprintf("other shapes ×%d", r.OtherShapes))
+		}
+		lines = append(lines, "Answers: "+strings.Join(shapes, ", ")+".")
+	}
+	if len(r.Headers) > 0 {
+		var hs []string
+		for _, h := range sortedKeys(r.Headers) {
+			s := r.Headers[h]
+			note := fmt.Sprintf("%s ×%d", h, s.Seen)
+			if s.MaxSeconds > 0 {
+				note += " (up to " + strconv.FormatInt(s.MaxSeconds, 10) + "s)"
+			}
+			hs = append(hs, note)
+		}
+		lines = append(lines, "Headers: "+strings.Join(hs, ", ")+".")
+		if r.Headers["Retry-After"] != nil {
+			lines = append(lines, "toolgate honours Retry-After: the envelope's retry_after_ms says when to come back.")
+		}
+	}
+	return lines
+}

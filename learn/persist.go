@@ -1,0 +1,252 @@
+package learn
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/toolgate/toolgate/policy"
+)
+
+// maxSummaryBytes bounds the summary file ReadSummary reads.
+const maxSummaryBytes = 256 << 20
+
+// Open returns a learner that continues the summary in s.File, when the
+// file exists; otherwise it starts an empty one. Routes beyond
+// s.MaxRoutes (the fewest calls first) are dropped, and with EnumValues
+// off every kept value is removed, so a summary never holds more than its
+// current settings allow.
+func Open(s policy.LearnSettings, opts Options) (*Learner, error) {
+	l := New(s, opts)
+	if s.File == "" {
+		return l, nil
+	}
+	sum, err := ReadSummary(s.File)
+	if errors.Is(err, fs.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.adopt(sum)
+	return l, nil
+}
+
+// adopt makes sum the learner's summary, within its settings.
+func (l *Learner) adopt(sum *Summary) {
+	routes := sum.Routes
+	sort.SliceStable(routes, func(i, j int) bool { return routes[i].Calls > routes[j].Calls })
+	if len(routes) > l.settings.MaxRoutes {
+		for _, r := range routes[l.settings.MaxRoutes:] {
+			sum.Dropped += r.Calls
+		}
+		routes = routes[:l.settings.MaxRoutes]
+	}
+	sum.Routes = nil
+	if sum.Upstreams == nil {
+		sum.Upstreams = map[string]string{}
+	}
+	if !l.settings.EnumValues {
+		sum.EnumValues = false
+	}
+	l.sum = *sum
+	for _, r := range routes {
+		rs := &routeState{Route: r, segs: parseTemplate(r.Path)}
+		for _, s := range []*Shape{r.Answer, r.Errors, r.Accepted.Body, r.Rejected.Body} {
+			if s != nil {
+				s.nodes = countNodes(s)
+			}
+		}
+		if !l.settings.EnumValues {
+			stripValues(r.Answer)
+			stripValues(r.Errors)
+			for _, cs := range r.ErrorCodes {
+				cs.Values, cs.ValuesDropped = nil, true
+			}
+		}
+		l.routes = append(l.routes, rs)
+		if r.Tool != "" {
+			l.toolIndex[toolKey{r.Upstream, r.Tool, r.Method, r.Path}] = rs
+		}
+	}
+}
+
+// ReadSummary reads a summary file written by Save.
+func ReadSummary(path string) (*Summary, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSummaryBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(data) > maxSummaryBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxSummaryBytes)
+	}
+	sum, err := DecodeSummary(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return sum, nil
+}
+
+// DecodeSummary decodes a summary as Save writes it, refusing unknown
+// fields, another version and routes a policy could not hold.
+func DecodeSummary(data []byte) (*Summary, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var sum Summary
+	if err := dec.Decode(&sum); err != nil {
+		return nil, fmt.Errorf("not a learning summary: %w", err)
+	}
+	if sum.Version != SummaryVersion {
+		return nil, fmt.Errorf("summary version %d, want %d", sum.Version, SummaryVersion)
+	}
+	kept := sum.Routes[:0]
+	for i, r := range sum.Routes {
+		switch {
+		case r == nil:
+			continue
+		case !methods[r.Method] || r.Upstream == "" || !validTemplate(r.Path) || len(r.Path) > maxPathBytes:
+			return nil, fmt.Errorf("routes[%d]: not a route a policy can bind", i)
+		case len(r.Latency.Buckets) != 0 && len(r.Latency.Buckets) != latencyBuckets:
+			return nil, fmt.Errorf("routes[%d]: latency has %d buckets, want %d", i, len(r.Latency.Buckets), latencyBuckets)
+		}
+		clean(r)
+		kept = append(kept, r)
+	}
+	sum.Routes = kept
+	if sum.Upstreams == nil {
+		sum.Upstreams = map[string]string{}
+	}
+	return &sum, nil
+}
+
+// clean drops the null entries a hand-edited file may hold, so every map
+// value of a decoded route can be read.
+func clean(r *Route) {
+	for _, req := range []*Request{&r.Accepted, &r.Rejected} {
+		deleteNil(req.Path)
+		deleteNil(req.Query)
+		cleanShape(req.Body)
+	}
+	cleanShape(r.Answer)
+	cleanShape(r.Errors)
+	deleteNil(r.ErrorCodes)
+	deleteNil(r.Headers)
+}
+
+func cleanShape(s *Shape) {
+	if s == nil {
+		return
+	}
+	deleteNil(s.Fields)
+	for _, c := range s.Fields {
+		cleanShape(c)
+	}
+	cleanShape(s.Items)
+}
+
+func deleteNil[V any](m map[string]*V) {
+	for k, v := range m {
+		if v == nil {
+			delete(m, k)
+		}
+	}
+}
+
+// Summary returns a copy of the summary, routes sorted by upstream, path
+// and method.
+func (l *Learner) Summary() *Summary {
+	data, err := l.encode()
+	if err != nil {
+		// Only maps of strings and numbers are encoded; this cannot fail.
+		panic(err)
+	}
+	var sum Summary
+	if err := json.Unmarshal(data, &sum); err != nil {
+		panic(err)
+	}
+	return &sum
+}
+
+// encode writes the summary as JSON, under the lock.
+func (l *Learner) encode() ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sort.Slice(l.routes, func(i, j int) bool {
+		a, b := l.routes[i], l.routes[j]
+		if a.Upstream != b.Upstream {
+			return a.Upstream < b.Upstream
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		if a.Method != b.Method {
+			return a.Method < b.Method
+		}
+		return a.Tool < b.Tool
+	})
+	sum := l.sum
+	sum.Routes = make([]*Route, len(l.routes))
+	for i, r := range l.routes {
+		sum.Routes[i] = r.Route
+	}
+	return json.MarshalIndent(&sum, "", " ")
+}
+
+// Save writes the summary to the settings' file, atomically (a temporary
+// file in the same directory, synced, then renamed), readable by its owner
+// only. Without a file it does nothing.
+func (l *Learner) Save() error {
+	if l.settings.File == "" {
+		return nil
+	}
+	data, err := l.encode()
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(l.settings.File, append(data, '\n'))
+}
+
+func writeFileAtomic(name string, data []byte) error {
+	dir := filepath.Dir(name)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".*")
+	if err != nil {
+		return fmt.Errorf("saving the learning summary: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), name)
+	}
+	if err != nil {
+		return fmt.Errorf("saving the learning summary: %w", err)
+	}
+	return nil
+}
+
+// String describes the summary in one line.
+func (s *Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d exchanges on %d routes since %s", s.Exchanges, len(s.Routes), s.Since.Format("2006-01-02 15:04:05 MST"))
+	if s.Dropped > 0 {
+		fmt.Fprintf(&b, " (%d not learned: route limit or unbindable request)", s.Dropped)
+	}
+	return b.String()
+}

@@ -1,0 +1,270 @@
+package learn
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// maxItems is how many elements of one array are looked at.
+const maxItems = 32
+
+// maxSignatureKeys is how many keys a shape signature names.
+const maxSignatureKeys = 8
+
+// shaper adds decoded JSON values to a body shape within the bounds.
+type shaper struct {
+	maxKeys, maxDepth, maxFields, maxValues int
+	// values keeps code-like strings of code-named fields (answers only,
+	// and only with enum_values).
+	values bool
+}
+
+// observe adds v to the body shape rooted at root.
+func (sh *shaper) observe(root *Shape, v any) {
+	sh.add(root, root, v, 0, false)
+}
+
+func (sh *shaper) add(root, s *Shape, v any, depth int, codeName bool) {
+	s.Seen++
+	inc(&s.Types, jsonType(v))
+	switch v := v.(type) {
+	case map[string]any:
+		if depth >= sh.maxDepth {
+			return
+		}
+		sawID := false
+		for _, k := range sortedKeys(v) {
+			name := k
+			if k == "" {
+				s.OtherKeys++
+				continue
+			}
+			if idLike(k) {
+				// A map keyed by ids: one field stands for every key.
+				if sawID {
+					continue
+				}
+				name, sawID = "{key}", true
+			}
+			child := s.Fields[name]
+			if child == nil {
+				if len(s.Fields) >= sh.maxKeys || root.nodes >= sh.maxFields {
+					s.OtherKeys++
+					continue
+				}
+				child = &Shape{}
+				if s.Fields == nil {
+					s.Fields = map[string]*Shape{}
+				}
+				s.Fields[name] = child
+				root.nodes++
+			}
+			sh.add(root, child, v[k], depth+1, name != "{key}" && codeFields[normalizeField(k)])
+		}
+	case []any:
+		if len(v) == 0 {
+			s.EmptyArrays++
+		}
+		if depth >= sh.maxDepth {
+			return
+		}
+		if s.Items == nil {
+			if root.nodes >= sh.maxFields {
+				return
+			}
+			s.Items = &Shape{}
+			root.nodes++
+		}
+		for i, e := range v {
+			if i == maxItems {
+				break
+			}
+			sh.add(root, s.Items, e, depth+1, false)
+		}
+	case string:
+		if codeName && sh.values {
+			keepValue(&s.Values, &s.ValuesDropped, v, sh.maxValues)
+		}
+	}
+}
+
+// keepValue counts v among a field's code values, or drops them all for
+// good when v is not code-like or would be one value too many: a field
+// whose values are not all codes is data, and none of it is kept.
+func keepValue(values *map[string]int64, dropped *bool, v string, limit int) {
+	if *dropped {
+		return
+	}
+	if _, ok := (*values)[v]; !ok && (!codeLike(v) || len(*values) >= limit) {
+		*values, *dropped = nil, true
+		return
+	}
+	if *values == nil {
+		*values = map[string]int64{}
+	}
+	(*values)[v]++
+}
+
+// jsonType names the JSON type of a decoded value; a number without a
+// fraction or exponent is "integer".
+func jsonType(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	case json.Number:
+		if strings.ContainsAny(string(v), ".eE") {
+			return "number"
+		}
+		return "integer"
+	}
+	return "null"
+}
+
+// signature describes an answer in a few words: its status and the top
+// level of its JSON body ("200 {results,total}", "200 [...]"), or its
+// media type when it is not JSON.
+func signature(status int, mt string, parsed bool, v any, empty bool) string {
+	code := strconv.Itoa(status)
+	switch {
+	case empty:
+		return code + " no body"
+	case !parsed && mt == "":
+		return code + " unreadable"
+	case !parsed:
+		return code + " " + mt
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		var names []string
+		sawID := false
+		for _, k := range sortedKeys(v) {
+			if idLike(k) {
+				if sawID {
+					continue
+				}
+				k, sawID = "{key}", true
+			}
+			if len(names) == maxSignatureKeys {
+				names = append(names, "…")
+				break
+			}
+			names = append(names, k)
+		}
+		return code + " {" + strings.Join(names, ",") + "}"
+	case []any:
+		if len(v) == 0 {
+			return code + " []"
+		}
+		return code + " [...]"
+	}
+	return code + " " + jsonType(v)
+}
+
+// mergeShape adds src into dst within the bounds; fields src holds that
+// do not fit count as dst's other keys.
+func (sh *shaper) mergeShape(root, dst, src *Shape) {
+	dst.Seen += src.Seen
+	for t, n := range src.Types {
+		add(&dst.Types, t, n)
+	}
+	dst.OtherKeys += src.OtherKeys
+	dst.EmptyArrays += src.EmptyArrays
+	for _, name := range sortedKeys(src.Fields) {
+		child := src.Fields[name]
+		d := dst.Fields[name]
+		if d == nil {
+			if len(dst.Fields) >= sh.maxKeys || root.nodes >= sh.maxFields {
+				dst.OtherKeys += child.Seen
+				continue
+			}
+			d = &Shape{}
+			if dst.Fields == nil {
+				dst.Fields = map[string]*Shape{}
+			}
+			dst.Fields[name] = d
+			root.nodes++
+		}
+		sh.mergeShape(root, d, child)
+	}
+	if src.Items != nil {
+		if dst.Items == nil && root.nodes < sh.maxFields {
+			dst.Items = &Shape{}
+			root.nodes++
+		}
+		if dst.Items != nil {
+			sh.mergeShape(root, dst.Items, src.Items)
+		}
+	}
+	mergeValues(&dst.Values, &dst.ValuesDropped, src.Values, src.ValuesDropped, sh.maxValues)
+}
+
+// mergeValues adds one field's code values into another's, under the
+// same rule as keepValue.
+func mergeValues(dst *map[string]int64, dstDropped *bool, src map[string]int64, srcDropped bool, limit int) {
+	if srcDropped {
+		*dst, *dstDropped = nil, true
+		return
+	}
+	for _, v := range sortedKeys(src) {
+		keepValue(dst, dstDropped, v, limit)
+		if *dstDropped {
+			return
+		}
+		(*dst)[v] += src[v] - 1
+	}
+}
+
+// countNodes counts the shapes under s, s excluded.
+func countNodes(s *Shape) int {
+	if s == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range s.Fields {
+		n += 1 + countNodes(c)
+	}
+	if s.Items != nil {
+		n += 1 + countNodes(s.Items)
+	}
+	return n
+}
+
+// stripValues removes every kept code value under s.
+func stripValues(s *Shape) {
+	if s == nil {
+		return
+	}
+	s.Values = nil
+	for _, c := range s.Fields {
+		stripValues(c)
+	}
+	stripValues(s.Items)
+}
+
+func inc[K comparable](m *map[K]int64, k K) { add(m, k, 1) }
+
+func add[K comparable](m *map[K]int64, k K, n int64) {
+	if *m == nil {
+		*m = map[K]int64{}
+	}
+	(*m)[k] += n
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
