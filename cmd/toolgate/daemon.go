@@ -204,6 +204,9 @@ func (d *daemon) adminAddr() string { return d.adminLn.Addr().String() }
 // changes, then shuts down (see shutdown). It returns nil after a clean
 // shutdown.
 func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
+	// The triggers stop when shutdown begins; a reload already under way
+	// (it may wait for the files to settle) is waited for at the very end,
+	// so no goroutine outlives run.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	triggers, stopTriggers := context.WithCancel(ctx)
