@@ -31,10 +31,24 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// Options tune loading. The zero value reads the process environment.
+// Options tune loading. The zero value reads the process environment and
+// checks the policy as `toolgate serve` runs it.
 type Options struct {
 	// LookupEnv resolves ${VAR}; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// ByRoute says every call will be identified by its method and path,
+	// as `toolgate extproc` identifies them: ambiguous tool routes are then
+	// an error whether or not server.transparent is set.
+	ByRoute bool
+	// Warn, when not nil, receives the problems of a policy that loads
+	// under these options but would be refused under others (ambiguous
+	// routes, which toolgate extproc and transparent mode refuse). It is
+	// called only when the policy compiles, in file order.
+	Warn func(*Error)
+	// Listen and AdminListen, when not empty, take the place of
+	// server.listen and server.admin_listen (the -listen and -admin flags
+	// of serve and extproc). The policy's own values are still checked.
+	Listen, AdminListen string
 }
 
 // maxPolicyBytes bounds one policy file, so a wrong path (a log file, a
@@ -155,7 +169,7 @@ func policyFiles(path string) (files []string, dir fs.FileInfo, err error) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+		if !isPolicyFileName(name) {
 			continue
 		}
 		full := filepath.Join(path, name)
@@ -201,9 +215,14 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 	if len(c.errs) > 0 {
 		return nil, c.errs.sorted()
 	}
-	snap := c.compile(merged)
+	snap := c.compile(merged, opts)
 	if len(c.errs) > 0 {
 		return nil, c.errs.sorted()
+	}
+	if opts.Warn != nil {
+		for _, w := range c.warns.sorted() {
+			opts.Warn(w)
+		}
 	}
 	snap.Checksum = checksum(sources)
 	for _, src := range sources {
@@ -230,8 +249,11 @@ type fileWithName struct {
 
 type compiler struct {
 	errs  Errors
+	warns Errors
 	pos   map[string]nodePos
 	files []string
+	// byRoute is Options.ByRoute.
+	byRoute bool
 }
 
 func (c *compiler) decodeFile(src source, lookup func(string) (string, bool)) (*fileSpec, bool) {
@@ -385,12 +407,19 @@ func (c *compiler) merge(files []fileWithName) *fileSpec {
 
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 
-func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
+func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 	snap := &policy.Snapshot{
 		Upstreams: map[string]*policy.Upstream{},
 		Tools:     map[string]*contracts.Contract{},
 	}
+	c.byRoute = opts.ByRoute
 	snap.Server = c.server(f.Server, f.Upstreams)
+	if opts.Listen != "" {
+		snap.Server.Listen = opts.Listen
+	}
+	if opts.AdminListen != "" {
+		snap.Server.AdminListen = opts.AdminListen
+	}
 	snap.State = c.state(f.State)
 	cat, err := contracts.NewCatalog(snap.Server.Messages)
 	if err != nil {
@@ -415,9 +444,7 @@ func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
 		}
 	}
 	snap.Access = c.access(f.Access, f.Tools)
-	if snap.Server.Transparent {
-		c.routes(snap)
-	}
+	c.routes(snap)
 	c.passthroughCovers(snap)
 	return snap
 }
@@ -469,20 +496,6 @@ func (c *compiler) passthroughCovers(snap *policy.Snapshot) {
 			if _, ok := b.MatchPath(witness); ok {
 				c.errorAt(fmt.Sprintf("server.passthrough[%d].prefix", i), "prefix %s covers the route of tool %s (%s %s): its calls would be forwarded without the contract; use a longer prefix",
 					p.Prefix, name, b.Method(), b.PathTemplate())
-			}
-		}
-	}
-}
-
-// routes refuses ambiguous legacy routes in transparent mode: a request
-// that two tools' routes match equally would not know its tool.
-func (c *compiler) routes(snap *policy.Snapshot) {
-	for i, a := range snap.ToolNames {
-		for _, b := range snap.ToolNames[i+1:] {
-			ba, bb := snap.Tools[a].Binding, snap.Tools[b].Binding
-			if contracts.Ambiguous(ba, bb) {
-				c.errorAt("tools."+b+".request.path", "route %s %s is ambiguous with tool %s (%s %s) in transparent mode",
-					bb.Method(), bb.PathTemplate(), a, ba.Method(), ba.PathTemplate())
 			}
 		}
 	}

@@ -18,6 +18,8 @@ var update = flag.Bool("update", false, "rewrite testdata/invalid/*.err with the
 
 // TestInvalidPolicies pins the exact messages users read: every file under
 // testdata/invalid is paired with the output `toolgate check` must print.
+// Files named extproc_*.yaml are loaded as `toolgate extproc` loads them
+// (and `toolgate check -extproc` checks them): with Options.ByRoute.
 func TestInvalidPolicies(t *testing.T) {
 	files, err := filepath.Glob("testdata/invalid/*.yaml")
 	if err != nil || len(files) == 0 {
@@ -27,7 +29,7 @@ func TestInvalidPolicies(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {
 			errFile := strings.TrimSuffix(f, ".yaml") + ".err"
-			_, err := Load(f, Options{LookupEnv: noEnv})
+			_, err := Load(f, Options{LookupEnv: noEnv, ByRoute: strings.HasPrefix(name, "extproc_")})
 			var errs Errors
 			if !errors.As(err, &errs) {
 				t.Fatalf("Load = %v, want config.Errors", err)
@@ -258,4 +260,101 @@ func TestStateBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAmbiguousRoutesHaveOneRule: whether two tools' routes may overlap is
+// decided in one place for every front. Transparent mode and ext_proc
+// refuse them with the position of the second route; a policy served only
+// by name (/v1/tools, MCP) loads, and says why it would not run elsewhere.
+func TestAmbiguousRoutesHaveOneRule(t *testing.T) {
+	doc := func(server string) string {
+		return "version: 1\n" + server + `upstreams:
+  svc: {url: "http://127.0.0.1:7001"}
+tools:
+  get_doc:
+    description: Get a document.
+    upstream: svc
+    args: {type: object, properties: {id: {type: string}}}
+    request: {method: GET, path: "/docs/{id}"}
+  get_page:
+    description: Get a page.
+    upstream: svc
+    args: {type: object, properties: {n: {type: string}}}
+    request: {method: GET, path: "/docs/{n}"}
+`
+	}
+	const at = "p.yaml:14:34: tools.get_page.request.path: route GET /docs/{n} is ambiguous with tool get_doc (GET /docs/{id})"
+	for _, tc := range []struct {
+		name    string
+		server  string
+		byRoute bool
+		err     string // the whole error; empty: loads
+		warn    string // the whole warning; empty: none
+	}{
+		{"served by name, the policy loads with a warning", "", false, "",
+			at + ": toolgate extproc and transparent mode would refuse this policy"},
+		{"under ext_proc, the policy is refused", "", true,
+			at + ": toolgate extproc identifies every call by its route", ""},
+		{"in transparent mode, the policy is refused", "server: {transparent: true}\n", false,
+			"p.yaml:15:34: tools.get_page.request.path: route GET /docs/{n} is ambiguous with tool get_doc (GET /docs/{id}) in transparent mode", ""},
+		{"in transparent mode under ext_proc, the policy is refused once", "server: {transparent: true}\n", true,
+			"p.yaml:15:34: tools.get_page.request.path: route GET /docs/{n} is ambiguous with tool get_doc (GET /docs/{id}) in transparent mode", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var warns []string
+			opts := Options{LookupEnv: noEnv, ByRoute: tc.byRoute, Warn: func(e *Error) { warns = append(warns, e.Error()) }}
+			_, err := CompileSource("p.yaml", []byte(doc(tc.server)), opts)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.err {
+				t.Errorf("error %q, want %q", got, tc.err)
+			}
+			if w := strings.Join(warns, "\n"); w != tc.warn {
+				t.Errorf("warnings %q, want %q", w, tc.warn)
+			}
+		})
+	}
+	t.Run("routes that do not overlap load without a warning", func(t *testing.T) {
+		warned := false
+		d := strings.Replace(doc(""), `path: "/docs/{n}"`, `path: "/pages/{n}"`, 1)
+		if _, err := CompileSource("p.yaml", []byte(d), Options{LookupEnv: noEnv, ByRoute: true, Warn: func(*Error) { warned = true }}); err != nil || warned {
+			t.Errorf("error %v, warned %v", err, warned)
+		}
+	})
+}
+
+// TestListenFlagsOverrideThePolicy: -listen and -admin take the place of
+// server.listen and server.admin_listen, while the policy's own values are
+// still checked.
+func TestListenFlagsOverrideThePolicy(t *testing.T) {
+	doc := "version: 1\nserver: {listen: \"127.0.0.1:8081\", admin_listen: \"127.0.0.1:9091\"}\n"
+	for _, tc := range []struct {
+		name                string
+		opts                Options
+		listen, adminListen string
+	}{
+		{"without flags the policy says", Options{}, "127.0.0.1:8081", "127.0.0.1:9091"},
+		{"-listen replaces server.listen", Options{Listen: ":8080"}, ":8080", "127.0.0.1:9091"},
+		{"-admin replaces server.admin_listen", Options{AdminListen: ":9090"}, "127.0.0.1:8081", ":9090"},
+		{"both flags replace both", Options{Listen: ":8080", AdminListen: ":9090"}, ":8080", ":9090"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.LookupEnv = noEnv
+			snap, err := CompileSource("p.yaml", []byte(doc), tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Server.Listen != tc.listen || snap.Server.AdminListen != tc.adminListen {
+				t.Errorf("listen %q, admin_listen %q; want %q, %q", snap.Server.Listen, snap.Server.AdminListen, tc.listen, tc.adminListen)
+			}
+		})
+	}
+	t.Run("a broken server.listen is reported even with -listen", func(t *testing.T) {
+		_, err := CompileSource("p.yaml", []byte("version: 1\nserver: {listen: nowhere}\n"), Options{LookupEnv: noEnv, Listen: ":8080"})
+		if err == nil || !strings.Contains(err.Error(), "p.yaml:2:18: server.listen") {
+			t.Errorf("error %v", err)
+		}
+	})
 }

@@ -72,7 +72,14 @@ func TestComponentAddsTheSidecar(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		snap, err := config.Load(dir, config.Options{LookupEnv: func(string) (string, bool) { return "", false }})
+		// Loaded as the sidecar loads it: its -listen and -admin over the
+		// policy's addresses, which the example does not set.
+		tg, _ := sidecartest.Sidecar(t, r.templates["Deployment/orders-api"].Spec)
+		snap, err := config.Load(dir, config.Options{
+			LookupEnv:   func(string) (string, bool) { return "", false },
+			Listen:      sidecartest.Flag(tg, "listen"),
+			AdminListen: sidecartest.Flag(tg, "admin"),
+		})
 		if err != nil {
 			t.Fatalf("the component's example policy fails toolgate check:\n%v", err)
 		}

@@ -23,7 +23,9 @@ type LegacyRoute struct {
 
 // MatchRoute returns the tool whose request route method and escapedPath
 // take, as transparent mode matches it. ok is false when no tool's route
-// matches.
+// matches. A policy loaded for a front that identifies calls by route
+// (config.Options.ByRoute, or server.transparent) has no ambiguous routes:
+// config refuses them, so at most one tool's route is the most specific.
 func (c *Core) MatchRoute(method, escapedPath string) (route LegacyRoute, ok bool) {
 	t, vals := c.state.Load().router.match(method, escapedPath)
 	if t == nil {

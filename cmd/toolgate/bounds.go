@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -27,11 +28,11 @@ import (
 // a client that stops reading and never a call in progress.
 
 // Admin port bounds: a scrape, a probe or a reload is small and quick; a
-// reload may wait for the policy files to settle (settleTimeout).
+// reload may wait for the policy files to settle (config.SettleTimeout).
 const (
 	adminMaxConnections = 64
 	adminReadTimeout    = 10 * time.Second
-	adminWriteTimeout   = settleTimeout + 30*time.Second
+	adminWriteTimeout   = config.SettleTimeout + 30*time.Second
 	adminIdleTimeout    = 60 * time.Second
 	maxHeaderBytes      = 64 << 10
 )

@@ -97,7 +97,7 @@ func TestSlowBodiesAgainstTheConnectionCap(t *testing.T) {
 	start := time.Now()
 	var slow []*slowBody
 	for range maxConns {
-		slow = append(slow, openSlowBody(t, s.agentAddr()))
+		slow = append(slow, openSlowBody(t, s.frontAddr()))
 	}
 	// Every slot is taken by a handler waiting for its body.
 	client := &http.Client{Timeout: 3 * time.Second}
@@ -173,7 +173,7 @@ func TestLongToolCallOutlivesServerTimeouts(t *testing.T) {
 // after idle_timeout, freeing its slot.
 func TestIdleConnectionsAreClosed(t *testing.T) {
 	s := startHostile(t, hostileOptions{server: "  idle_timeout: 1s\n"})
-	conn, err := net.DialTimeout("tcp", s.agentAddr(), 5*time.Second)
+	conn, err := net.DialTimeout("tcp", s.frontAddr(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,11 +61,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, `Usage of toolgate check:
   toolgate check [-config] PATH...
 
-Validates each policy file or directory (its *.yaml files merged) as toolgate serve would load it,
-and prints one line per path:
+Validates each policy file or directory (its *.yaml files merged) as toolgate serve would load it
+(with -extproc, as toolgate extproc would), and prints one line per path:
   ok: PATH: N tools, M upstreams (checksum HEX)
 (with "; files A, B" after the checksum for a directory), or the errors, one per line starting with
-file:line:col, and exits 1.
+file:line:col, and exits 1. Warnings (a policy serve runs but extproc or transparent mode would
+refuse) go to stderr as "warning: file:line:col: ..." and do not change the exit code.
 
 `)
 		fs.PrintDefaults()
@@ -75,6 +76,7 @@ file:line:col, and exits 1.
 		paths = append(paths, s)
 		return nil
 	})
+	extproc := fs.Bool("extproc", false, "check as toolgate extproc loads the policy: ambiguous tool routes are errors, since ext_proc identifies every call by its route")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -85,7 +87,9 @@ file:line:col, and exits 1.
 	}
 	code := 0
 	for _, path := range paths {
-		snap, err := config.Load(path, config.Options{})
+		snap, err := config.Load(path, config.Options{ByRoute: *extproc, Warn: func(e *config.Error) {
+			fmt.Fprintf(stderr, "warning: %v\n", e)
+		}})
 		if err != nil {
 			printLoadError(stderr, err)
 			code = 1

@@ -82,3 +82,39 @@ func TestCheckNamesEachPath(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckRefusesWhatExtprocRefuses: ambiguous tool routes are one rule
+// in config. `toolgate check -extproc` refuses them with the very lines
+// `toolgate extproc` prints before it exits; plain check, for a policy
+// serve runs by tool name, warns with the same position and exits 0.
+func TestCheckRefusesWhatExtprocRefuses(t *testing.T) {
+	path := writePolicy(t, extprocPolicy+`  get_page:
+    description: Get a page.
+    upstream: legacy
+    args: {type: object, required: [n], properties: {n: {type: string}}}
+    request: {method: GET, path: "/docs/{n}"}
+`)
+	at := path + ":16:34: tools.get_page.request.path: route GET /docs/{n} is ambiguous with tool get_doc (GET /docs/{id})"
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // a prefix
+		stderr string
+	}{
+		{"check -extproc refuses it with file:line:col", []string{"check", "-extproc", path}, 1, "",
+			at + ": toolgate extproc identifies every call by its route\n"},
+		{"extproc refuses it with the same line", []string{"extproc", "-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-watch=false"}, 1, "",
+			at + ": toolgate extproc identifies every call by its route\n"},
+		{"check alone passes it with a warning", []string{"check", path}, 0, "ok: " + path + ": 2 tools",
+			"warning: " + at + ": toolgate extproc and transparent mode would refuse this policy\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr)
+			if code != tc.code || stderr.String() != tc.stderr || !strings.HasPrefix(stdout.String(), tc.stdout) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q…, %q", code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderr)
+			}
+		})
+	}
+}

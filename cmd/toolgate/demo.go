@@ -135,21 +135,21 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 		printLoadError(stderr, err)
 		return 1
 	}
-	srv, err := newServer(snap, nil, logger)
+	d, err := newDaemon(snap, daemonOptions{name: "toolgate demo", logger: logger, front: newAgentFront, grace: 5 * time.Second})
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
 		return 1
 	}
-	if err := srv.listen(); err != nil {
+	if err := d.listen(); err != nil {
 		fmt.Fprintf(stderr, "toolgate demo: %v (is another demo running? move it with -listen and -admin)\n", err)
 		return 1
 	}
 	if o.faults {
-		printFaultsDemo(stdout, srv.agentAddr(), srv.adminAddr(), snap)
+		printFaultsDemo(stdout, d.frontAddr(), d.adminAddr(), snap)
 	} else {
-		printDemo(stdout, srv.agentAddr(), srv.adminAddr(), snap)
+		printDemo(stdout, d.frontAddr(), d.adminAddr(), snap)
 	}
-	if err := srv.serve(ctx, 0, 5*time.Second); err != nil {
+	if err := d.run(ctx, nil); err != nil {
 		fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
 		return 1
 	}

@@ -7,9 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/toolgate/toolgate/config"
 )
 
-// daemonFlags are the flags serve and extproc share.
+// daemonFlags are the flags serve and extproc share, and how the two
+// commands load their policy.
 type daemonFlags struct {
 	configPath string
 	logLevel   slog.Level
@@ -17,15 +20,26 @@ type daemonFlags struct {
 	drainDelay time.Duration
 	grace      time.Duration
 	watch      bool
+	// listen and admin, when set, take the place of the policy's
+	// server.listen and server.admin_listen.
+	listen, admin string
+
+	// drainWhat and graceWhat finish the help texts for the command.
+	drainWhat, graceWhat string
+	// byRoute loads the policy for a front that identifies every call by
+	// its route (extproc): see config.Options.ByRoute.
+	byRoute bool
 }
 
-// register adds the shared flags to fs; drainWhat and graceWhat finish the
-// help texts for the command.
-func (d *daemonFlags) register(fs *flag.FlagSet, drainWhat, graceWhat string) {
+// register adds the shared flags to fs; listenDefault and listenHelp
+// describe the command's -listen.
+func (d *daemonFlags) register(fs *flag.FlagSet, listenDefault, listenHelp string) {
 	fs.StringVar(&d.configPath, "config", "", "policy file or directory")
+	fs.StringVar(&d.listen, "listen", listenDefault, listenHelp)
+	fs.StringVar(&d.admin, "admin", "", "admin address: /metrics, /healthz, /readyz, /-/reload, /v1/config (default: the policy's server.admin_listen)")
 	fs.StringVar(&d.level, "log-level", "info", "log level: debug, info, warn, error")
-	fs.DurationVar(&d.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, keep serving this long with "+drainWhat)
-	fs.DurationVar(&d.grace, "grace", 30*time.Second, "after the drain delay, wait this long for "+graceWhat)
+	fs.DurationVar(&d.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, keep serving this long with "+d.drainWhat)
+	fs.DurationVar(&d.grace, "grace", 30*time.Second, "after the drain delay, wait this long for "+d.graceWhat)
 	fs.BoolVar(&d.watch, "watch", true, "reload the policy when its files change (SIGHUP and POST /-/reload work either way)")
 }
 
@@ -44,6 +58,55 @@ func (d *daemonFlags) check(cmd string, stderr io.Writer) (*slog.Logger, *logSin
 	sink := newLogSink(stderr)
 	h := slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: d.logLevel})
 	return slog.New(flushOnWarn{Handler: h, sink: sink}), sink, true
+}
+
+// loaderOptions say how the command reads its policy: the listen flags
+// over the policy's addresses, and extproc's route rule.
+func (d *daemonFlags) loaderOptions() config.LoaderOptions {
+	return config.LoaderOptions{Options: config.Options{ByRoute: d.byRoute, Listen: d.listen, AdminListen: d.admin}}
+}
+
+// run is serve and extproc once their flags are parsed: it loads the
+// policy, builds the daemon with the command's front, and runs it until
+// SIGTERM or SIGINT. It returns the exit code.
+func (d *daemonFlags) run(cmd, name string, front newFront, stderr io.Writer) int {
+	logger, sink, ok := d.check(cmd, stderr)
+	if !ok {
+		return 2
+	}
+	// Deferred first, so it runs last: the log is flushed after the
+	// daemon's last line.
+	defer sink.Close()
+	watcher := d.startWatcher(logger)
+	loader := config.NewLoader(d.configPath, d.loaderOptions())
+	snap, err := loader.Load()
+	if err != nil {
+		if watcher != nil {
+			watcher.Close()
+		}
+		printLoadError(stderr, err)
+		return 1
+	}
+	dm, err := newDaemon(snap, daemonOptions{
+		name: name, logger: logger, source: loader, watcher: watcher, front: front,
+		drainDelay: d.drainDelay, grace: d.grace,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "toolgate: %v\n", err)
+		return 1
+	}
+	ctx, hup, stop := notifySignals()
+	defer stop()
+	if err := dm.listen(); err != nil {
+		fmt.Fprintf(stderr, "toolgate: %v\n", err)
+		return 1
+	}
+	if err := dm.run(ctx, hup); err != nil {
+		logger.Error(name+" stopped with an error", "err", err.Error())
+		return 1
+	}
+	logger.Info(name + " stopped")
+	return 0
 }
 
 // flushOnWarn writes warnings and errors out at once: they may be the last
@@ -72,11 +135,11 @@ func (f flushOnWarn) WithGroup(name string) slog.Handler {
 // startWatcher watches the policy files when -watch is on. It starts before
 // the first read, so a change made while toolgate starts is not missed; a
 // watcher that cannot start leaves reloads to SIGHUP and POST /-/reload.
-func (d *daemonFlags) startWatcher(logger *slog.Logger) *policyWatcher {
+func (d *daemonFlags) startWatcher(logger *slog.Logger) *config.Watcher {
 	if !d.watch {
 		return nil
 	}
-	w, err := newPolicyWatcher(d.configPath, logger)
+	w, err := config.NewWatcher(d.configPath, logger)
 	if err != nil {
 		logger.Warn("not watching the policy files; reload with SIGHUP or POST /-/reload", "err", err.Error())
 		return nil

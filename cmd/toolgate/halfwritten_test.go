@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/policytest"
 )
 
 // These tests rewrite the policy file in place while calls run, the way a
@@ -147,7 +149,7 @@ func TestHalfWrittenPolicyNeverServesACall(t *testing.T) {
 	}{
 		{"a pause shorter than the settle window, cut before access", "access:", 600 * time.Millisecond},
 		{"a pause shorter than the settle window, cut before access.default", "  default: deny", 600 * time.Millisecond},
-		{"a pause longer than the settle window, cut before access.default", "  default: deny", 2*settleWindow + time.Second},
+		{"a pause longer than the settle window, cut before access.default", "  default: deny", 2*config.SettleWindow + time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			eb := &effectBackend{texts: map[string]int{}}
@@ -159,19 +161,19 @@ func TestHalfWrittenPolicyNeverServesACall(t *testing.T) {
 			v1 := testPolicy(params) + accessSection
 			params.Extra = true
 			v2 := testPolicy(params) + accessSection
-			path := filepath.Join(realTempDir(t), "policy.yaml")
-			writeFile(t, path, v1)
-			ts := startServer(t, path, serverOptions{watch: true, settle: settleWindow})
+			path := filepath.Join(policytest.RealTempDir(t), "policy.yaml")
+			policytest.WriteFile(t, path, v1)
+			ts := startServer(t, path, serverOptions{watch: true, settle: config.SettleWindow})
 
 			load := startAccessLoad(ts)
 			defer load.stop()
-			eventually(t, "calls before the rewrite", func() bool { return load.unlisted.Load() > 5 && load.ops.Load() > 2 })
+			policytest.Eventually(t, "calls before the rewrite", func() bool { return load.unlisted.Load() > 5 && load.ops.Load() > 2 })
 
 			i := strings.Index(v2, tc.cut)
 			writeInPlace(t, path, v2[:i], v2[i:], tc.pause)
-			eventually(t, "the whole new policy loaded", func() bool { return ts.config().Generation == 2 })
+			policytest.Eventually(t, "the whole new policy loaded", func() bool { return ts.config().Generation == 2 })
 			before := load.unlisted.Load()
-			eventually(t, "calls after the reload", func() bool { return load.unlisted.Load() > before+5 })
+			policytest.Eventually(t, "calls after the reload", func() bool { return load.unlisted.Load() > before+5 })
 			load.stop()
 
 			if n := load.violations.Load(); n > 0 {
@@ -196,8 +198,8 @@ func TestReloadThatWouldOpenAccessIsRefused(t *testing.T) {
 	b := startBackends(t)
 	params := b.params("10s")
 	head := testPolicy(params)
-	path := filepath.Join(realTempDir(t), "policy.yaml")
-	writeFile(t, path, head+accessSection)
+	path := filepath.Join(policytest.RealTempDir(t), "policy.yaml")
+	policytest.WriteFile(t, path, head+accessSection)
 	ts := startServer(t, path, serverOptions{})
 	for _, tc := range []struct {
 		name, doc string
@@ -206,7 +208,7 @@ func TestReloadThatWouldOpenAccessIsRefused(t *testing.T) {
 		{"callers without the default deny", head + "access:\n  callers:\n    ops-agent: {tools: [\"*\"]}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			replaceFile(t, path, tc.doc)
+			policytest.ReplaceFile(t, path, tc.doc)
 			code, body := ts.postReload()
 			if code != http.StatusBadRequest || !strings.Contains(body, "access: reload refused") || !strings.Contains(body, "access.default: allow") {
 				t.Fatalf("POST /-/reload: %d %s", code, body)
@@ -215,7 +217,7 @@ func TestReloadThatWouldOpenAccessIsRefused(t *testing.T) {
 		})
 	}
 	t.Run("an explicit default allow is taken", func(t *testing.T) {
-		replaceFile(t, path, head+"access:\n  default: allow\n")
+		policytest.ReplaceFile(t, path, head+"access:\n  default: allow\n")
 		if code, body := ts.postReload(); code != http.StatusOK {
 			t.Fatalf("POST /-/reload: %d %s", code, body)
 		}
@@ -229,8 +231,8 @@ func TestRecoveredReloadIsLoggedAtInfo(t *testing.T) {
 	b := startBackends(t)
 	params := b.params("10s")
 	good := testPolicy(params)
-	path := filepath.Join(realTempDir(t), "policy.yaml")
-	writeFile(t, path, good)
+	path := filepath.Join(policytest.RealTempDir(t), "policy.yaml")
+	policytest.WriteFile(t, path, good)
 	ts := startServer(t, path, serverOptions{})
 	broken := params
 	broken.Broken = true
@@ -242,11 +244,11 @@ func TestRecoveredReloadIsLoggedAtInfo(t *testing.T) {
 		{"on to a new policy", testPolicy(policyParams{Search: params.Search, Notify: params.Notify, SlowTimeout: "9s"}), `"recovered":true`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			replaceFile(t, path, testPolicy(broken))
+			policytest.ReplaceFile(t, path, testPolicy(broken))
 			if code, _ := ts.postReload(); code != http.StatusBadRequest {
 				t.Fatalf("the broken policy: %d", code)
 			}
-			replaceFile(t, path, tc.fixed)
+			policytest.ReplaceFile(t, path, tc.fixed)
 			if code, body := ts.postReload(); code != http.StatusOK {
 				t.Fatalf("the fixed policy: %d %s", code, body)
 			}

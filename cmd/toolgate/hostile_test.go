@@ -22,14 +22,16 @@ import (
 	"github.com/toolgate/toolgate/examples"
 )
 
-// These tests run the server `toolgate serve` builds (newServer) against
+// These tests run the daemon `toolgate serve` builds (newDaemon) against
 // hostile connections: they check its HTTP settings, and that slow or
 // oversized headers cost a well-behaved caller nothing.
 
-// hostileServer is newServer listening on loopback ports, serving until the
-// test ends.
+// hostileServer is the daemon of toolgate serve listening on loopback
+// ports, serving until the test ends.
 type hostileServer struct {
-	*server
+	*daemon
+	// agent is the agent port's server.
+	agent              *http.Server
 	agentURL, adminURL string
 	// searches counts the requests the search backend received.
 	searches *atomic.Int64
@@ -37,12 +39,12 @@ type hostileServer struct {
 
 // hostileOptions change startHostile's server.
 type hostileOptions struct {
-	server  string        // extra keys of the server section, each line indented two spaces
-	timeout time.Duration // the search upstream's timeout; zero means 2s
-	tune    func(*server) // changes before listening
+	server  string             // extra keys of the server section, each line indented two spaces
+	timeout time.Duration      // the search upstream's timeout; zero means 2s
+	tune    func(*http.Server) // changes the agent server before listening
 }
 
-func startHostileServer(t *testing.T, tune func(*server)) *hostileServer {
+func startHostileServer(t *testing.T, tune func(*http.Server)) *hostileServer {
 	t.Helper()
 	return startHostile(t, hostileOptions{tune: tune})
 }
@@ -73,26 +75,27 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newServer(snap, nil, slog.New(slog.DiscardHandler))
+	d, err := newDaemon(snap, daemonOptions{name: "toolgate", logger: slog.New(slog.DiscardHandler), front: newAgentFront, grace: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent := d.front.(*agentFront).srv
 	if opts.tune != nil {
-		opts.tune(srv)
+		opts.tune(agent)
 	}
-	if err := srv.listen(); err != nil {
+	if err := d.listen(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.serve(ctx, 0, 5*time.Second) }()
+	go func() { served <- d.run(ctx, nil) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
+			t.Errorf("run: %v", err)
 		}
 	})
-	return &hostileServer{server: srv, agentURL: "http://" + srv.agentAddr(), adminURL: "http://" + srv.adminAddr(), searches: searches}
+	return &hostileServer{daemon: d, agent: agent, agentURL: "http://" + d.frontAddr(), adminURL: "http://" + d.adminAddr(), searches: searches}
 }
 
 // politeCaller calls search_articles until stopped and counts calls that
@@ -201,7 +204,7 @@ func TestSlowHeaderClientsAreCutOff(t *testing.T) {
 	// test does not wait; TestServerHTTPSettingsBoundHostileClients checks
 	// the real value.
 	const timeout = 300 * time.Millisecond
-	s := startHostileServer(t, func(srv *server) { srv.agent.ReadHeaderTimeout = timeout })
+	s := startHostileServer(t, func(agent *http.Server) { agent.ReadHeaderTimeout = timeout })
 	stop := politeCaller(t, s.agentURL)
 	defer stop()
 	const n = 200
@@ -210,7 +213,7 @@ func TestSlowHeaderClientsAreCutOff(t *testing.T) {
 	var firstErr atomic.Value
 	for i := range n {
 		wg.Go(func() {
-			conn, err := net.DialTimeout("tcp", s.agentAddr(), 5*time.Second)
+			conn, err := net.DialTimeout("tcp", s.frontAddr(), 5*time.Second)
 			if err != nil {
 				firstErr.CompareAndSwap(nil, err.Error())
 				slow.Add(1)
@@ -258,8 +261,8 @@ func TestSlowHeaderClientsAreCutOff(t *testing.T) {
 
 func TestAdminPortIsSeparate(t *testing.T) {
 	s := startHostileServer(t, nil)
-	if s.agentAddr() == s.adminAddr() {
-		t.Fatalf("agent and admin share %s", s.agentAddr())
+	if s.frontAddr() == s.adminAddr() {
+		t.Fatalf("agent and admin share %s", s.frontAddr())
 	}
 	adminPaths := []string{"/metrics", "/healthz", "/readyz", "/-/reload", "/v1/config", "/debug/pprof/"}
 	t.Run("the agent port serves no admin path", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,8 +64,8 @@ toolgate container already is left as it is. Flags may come before or after the 
 	fs.StringVar(&f.opts.policy, "policy", "", "name of the ConfigMap holding the policy (default "+defaultPolicy+")")
 	fs.StringVar(&f.opts.container, "container", "", "the application container toolgate fronts (default: the only container, or the one declaring -port)")
 	fs.StringVar(&f.opts.port, "port", "", "the application's port, by name or number (default: the container's only TCP port)")
-	agent := fs.Int("agent-port", defaultAgentPort, "toolgate's agent port, where agents call; the policy's server.listen")
-	admin := fs.Int("admin-port", defaultAdminPort, "toolgate's admin port (/metrics, /healthz, /readyz); the policy's server.admin_listen")
+	agent := fs.Int("agent-port", defaultAgentPort, "toolgate's agent port, where agents call (its -listen, in place of the policy's server.listen)")
+	admin := fs.Int("admin-port", defaultAdminPort, "toolgate's admin port: /metrics, /healthz, /readyz (its -admin, in place of the policy's server.admin_listen)")
 	fs.StringVar(&f.opts.envSecret, "env-secret", "", "a Secret whose keys become toolgate's environment variables, for the policy's ${VAR}s")
 	fs.StringVar(&f.opts.fileSecret, "file-secret", "", "a Secret mounted as files at "+secretFilesDir+" in toolgate's container")
 	fs.BoolVar(&f.service, "service", false, "in the Services of the input that select a workload, move the targetPort of the application's port to toolgate's agent port")
@@ -566,8 +567,9 @@ func policyConfigMap(all []*object, w *object, p *sidecarPlan) *object {
 }
 
 // checkPolicy checks, when the input holds the policy ConfigMap, that the
-// policy listens where the sidecar's ports are and calls the application
-// over loopback. The policy's own validity is `toolgate check`'s job.
+// policy calls the application over loopback. Where toolgate listens is
+// set by its arguments (-listen, -admin), not by the policy; the policy's
+// own validity is `toolgate check`'s job.
 func checkPolicy(all []*object, w *object, p *sidecarPlan) error {
 	o := policyConfigMap(all, w, p)
 	if o == nil {
@@ -577,24 +579,12 @@ func checkPolicy(all []*object, w *object, p *sidecarPlan) error {
 	if err := decodeNode(o.node, &cm); err != nil {
 		return fmt.Errorf("ConfigMap %s: %w", cm.Name, err)
 	}
-	var listen, admin *string
-	loopback := false
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range cm.Data {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	keys := slices.Sorted(maps.Keys(cm.Data))
 	for _, key := range keys {
 		if ext := filepath.Ext(key); ext != ".yaml" && ext != ".yml" {
 			continue
 		}
 		var doc struct {
-			Server *struct {
-				Listen      *string `yaml:"listen"`
-				AdminListen *string `yaml:"admin_listen"`
-			} `yaml:"server"`
 			Upstreams map[string]struct {
 				URL string `yaml:"url"`
 			} `yaml:"upstreams"`
@@ -602,51 +592,13 @@ func checkPolicy(all []*object, w *object, p *sidecarPlan) error {
 		if err := yaml.Unmarshal([]byte(cm.Data[key]), &doc); err != nil {
 			return fmt.Errorf("ConfigMap %s key %s: %w", cm.Name, key, err)
 		}
-		if doc.Server != nil {
-			listen, admin = cmpOr(doc.Server.Listen, listen), cmpOr(doc.Server.AdminListen, admin)
-		}
 		for _, up := range doc.Upstreams {
 			if isLoopbackURL(up.URL, p.app.number) {
-				loopback = true
+				return nil
 			}
 		}
 	}
-	var errs []error
-	for _, c := range []struct {
-		key  string
-		got  *string
-		port int32
-	}{{"server.listen", listen, p.opts.agentPort}, {"server.admin_listen", admin, p.opts.adminPort}} {
-		if c.got == nil || !listensOnPodIP(*c.got, c.port) {
-			got := "not set"
-			if c.got != nil {
-				got = fmt.Sprintf("%q", *c.got)
-			}
-			errs = append(errs, fmt.Errorf("the policy in ConfigMap %s: %s is %s, want \":%d\" (the sidecar's port, reachable on the pod IP)", cm.Name, c.key, got, c.port))
-		}
-	}
-	if !loopback {
-		errs = append(errs, fmt.Errorf("the policy in ConfigMap %s: no upstream url is http://127.0.0.1:%d (the application's %s)", cm.Name, p.app.number, p.app))
-	}
-	return errors.Join(errs...)
-}
-
-func cmpOr(a, b *string) *string {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// listensOnPodIP reports whether a listen address takes connections on
-// every interface at port.
-func listensOnPodIP(addr string, port int32) bool {
-	for _, host := range []string{"", "0.0.0.0", "[::]"} {
-		if addr == fmt.Sprintf("%s:%d", host, port) {
-			return true
-		}
-	}
-	return false
+	return fmt.Errorf("the policy in ConfigMap %s: no upstream url is http://127.0.0.1:%d (the application's %s)", cm.Name, p.app.number, p.app)
 }
 
 // isLoopbackURL reports whether an upstream URL calls port over loopback.

@@ -57,8 +57,8 @@ type injectOptions struct {
 	policy     string // the policy ConfigMap's name
 	container  string // the application container
 	port       string // the application port: a name or a number
-	agentPort  int32  // toolgate's agent port (server.listen)
-	adminPort  int32  // toolgate's admin port (server.admin_listen)
+	agentPort  int32  // toolgate's agent port (its -listen)
+	adminPort  int32  // toolgate's admin port (its -admin)
 	envSecret  string // a Secret whose keys become toolgate's environment (for ${VAR})
 	fileSecret string // a Secret mounted as files at secretFilesDir
 }
@@ -134,6 +134,11 @@ func sidecarTemplate() (corev1.Container, corev1.Volume, error) {
 	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != sidecarName || len(spec.Volumes) != 1 || spec.Volumes[0].Name != policyVolumeName {
 		return corev1.Container{}, corev1.Volume{}, errors.New("sidecar template: want one init container toolgate and one volume toolgate-policy")
 	}
+	for _, name := range []string{"listen", "admin"} {
+		if !slices.ContainsFunc(spec.InitContainers[0].Args, func(a string) bool { _, ok := cutFlag(a, name); return ok }) {
+			return corev1.Container{}, corev1.Volume{}, fmt.Errorf("sidecar template: toolgate has no -%s argument", name)
+		}
+	}
 	return spec.InitContainers[0], spec.Volumes[0], nil
 }
 
@@ -198,6 +203,18 @@ func planSidecar(spec *corev1.PodSpec, ann map[string]string, opts injectOptions
 			c.Ports[i].ContainerPort = opts.agentPort
 		case adminPortName:
 			c.Ports[i].ContainerPort = opts.adminPort
+		}
+	}
+	// toolgate listens where its ports are, on every interface: the
+	// kubelet's probes and Prometheus reach the pod IP, never loopback.
+	// The flags take the place of the policy's addresses, so the policy
+	// need not name them.
+	for i, a := range c.Args {
+		if _, ok := cutFlag(a, "listen"); ok {
+			c.Args[i] = fmt.Sprintf("-listen=:%d", opts.agentPort)
+		}
+		if _, ok := cutFlag(a, "admin"); ok {
+			c.Args[i] = fmt.Sprintf("-admin=:%d", opts.adminPort)
 		}
 	}
 	policyVolume.ConfigMap.Name = opts.policy
@@ -407,8 +424,10 @@ func podGrace(spec *corev1.PodSpec) int64 {
 	return corev1.DefaultTerminationGracePeriodSeconds
 }
 
-// policyRequirements says what the policy must set for this sidecar.
+// policyRequirements says what the policy must set for this sidecar: only
+// how to reach the application. Where toolgate listens is in its
+// arguments (-listen, -admin), whatever the policy's server section says.
 func (p *sidecarPlan) policyRequirements() string {
-	return fmt.Sprintf(`the policy (ConfigMap %s) must set server.listen ":%d" and server.admin_listen ":%d" (the kubelet's probes and Prometheus reach the pod IP, not loopback), and an upstream url http://127.0.0.1:%d`,
-		p.opts.policy, p.opts.agentPort, p.opts.adminPort, p.app.number)
+	return fmt.Sprintf(`the policy (ConfigMap %s) must call the application at an upstream url http://127.0.0.1:%d`,
+		p.opts.policy, p.app.number)
 }

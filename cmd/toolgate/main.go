@@ -156,9 +156,8 @@ func wantsHelp(args []string) bool {
 
 // commandHelp prints a command's flags on stdout, taken from the command's
 // own flag set so the text cannot drift from the flags. Every command's
-// help starts "Usage of toolgate CMD:"; the first line of the commands
-// that say it otherwise (flag sets named "serve", import's "usage: ...")
-// is brought to that form here.
+// help starts "Usage of toolgate CMD:" (flag sets are named "toolgate
+// CMD"); import's "usage: ..." is brought to that form here.
 func commandHelp(c command, stdout io.Writer) int {
 	args := c.helpArgs
 	if args == nil {
@@ -168,9 +167,7 @@ func commandHelp(c command, stdout io.Writer) int {
 	c.run(args, &out, &out)
 	text := out.String()
 	head := "Usage of toolgate " + c.name + ":"
-	if rest, ok := strings.CutPrefix(text, "Usage of "+c.name+":"); ok {
-		text = head + rest
-	} else if rest, ok := strings.CutPrefix(text, "usage: "); ok {
+	if rest, ok := strings.CutPrefix(text, "usage: "); ok {
 		text = head + "\n  " + rest
 	}
 	fmt.Fprint(stdout, text)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,8 +22,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/policytest"
 )
 
 func TestMain(m *testing.M) {
@@ -148,22 +151,30 @@ type serverOptions struct {
 	// settle is the policy loader's settle window; zero means a short one
 	// (testSettle), for tests that are not about half-written files.
 	settle time.Duration
+	// extproc runs the daemon `toolgate extproc` runs (its gRPC front, its
+	// loading rule) in place of serve's.
+	extproc bool
+	// hup, when not nil, stands for SIGHUP.
+	hup chan os.Signal
+	// listen and admin are the -listen and -admin flags.
+	listen, admin string
 }
 
 // testSettle is the settle window of tests whose writers are atomic or
 // write a file in one go.
 const testSettle = 100 * time.Millisecond
 
-// testServer is toolgate run in-process the way runServe runs it, with a
-// context instead of signals.
+// testServer is the daemon `toolgate serve` (or extproc) runs, run
+// in-process with a context instead of signals.
 type testServer struct {
-	*server
+	*daemon
 	t        *testing.T
+	opts     serverOptions
 	logs     *syncBuffer
 	client   *http.Client
-	agentURL string
+	agentURL string // serve's agent port; extproc's gRPC address is frontAddr
 	adminURL string
-	stop     func() error // cancels the context and returns serve's error, once
+	stop     func() error // cancels the context and returns run's error, once
 }
 
 func startServer(t *testing.T, path string, opts serverOptions) *testServer {
@@ -173,41 +184,46 @@ func startServer(t *testing.T, path string, opts serverOptions) *testServer {
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var watcher *policyWatcher
+	flags := daemonFlags{configPath: path, listen: opts.listen, admin: opts.admin}
+	name, front := "toolgate", newAgentFront
+	if opts.extproc {
+		flags.byRoute, flags.listen = true, cmp.Or(opts.listen, "127.0.0.1:0")
+		name, front = "toolgate extproc", newExtprocFront
+	}
+	var watcher *config.Watcher
 	if opts.watch {
-		w, err := newPolicyWatcher(path, logger)
+		w, err := config.NewWatcher(path, logger)
 		if err != nil {
 			t.Fatal(err)
 		}
 		watcher = w
 	}
-	loader := newPolicyLoader(path, nil)
-	loader.settle = cmp.Or(opts.settle, testSettle)
-	snap, err := loader.load()
+	lo := flags.loaderOptions()
+	lo.Settle = cmp.Or(opts.settle, testSettle)
+	loader := config.NewLoader(path, lo)
+	snap, err := loader.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := newServer(snap, loader.load, logger)
+	d, err := newDaemon(snap, daemonOptions{name: name, logger: logger, source: loader, watcher: watcher, front: front,
+		drainDelay: opts.drainDelay, grace: opts.grace})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.listen(); err != nil {
+	if err := d.listen(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	if watcher != nil {
-		wg.Go(func() { watcher.run(ctx, func() { _ = srv.reload() }) })
-	}
 	served := make(chan error, 1)
-	go func() { served <- srv.serve(ctx, opts.drainDelay, opts.grace) }()
+	go func() { served <- d.run(ctx, opts.hup) }()
 	ts := &testServer{
-		server:   srv,
+		daemon:   d,
 		t:        t,
+		opts:     opts,
 		logs:     logs,
 		client:   &http.Client{Timeout: 30 * time.Second},
-		agentURL: "http://" + srv.agentAddr(),
-		adminURL: "http://" + srv.adminAddr(),
+		agentURL: "http://" + d.frontAddr(),
+		adminURL: "http://" + d.adminAddr(),
 	}
 	var stopped atomic.Bool
 	ts.stop = func() error {
@@ -216,13 +232,12 @@ func startServer(t *testing.T, path string, opts serverOptions) *testServer {
 		}
 		cancel()
 		err := <-served
-		wg.Wait()
 		ts.client.CloseIdleConnections()
 		return err
 	}
 	t.Cleanup(func() {
 		if err := ts.stop(); err != nil {
-			t.Errorf("serve: %v", err)
+			t.Errorf("run: %v", err)
 		}
 	})
 	return ts
@@ -476,20 +491,19 @@ func (w *fileWriter) source() string { return w.file }
 func (w *fileWriter) write(t *testing.T, content string) {
 	w.n++
 	if w.n%2 == 0 {
-		writeFile(t, w.file, content)
+		policytest.WriteFile(t, w.file, content)
 	} else {
-		replaceFile(t, w.file, content)
+		policytest.ReplaceFile(t, w.file, content)
 	}
 }
 
 // configMapWriter updates a ConfigMap-style directory as the kubelet does.
-type configMapWriter struct{ cm *configMap }
+type configMapWriter struct{ cm *policytest.ConfigMap }
 
-func (w *configMapWriter) path() string   { return w.cm.dir }
-func (w *configMapWriter) source() string { return filepath.Join(w.cm.dir, "policy.yaml") }
+func (w *configMapWriter) path() string   { return w.cm.Dir }
+func (w *configMapWriter) source() string { return filepath.Join(w.cm.Dir, "policy.yaml") }
 func (w *configMapWriter) write(t *testing.T, content string) {
-	w.cm.t = t
-	w.cm.update(map[string]string{"policy.yaml": content})
+	w.cm.Update(t, map[string]string{"policy.yaml": content})
 }
 
 // TestReloadUnderLoad changes the policy while calls run continuously: a
@@ -499,12 +513,12 @@ func (w *configMapWriter) write(t *testing.T, content string) {
 func TestReloadUnderLoad(t *testing.T) {
 	writers := map[string]func(t *testing.T, first string) policyWriter{
 		"a policy file edited in place and replaced": func(t *testing.T, first string) policyWriter {
-			w := &fileWriter{file: filepath.Join(realTempDir(t), "policy.yaml")}
-			writeFile(t, w.file, first)
+			w := &fileWriter{file: filepath.Join(policytest.RealTempDir(t), "policy.yaml")}
+			policytest.WriteFile(t, w.file, first)
 			return w
 		},
 		"a ConfigMap directory updated by the kubelet": func(t *testing.T, first string) policyWriter {
-			return &configMapWriter{cm: newConfigMap(t, map[string]string{"policy.yaml": first})}
+			return &configMapWriter{cm: policytest.NewConfigMap(t, map[string]string{"policy.yaml": first})}
 		},
 	}
 	for name, newWriter := range writers {
@@ -528,7 +542,7 @@ func TestReloadUnderLoad(t *testing.T) {
 			waitGeneration := func(gen int64) configView {
 				t.Helper()
 				var c configView
-				eventually(t, fmt.Sprintf("generation %d", gen), func() bool {
+				policytest.Eventually(t, fmt.Sprintf("generation %d", gen), func() bool {
 					c = ts.config()
 					return c.Generation >= gen
 				})
@@ -577,7 +591,7 @@ func TestReloadUnderLoad(t *testing.T) {
 			broken := v3
 			broken.Broken = true
 			pw.write(t, testPolicy(broken))
-			eventually(t, "the broken policy refused", func() bool {
+			policytest.Eventually(t, "the broken policy refused", func() bool {
 				return ts.metric("toolgate_config_reloads_total", "result", "failure") > failures
 			})
 			if ok := ts.metric("toolgate_config_last_reload_successful"); ok != 0 {
@@ -673,7 +687,7 @@ func TestCallInFlightFinishesOnItsSnapshot(t *testing.T) {
 	defer notify.Close()
 
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, path, testPolicy(policyParams{Search: oldSrv.URL, Notify: notify.URL, SlowTimeout: "10s"}))
+	policytest.WriteFile(t, path, testPolicy(policyParams{Search: oldSrv.URL, Notify: notify.URL, SlowTimeout: "10s"}))
 	ts := startServer(t, path, serverOptions{})
 
 	held := make(chan answer, 1)
@@ -684,9 +698,9 @@ func TestCallInFlightFinishesOnItsSnapshot(t *testing.T) {
 		}
 		held <- a
 	}()
-	eventually(t, "the call to reach the old backend", func() bool { return old.arrived.Load() == 1 })
+	policytest.Eventually(t, "the call to reach the old backend", func() bool { return old.arrived.Load() == 1 })
 
-	writeFile(t, path, testPolicy(policyParams{Search: newSrv.URL, Notify: notify.URL, SlowTimeout: "100ms"}))
+	policytest.WriteFile(t, path, testPolicy(policyParams{Search: newSrv.URL, Notify: notify.URL, SlowTimeout: "100ms"}))
 	if code, body := ts.postReload(); code != http.StatusOK {
 		t.Fatalf("reload: %d %s", code, body)
 	}
@@ -714,7 +728,7 @@ func TestSecretsStayOutOfConfigLogsAndMetrics(t *testing.T) {
 	p := b.params("10s")
 	p.AuthHeader = "Bearer ${TOOLGATE_TEST_TOKEN}"
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, path, testPolicy(p))
+	policytest.WriteFile(t, path, testPolicy(p))
 	ts := startServer(t, path, serverOptions{watch: true})
 
 	var seen []string
@@ -726,11 +740,11 @@ func TestSecretsStayOutOfConfigLogsAndMetrics(t *testing.T) {
 	}
 	// A good reload and a refused one, both logged.
 	p.Extra = true
-	writeFile(t, path, testPolicy(p))
-	eventually(t, "the reload", func() bool { return ts.config().Generation == 2 })
+	policytest.WriteFile(t, path, testPolicy(p))
+	policytest.Eventually(t, "the reload", func() bool { return ts.config().Generation == 2 })
 	p.Broken = true
-	writeFile(t, path, testPolicy(p))
-	eventually(t, "the refused reload", func() bool {
+	policytest.WriteFile(t, path, testPolicy(p))
+	policytest.Eventually(t, "the refused reload", func() bool {
 		return ts.metric("toolgate_config_reloads_total", "result", "failure") >= 1
 	})
 	_, reloadBody := ts.postReload()
@@ -765,7 +779,7 @@ func TestShutdownCancelsCallsLeftAfterGrace(t *testing.T) {
 	notify := httptest.NewServer(http.HandlerFunc(hang))
 	defer notify.Close()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, path, testPolicy(policyParams{Search: search.URL, Notify: notify.URL, SlowTimeout: "1m"}))
+	policytest.WriteFile(t, path, testPolicy(policyParams{Search: search.URL, Notify: notify.URL, SlowTimeout: "1m"}))
 	ts := startServer(t, path, serverOptions{grace: 200 * time.Millisecond})
 
 	type result struct {
@@ -781,7 +795,7 @@ func TestShutdownCancelsCallsLeftAfterGrace(t *testing.T) {
 		a, err := ts.call("send_notification", `{"user_id":"alice","text":"hi"}`, "Idempotency-Key", "cut-off")
 		sideEffect <- result{a, err}
 	}()
-	eventually(t, "both calls at their backends", func() bool { return arrived.Load() == 2 })
+	policytest.Eventually(t, "both calls at their backends", func() bool { return arrived.Load() == 2 })
 	if err := ts.stop(); err == nil {
 		t.Error("serve returned nil after cutting calls off")
 	}

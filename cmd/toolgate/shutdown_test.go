@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/policytest"
 )
 
 // buildToolgate builds this command into a temporary directory, with the
@@ -42,17 +46,24 @@ type process struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	logs   *syncBuffer
-	agent  string // host:port
+	agent  string // host:port of serve's agent port, or of extproc's gRPC port
 	admin  string // host:port
 	client *http.Client
 }
 
-// startProcess runs `toolgate serve` and waits for its "toolgate started"
-// log line, which names the ports it listens on.
+// startProcess runs `toolgate serve` (or, with "extproc" first in args,
+// `toolgate extproc`) and waits for its "toolgate started" ("toolgate
+// extproc started") log line, which names the ports it listens on.
 func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{t: t, logs: &syncBuffer{}}
-	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+	started := "toolgate started"
+	if len(args) > 0 && args[0] == "extproc" {
+		started = "toolgate extproc started"
+	} else {
+		args = append([]string{"serve"}, args...)
+	}
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = p.logs
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -68,10 +79,10 @@ func startProcess(t *testing.T, bin string, args ...string) *process {
 			t.Logf("toolgate's log:\n%s", p.logs.String())
 		}
 	})
-	eventually(t, "toolgate to start", func() bool {
+	policytest.Eventually(t, "toolgate to start", func() bool {
 		for _, line := range strings.Split(p.logs.String(), "\n") {
 			var rec struct{ Msg, Listen, Admin string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "toolgate started" {
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == started {
 				p.agent, p.admin = rec.Listen, rec.Admin
 				return true
 			}
@@ -144,15 +155,15 @@ func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
 
 	params := policyParams{Search: searchSrv.URL, Notify: notifySrv.URL, SlowTimeout: "30s"}
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, path, testPolicy(params))
+	policytest.WriteFile(t, path, testPolicy(params))
 	p := startProcess(t, bin, "-config", path, "-drain-delay", "3s", "-grace", "20s", "-watch=false")
-	eventually(t, "/readyz to pass", func() bool { return p.getStatus("/readyz") == http.StatusOK })
+	policytest.Eventually(t, "/readyz to pass", func() bool { return p.getStatus("/readyz") == http.StatusOK })
 
 	// SIGHUP reloads (the watcher is off, so nothing else does).
 	params.Extra = true
-	writeFile(t, path, testPolicy(params))
+	policytest.WriteFile(t, path, testPolicy(params))
 	p.signal(syscall.SIGHUP)
-	eventually(t, "the SIGHUP reload", func() bool { return p.config().Generation == 2 })
+	policytest.Eventually(t, "the SIGHUP reload", func() bool { return p.config().Generation == 2 })
 	agentURL := "http://" + p.agent
 	if _, err := callTool(p.client, agentURL, "find_articles", `{"q":"go"}`); err != nil {
 		t.Fatal(err)
@@ -175,19 +186,19 @@ func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
 		a, err := callTool(p.client, agentURL, "send_notification", `{"user_id":"carol","text":"hi"}`, "Idempotency-Key", "drain-1")
 		results <- result{a, err}
 	}()
-	eventually(t, "the calls to reach the backends", func() bool {
+	policytest.Eventually(t, "the calls to reach the backends", func() bool {
 		return search.arrived.Load() == slowCalls && notify.arrived.Load() == 1
 	})
 
 	p.signal(syscall.SIGTERM)
-	eventually(t, "/readyz to fail", func() bool { return p.getStatus("/readyz") == http.StatusServiceUnavailable })
+	policytest.Eventually(t, "/readyz to fail", func() bool { return p.getStatus("/readyz") == http.StatusServiceUnavailable })
 	// The drain delay: a new connection is still served.
 	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	if a, err := callTool(fresh, agentURL, "search_articles", `{"q":"go"}`); err != nil || a.env.Status != contracts.StatusOK {
 		t.Errorf("a call during the drain delay: %v %s", err, a.raw)
 	}
 	// After it, new connections are refused.
-	eventually(t, "the agent port to refuse connections", func() bool {
+	policytest.Eventually(t, "the agent port to refuse connections", func() bool {
 		conn, err := net.DialTimeout("tcp", p.agent, time.Second)
 		if err == nil {
 			conn.Close()
@@ -225,5 +236,80 @@ func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("backend arrivals: search %d, notify %d", search.arrived.Load(), notify.arrived.Load())
+	}
+}
+
+// TestExtprocSIGTERMDrainsStreamsInFlight runs a real `toolgate extproc`,
+// reloads it with SIGHUP, then stops it with SIGTERM while calls are in
+// flight between their request and response phases: the shutdown is
+// serve's. /readyz and the gRPC health check fail at once, a new stream is
+// still served during the drain delay, new connections are refused after
+// it, the streams in flight finish with their envelopes, and the process
+// exits 0.
+func TestExtprocSIGTERMDrainsStreamsInFlight(t *testing.T) {
+	bin := buildToolgate(t)
+	// The tools' timeout outlasts the drain delay: the calls in flight
+	// must be finished by their answers, not by their deadline.
+	doc := strings.Replace(extprocPolicy, `legacy: {url: "http://127.0.0.1:9"}`, `legacy: {url: "http://127.0.0.1:9", timeout: 60s}`, 1)
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	policytest.WriteFile(t, path, doc)
+	p := startProcess(t, bin, "extproc", "-config", path, "-listen", "127.0.0.1:0", "-drain-delay", "3s", "-grace", "20s", "-watch=false")
+	policytest.Eventually(t, "/readyz to pass", func() bool { return p.getStatus("/readyz") == http.StatusOK })
+
+	// SIGHUP reloads through the same reloader as serve's.
+	policytest.WriteFile(t, path, doc+pageTool)
+	p.signal(syscall.SIGHUP)
+	policytest.Eventually(t, "the SIGHUP reload", func() bool { return p.config().Generation == 2 })
+
+	conn := dialExtproc(t, p.agent)
+	var inFlight []*extprocCall
+	for _, route := range []string{"/docs/a", "/pages/1"} {
+		call, resp := startExtprocCall(t, conn, route)
+		if code := immediateStatus(resp); code != 0 {
+			t.Fatalf("%s answered %d locally: %v", route, code, resp)
+		}
+		inFlight = append(inFlight, call)
+	}
+
+	p.signal(syscall.SIGTERM)
+	policytest.Eventually(t, "/readyz to fail", func() bool { return p.getStatus("/readyz") == http.StatusServiceUnavailable })
+	hc, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || hc.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health while draining: %v %v, want NOT_SERVING", hc, err)
+	}
+	// The drain delay: a new connection is still served.
+	call, resp := startExtprocCall(t, dialExtproc(t, p.agent), "/nowhere")
+	if code := immediateStatus(resp); code != http.StatusNotFound {
+		t.Errorf("a stream during the drain delay: answered %d, want 404", code)
+	}
+	call.end()
+	// After it, new connections are refused.
+	policytest.Eventually(t, "the gRPC port to refuse connections", func() bool {
+		c, err := net.DialTimeout("tcp", p.agent, time.Second)
+		if err == nil {
+			c.Close()
+			return false
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
+	})
+	if code := p.getStatus("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while streams finish: %d, want 503", code)
+	}
+
+	for i, call := range inFlight {
+		env := call.answer(200, `{"id":"a"}`)
+		if !strings.Contains(env, `"status":"ok"`) {
+			t.Errorf("call %d in flight answered %s", i, env)
+		}
+	}
+	err = p.cmd.Wait()
+	if code := p.cmd.ProcessState.ExitCode(); err != nil || code != 0 {
+		t.Errorf("toolgate extproc exited with %d (%v), want 0", code, err)
+	}
+	logs := p.logs.String()
+	for _, want := range []string{`"msg":"policy reloaded"`, `"msg":"shutting down: draining"`, `"msg":"toolgate extproc stopped"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log lacks %s", want)
+		}
 	}
 }

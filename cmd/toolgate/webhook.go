@@ -196,8 +196,8 @@ func (h *admissionHandler) review(req *admissionv1.AdmissionRequest) *admissionv
 		PatchType: &pt,
 		// The API server may cut warnings over 256 characters; this one
 		// stays short, the full reasoning is in docs/kubernetes.md.
-		Warnings: []string{fmt.Sprintf(`toolgate: the policy in ConfigMap %s must set server.listen ":%d", server.admin_listen ":%d" and an upstream url http://127.0.0.1:%d`,
-			plan.opts.policy, plan.opts.agentPort, plan.opts.adminPort, plan.app.number)},
+		Warnings: []string{fmt.Sprintf(`toolgate: the policy in ConfigMap %s must call the application at an upstream url http://127.0.0.1:%d`,
+			plan.opts.policy, plan.app.number)},
 	}
 }
 

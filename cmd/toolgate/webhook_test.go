@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -288,7 +289,7 @@ func TestWebhookInjectsAnnotatedPods(t *testing.T) {
 			if _, i := sidecartest.Sidecar(t, pod.Spec); i != 0 {
 				t.Errorf("toolgate is init container %d, want 0", i)
 			}
-			if len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], `server.admin_listen ":9090"`) {
+			if want := fmt.Sprintf("upstream url http://127.0.0.1:%d", c.want.AppPort); len(resp.Warnings) == 0 || !strings.Contains(resp.Warnings[0], want) {
 				t.Errorf("no warning about the policy's requirements: %v", resp.Warnings)
 			}
 

@@ -6,7 +6,9 @@ package sidecartest
 
 import (
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +72,7 @@ func Check(t testing.TB, spec corev1.PodSpec, want Want) {
 	if want.AppPort == agent || want.AppPort == admin {
 		t.Errorf("toolgate listens on the application's port %d", want.AppPort)
 	}
+	checkListen(t, tg, agent, admin)
 	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
 		if c.Name == "toolgate" {
 			continue
@@ -104,6 +107,24 @@ func Check(t testing.TB, spec corev1.PodSpec, want Want) {
 	checkResources(t, tg)
 	checkPolicyMount(t, spec, tg, want.Policy)
 	checkGrace(t, spec, tg)
+}
+
+// checkListen: toolgate listens where its ports are, on every interface
+// (the kubelet's probes and Prometheus reach the pod IP, never loopback).
+// Its -listen and -admin arguments say so, in place of the policy's
+// server.listen and server.admin_listen, which the policy need not set.
+func checkListen(t testing.TB, c corev1.Container, agent, admin int32) {
+	t.Helper()
+	for _, f := range []struct {
+		name string
+		port int32
+	}{{"listen", agent}, {"admin", admin}} {
+		v := Flag(c, f.name)
+		host, port, err := net.SplitHostPort(v)
+		if err != nil || (host != "" && host != "0.0.0.0" && host != "::") || port != strconv.Itoa(int(f.port)) {
+			t.Errorf("toolgate's -%s=%q, want :%d (every interface, the declared port)", f.name, v, f.port)
+		}
+	}
 }
 
 func port(t testing.TB, c corev1.Container, name string) int32 {

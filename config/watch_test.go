@@ -1,8 +1,7 @@
-package main
+package config
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,101 +15,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/toolgate/toolgate/internal/policytest"
 )
-
-// eventually polls cond until it holds or a generous deadline passes. Tests
-// never assert that something happened quickly, only that it happened.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// realTempDir is t.TempDir() with symbolic links resolved, so that paths
-// compare equal to the ones the watcher reports.
-func realTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// replaceFile writes content the way editors save: a temporary file renamed
-// over the old one.
-func replaceFile(t *testing.T, path, content string) {
-	t.Helper()
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	writeFile(t, tmp, content)
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// configMap is a directory laid out the way the kubelet mounts a ConfigMap,
-// and updated the way its atomic writer does it.
-type configMap struct {
-	t   *testing.T
-	dir string
-	n   int
-}
-
-func newConfigMap(t *testing.T, files map[string]string) *configMap {
-	cm := &configMap{t: t, dir: realTempDir(t)}
-	cm.update(files)
-	return cm
-}
-
-// update publishes a new version of the files: a new timestamped
-// directory, a ..data_tmp symlink to it renamed over ..data, the visible
-// symlinks for new names, then the old directory removed.
-func (cm *configMap) update(files map[string]string) {
-	t := cm.t
-	t.Helper()
-	cm.n++
-	ts := fmt.Sprintf("..2026_11_30_00_00_%02d.%09d", cm.n%60, cm.n)
-	if err := os.Mkdir(filepath.Join(cm.dir, ts), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		writeFile(t, filepath.Join(cm.dir, ts, name), content)
-	}
-	dataLink := filepath.Join(cm.dir, configMapData)
-	old, _ := os.Readlink(dataLink)
-	tmp := filepath.Join(cm.dir, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, dataLink); err != nil {
-		t.Fatal(err)
-	}
-	for name := range files {
-		link := filepath.Join(cm.dir, name)
-		if _, err := os.Lstat(link); errors.Is(err, os.ErrNotExist) {
-			if err := os.Symlink(filepath.Join(configMapData, name), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(cm.dir, old)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // reloadRecorder is a reload callback that reads the policy files as a
 // reload would, and remembers what it saw.
@@ -139,7 +46,7 @@ func (r *reloadRecorder) last() (string, int) {
 // waitFor waits until a reload has seen want.
 func (r *reloadRecorder) waitFor(t *testing.T, want string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("a reload that reads %q", want), func() bool {
+	policytest.Eventually(t, fmt.Sprintf("a reload that reads %q", want), func() bool {
 		got, _ := r.last()
 		return got == want
 	})
@@ -177,7 +84,7 @@ func readPolicy(path string) string {
 // startWatcher watches path with a short debounce until the test ends.
 func startWatcher(t *testing.T, path string) *reloadRecorder {
 	t.Helper()
-	w, err := newPolicyWatcher(path, slog.New(slog.DiscardHandler))
+	w, err := NewWatcher(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +94,7 @@ func startWatcher(t *testing.T, path string) *reloadRecorder {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.run(ctx, rec.reload)
+		w.Run(ctx, rec.reload)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -198,23 +105,23 @@ func startWatcher(t *testing.T, path string) *reloadRecorder {
 
 func TestWatcherSeesAFileWrittenAndReplaced(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, path, "v1")
+	policytest.WriteFile(t, path, "v1")
 	rec := startWatcher(t, path)
 
-	writeFile(t, path, "v2 written in place")
+	policytest.WriteFile(t, path, "v2 written in place")
 	rec.waitFor(t, "v2 written in place")
 	// A replaced file is a new inode: the watch is on the directory, so
 	// every later replacement is still seen.
 	for i := 3; i <= 5; i++ {
 		content := fmt.Sprintf("v%d replaced", i)
-		replaceFile(t, path, content)
+		policytest.ReplaceFile(t, path, content)
 		rec.waitFor(t, content)
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "error: stat "+path+": no such file or directory")
-	writeFile(t, path, "v6 recreated")
+	policytest.WriteFile(t, path, "v6 recreated")
 	rec.waitFor(t, "v6 recreated")
 }
 
@@ -223,16 +130,16 @@ func TestWatcherFollowsASymlinkedFile(t *testing.T) {
 	// link are seen, and so are edits behind a repointed link.
 	dir, elsewhere, third := t.TempDir(), t.TempDir(), t.TempDir()
 	path := filepath.Join(dir, "policy.yaml")
-	writeFile(t, filepath.Join(elsewhere, "real.yaml"), "v1")
+	policytest.WriteFile(t, filepath.Join(elsewhere, "real.yaml"), "v1")
 	if err := os.Symlink(filepath.Join(elsewhere, "real.yaml"), path); err != nil {
 		t.Fatal(err)
 	}
 	rec := startWatcher(t, path)
 
-	writeFile(t, filepath.Join(elsewhere, "real.yaml"), "v2 behind the link")
+	policytest.WriteFile(t, filepath.Join(elsewhere, "real.yaml"), "v2 behind the link")
 	rec.waitFor(t, "v2 behind the link")
 
-	writeFile(t, filepath.Join(third, "other.yaml"), "v3 new target")
+	policytest.WriteFile(t, filepath.Join(third, "other.yaml"), "v3 new target")
 	tmp := filepath.Join(dir, "link.tmp")
 	if err := os.Symlink(filepath.Join(third, "other.yaml"), tmp); err != nil {
 		t.Fatal(err)
@@ -241,18 +148,18 @@ func TestWatcherFollowsASymlinkedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.waitFor(t, "v3 new target")
-	writeFile(t, filepath.Join(third, "other.yaml"), "v4 behind the new link")
+	policytest.WriteFile(t, filepath.Join(third, "other.yaml"), "v4 behind the new link")
 	rec.waitFor(t, "v4 behind the new link")
 }
 
 func TestWatcherDirectoryMode(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a.yaml"), "a1")
+	policytest.WriteFile(t, filepath.Join(dir, "a.yaml"), "a1")
 	rec := startWatcher(t, dir)
 
-	writeFile(t, filepath.Join(dir, "b.yml"), "b1")
+	policytest.WriteFile(t, filepath.Join(dir, "b.yml"), "b1")
 	rec.waitFor(t, "a.yaml=a1|b.yml=b1")
-	replaceFile(t, filepath.Join(dir, "a.yaml"), "a2")
+	policytest.ReplaceFile(t, filepath.Join(dir, "a.yaml"), "a2")
 	rec.waitFor(t, "a.yaml=a2|b.yml=b1")
 	if err := os.Remove(filepath.Join(dir, "b.yml")); err != nil {
 		t.Fatal(err)
@@ -267,10 +174,10 @@ func TestWatcherDirectoryMode(t *testing.T) {
 func TestWatcherSeesAConfigMapUpdate(t *testing.T) {
 	for _, mode := range []string{"directory", "file"} {
 		t.Run("with -config naming the "+mode, func(t *testing.T) {
-			cm := newConfigMap(t, map[string]string{"policy.yaml": "v1"})
-			path := cm.dir
+			cm := policytest.NewConfigMap(t, map[string]string{"policy.yaml": "v1"})
+			path := cm.Dir
 			if mode == "file" {
-				path = filepath.Join(cm.dir, "policy.yaml")
+				path = filepath.Join(cm.Dir, "policy.yaml")
 			}
 			want := func(v string) string {
 				if mode == "file" {
@@ -281,12 +188,12 @@ func TestWatcherSeesAConfigMapUpdate(t *testing.T) {
 			rec := startWatcher(t, path)
 			for i := 2; i <= 4; i++ {
 				v := fmt.Sprintf("v%d", i)
-				cm.update(map[string]string{"policy.yaml": v})
+				cm.Update(t, map[string]string{"policy.yaml": v})
 				rec.waitFor(t, want(v))
 			}
 			if mode == "directory" {
 				// A file added to the ConfigMap appears as a new link.
-				cm.update(map[string]string{"policy.yaml": "v5", "tools.yaml": "t1"})
+				cm.Update(t, map[string]string{"policy.yaml": "v5", "tools.yaml": "t1"})
 				rec.waitFor(t, "policy.yaml=v5|tools.yaml=t1")
 			}
 		})
@@ -294,10 +201,10 @@ func TestWatcherSeesAConfigMapUpdate(t *testing.T) {
 }
 
 func TestWatcherRelevantEvents(t *testing.T) {
-	cm := newConfigMap(t, map[string]string{"policy.yaml": "v1"})
-	plain := realTempDir(t)
-	writeFile(t, filepath.Join(plain, "policy.yaml"), "v1")
-	data, err := filepath.EvalSymlinks(filepath.Join(cm.dir, configMapData))
+	cm := policytest.NewConfigMap(t, map[string]string{"policy.yaml": "v1"})
+	plain := policytest.RealTempDir(t)
+	policytest.WriteFile(t, filepath.Join(plain, "policy.yaml"), "v1")
+	data, err := filepath.EvalSymlinks(filepath.Join(cm.Dir, configMapData))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,18 +217,18 @@ func TestWatcherRelevantEvents(t *testing.T) {
 		{"the policy file counts", filepath.Join(plain, "policy.yaml"), filepath.Join(plain, "policy.yaml"), true},
 		{"a neighbour of the policy file does not", filepath.Join(plain, "policy.yaml"), filepath.Join(plain, "other.yaml"), false},
 		{"an editor's temporary file does not", filepath.Join(plain, "policy.yaml"), filepath.Join(plain, ".policy.yaml.swp"), false},
-		{"..data next to the policy file counts", filepath.Join(cm.dir, "policy.yaml"), filepath.Join(cm.dir, "..data"), true},
-		{"the file behind the link counts", filepath.Join(cm.dir, "policy.yaml"), filepath.Join(data, "policy.yaml"), true},
+		{"..data next to the policy file counts", filepath.Join(cm.Dir, "policy.yaml"), filepath.Join(cm.Dir, "..data"), true},
+		{"the file behind the link counts", filepath.Join(cm.Dir, "policy.yaml"), filepath.Join(data, "policy.yaml"), true},
 		{"a yaml file in the policy directory counts", plain, filepath.Join(plain, "new.yml"), true},
 		{"a hidden yaml file in the policy directory does not", plain, filepath.Join(plain, ".new.yaml"), false},
 		{"another file in the policy directory does not", plain, filepath.Join(plain, "README.md"), false},
-		{"..data in the policy directory counts", cm.dir, filepath.Join(cm.dir, "..data"), true},
-		{"..data_tmp in the policy directory does not", cm.dir, filepath.Join(cm.dir, "..data_tmp"), false},
+		{"..data in the policy directory counts", cm.Dir, filepath.Join(cm.Dir, "..data"), true},
+		{"..data_tmp in the policy directory does not", cm.Dir, filepath.Join(cm.Dir, "..data_tmp"), false},
 		{"a file in a subdirectory does not", plain, filepath.Join(plain, "sub", "a.yaml"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := &policyWatcher{path: tt.path}
+			w := &Watcher{path: tt.path}
 			if err := w.refresh(); err != nil {
 				t.Fatal(err)
 			}
@@ -342,7 +249,7 @@ type loopHarness struct {
 }
 
 func startLoop(t *testing.T, path string, debounce, maxDelay time.Duration) *loopHarness {
-	w := &policyWatcher{path: path, debounce: debounce, maxDelay: maxDelay, logger: slog.New(slog.DiscardHandler)}
+	w := &Watcher{path: path, debounce: debounce, maxDelay: maxDelay, logger: slog.New(slog.DiscardHandler)}
 	if err := w.refresh(); err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +274,7 @@ func (h *loopHarness) count() int32 {
 
 func TestWatcherDebounce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, path, "v1")
+	policytest.WriteFile(t, path, "v1")
 	write := fsnotify.Event{Name: path, Op: fsnotify.Write}
 
 	t.Run("a burst of events is one reload, after the burst", func(t *testing.T) {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/internal/policytest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -55,13 +55,12 @@ func (c *loaderClock) Sleep(d time.Duration) {
 
 // testLoader loads path with clock c (starting at start) and counts
 // compilations; onCompile runs after each one.
-func testLoader(path string, c *loaderClock, start time.Time, onCompile func(n int)) (*policyLoader, *int) {
+func testLoader(path string, c *loaderClock, start time.Time, onCompile func(n int)) (*Loader, *int) {
 	c.now = start
-	l := newPolicyLoader(path, nil)
-	l.now, l.sleep = c.Now, c.Sleep
+	l := NewLoader(path, LoaderOptions{Now: c.Now, Sleep: c.Sleep})
 	compiles := 0
 	inner := l.compile
-	l.compile = func(f *config.Files) (*policy.Snapshot, error) {
+	l.compile = func(f *Files) (*policy.Snapshot, error) {
 		snap, err := inner(f)
 		compiles++
 		if onCompile != nil {
@@ -79,13 +78,13 @@ func description(snap *policy.Snapshot) string {
 	return snap.Tools["t"].Description
 }
 
-func TestPolicyLoaderReadsSettledFilesOnly(t *testing.T) {
+func TestLoaderReadsSettledFilesOnly(t *testing.T) {
 	t.Run("files unchanged for the window load at once", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
-		writeFile(t, path, settlePolicy("1"))
+		policytest.WriteFile(t, path, settlePolicy("1"))
 		c := &loaderClock{}
 		l, compiles := testLoader(path, c, time.Now().Add(time.Hour), nil)
-		snap, err := l.load()
+		snap, err := l.Load()
 		if err != nil || description(snap) != "version 1" {
 			t.Fatalf("load = %q, %v", description(snap), err)
 		}
@@ -95,27 +94,27 @@ func TestPolicyLoaderReadsSettledFilesOnly(t *testing.T) {
 	})
 	t.Run("files changed within the window are read again once it has passed", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
-		writeFile(t, path, settlePolicy("1"))
+		policytest.WriteFile(t, path, settlePolicy("1"))
 		c := &loaderClock{}
 		l, _ := testLoader(path, c, time.Now(), nil)
-		snap, err := l.load()
+		snap, err := l.Load()
 		if err != nil || description(snap) != "version 1" {
 			t.Fatalf("load = %q, %v", description(snap), err)
 		}
-		if len(c.sleeps) != 1 || c.sleeps[0] <= 0 || c.sleeps[0] > settleWindow {
+		if len(c.sleeps) != 1 || c.sleeps[0] <= 0 || c.sleeps[0] > SettleWindow {
 			t.Errorf("sleeps %v, want one of at most the window", c.sleeps)
 		}
 	})
 	t.Run("change times in the future are waited out by one window and two equal reads", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
-		writeFile(t, path, settlePolicy("1"))
+		policytest.WriteFile(t, path, settlePolicy("1"))
 		c := &loaderClock{}
 		l, _ := testLoader(path, c, time.Now().Add(-time.Hour), nil)
-		snap, err := l.load()
+		snap, err := l.Load()
 		if err != nil || description(snap) != "version 1" {
 			t.Fatalf("load = %q, %v", description(snap), err)
 		}
-		if len(c.sleeps) != 1 || c.sleeps[0] != settleWindow {
+		if len(c.sleeps) != 1 || c.sleeps[0] != SettleWindow {
 			t.Errorf("sleeps %v, want one window", c.sleeps)
 		}
 	})
@@ -123,7 +122,7 @@ func TestPolicyLoaderReadsSettledFilesOnly(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
 		full := settlePolicy("2")
 		half := full[:strings.Index(full, "tools:")]
-		writeFile(t, path, half)
+		policytest.WriteFile(t, path, half)
 		c := &loaderClock{}
 		// The writer finishes while the loader waits.
 		c.onSleep = func(n int) {
@@ -138,27 +137,27 @@ func TestPolicyLoaderReadsSettledFilesOnly(t *testing.T) {
 			}
 		}
 		l, compiles := testLoader(path, c, time.Now(), nil)
-		snap, err := l.load()
+		snap, err := l.Load()
 		if err != nil || description(snap) != "version 2" {
 			t.Fatalf("load = %q, %v", description(snap), err)
 		}
 		if *compiles != 1 {
 			t.Errorf("compiled %d times, want once (the whole file only)", *compiles)
 		}
-		if len(c.sleeps) != 2 || c.sleeps[1] != settleWindow {
+		if len(c.sleeps) != 2 || c.sleeps[1] != SettleWindow {
 			t.Errorf("sleeps %v: after a change the loader must wait a whole window again", c.sleeps)
 		}
 	})
 	t.Run("a file that changes while it is compiled is not returned", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
-		writeFile(t, path, settlePolicy("1"))
+		policytest.WriteFile(t, path, settlePolicy("1"))
 		c := &loaderClock{}
 		l, compiles := testLoader(path, c, time.Now().Add(time.Hour), func(n int) {
 			if n == 1 {
-				writeFile(t, path, settlePolicy("2"))
+				policytest.WriteFile(t, path, settlePolicy("2"))
 			}
 		})
-		snap, err := l.load()
+		snap, err := l.Load()
 		if err != nil || description(snap) != "version 2" {
 			t.Fatalf("load = %q, %v: the snapshot of content no longer on disk was returned", description(snap), err)
 		}
@@ -168,28 +167,28 @@ func TestPolicyLoaderReadsSettledFilesOnly(t *testing.T) {
 	})
 	t.Run("files that never stop changing are given up on", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
-		writeFile(t, path, settlePolicy("0"))
+		policytest.WriteFile(t, path, settlePolicy("0"))
 		c := &loaderClock{}
-		c.onSleep = func(n int) { writeFile(t, path, settlePolicy(strings.Repeat("x", n))) }
+		c.onSleep = func(n int) { policytest.WriteFile(t, path, settlePolicy(strings.Repeat("x", n))) }
 		l, compiles := testLoader(path, c, time.Now(), nil)
-		snap, err := l.load()
-		if !errors.Is(err, errNotSettled) || snap != nil {
-			t.Fatalf("load = %v, %v; want errNotSettled", snap, err)
+		snap, err := l.Load()
+		if !errors.Is(err, ErrNotSettled) || snap != nil {
+			t.Fatalf("load = %v, %v; want ErrNotSettled", snap, err)
 		}
 		if *compiles != 0 {
 			t.Errorf("compiled %d times files that never settled", *compiles)
 		}
-		if elapsed := c.Now().Sub(c.sleepsStart()); elapsed < settleTimeout {
-			t.Errorf("gave up after %v, before the timeout %v", elapsed, settleTimeout)
+		if elapsed := c.Now().Sub(c.sleepsStart()); elapsed < SettleTimeout {
+			t.Errorf("gave up after %v, before the timeout %v", elapsed, SettleTimeout)
 		}
 	})
 	t.Run("a broken policy is reported once it stands still", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")
-		writeFile(t, path, settlePolicy("1")+"bogus: true\n")
+		policytest.WriteFile(t, path, settlePolicy("1")+"bogus: true\n")
 		c := &loaderClock{}
 		l, _ := testLoader(path, c, time.Now(), nil)
-		_, err := l.load()
-		var errs config.Errors
+		_, err := l.Load()
+		var errs Errors
 		if !errors.As(err, &errs) || !strings.Contains(err.Error(), "bogus: unknown key") {
 			t.Fatalf("load error %v, want the policy's errors", err)
 		}
@@ -197,24 +196,24 @@ func TestPolicyLoaderReadsSettledFilesOnly(t *testing.T) {
 	t.Run("a missing file is an error at once", func(t *testing.T) {
 		c := &loaderClock{}
 		l, _ := testLoader(filepath.Join(t.TempDir(), "none.yaml"), c, time.Now(), nil)
-		if _, err := l.load(); !errors.Is(err, os.ErrNotExist) || len(c.sleeps) != 0 {
+		if _, err := l.Load(); !errors.Is(err, os.ErrNotExist) || len(c.sleeps) != 0 {
 			t.Fatalf("load error %v after sleeps %v", err, c.sleeps)
 		}
 	})
 	t.Run("a directory's files settle together", func(t *testing.T) {
 		dir := t.TempDir()
-		writeFile(t, filepath.Join(dir, "a.yaml"), "version: 1\nupstreams:\n  svc: {url: \"http://127.0.0.1:1\"}\n")
-		writeFile(t, filepath.Join(dir, "b.yaml"), "version: 1\n")
+		policytest.WriteFile(t, filepath.Join(dir, "a.yaml"), "version: 1\nupstreams:\n  svc: {url: \"http://127.0.0.1:1\"}\n")
+		policytest.WriteFile(t, filepath.Join(dir, "b.yaml"), "version: 1\n")
 		c := &loaderClock{}
 		// The second file gets its tool while the loader waits.
 		c.onSleep = func(n int) {
 			if n == 1 {
 				full := settlePolicy("3")
-				writeFile(t, filepath.Join(dir, "b.yaml"), "version: 1\n"+full[strings.Index(full, "tools:"):])
+				policytest.WriteFile(t, filepath.Join(dir, "b.yaml"), "version: 1\n"+full[strings.Index(full, "tools:"):])
 			}
 		}
 		l, compiles := testLoader(dir, c, time.Now(), nil)
-		snap, err := l.load()
+		snap, err := l.Load()
 		if err != nil || description(snap) != "version 3" || *compiles != 1 {
 			t.Fatalf("load = %q, %v after %d compiles", description(snap), err, *compiles)
 		}

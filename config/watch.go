@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"context"
@@ -28,7 +28,8 @@ const watchMaxDelay = 2 * time.Second
 // ConfigMap's current files; it is replaced atomically on every update.
 const configMapData = "..data"
 
-// policyWatcher reloads the policy when its files change.
+// Watcher reloads the policy when its files change: one of the triggers of
+// a Reloader, beside SIGHUP and POST /-/reload.
 //
 // It watches directories, never files: editors and the kubelet replace a
 // file rather than write to it, and a watch on a file goes away with the
@@ -41,7 +42,7 @@ const configMapData = "..data"
 //
 // Every event on a relevant name counts (create, write, remove, rename,
 // chmod): a reload of an unchanged policy is cheap and changes nothing.
-type policyWatcher struct {
+type Watcher struct {
 	path     string
 	debounce time.Duration
 	maxDelay time.Duration
@@ -64,16 +65,17 @@ func (f nameFilter) match(name string) bool {
 	return f.yaml && isPolicyFileName(name)
 }
 
-// isPolicyFileName mirrors what config.Load reads from a directory: hidden
-// names are skipped (a ConfigMap's ..data and its timestamped directories).
+// isPolicyFileName says which names of a directory are policy files, for
+// ReadFiles and the watcher alike: *.yaml and *.yml, hidden names skipped
+// (a ConfigMap's ..data and its timestamped directories).
 func isPolicyFileName(name string) bool {
 	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
 }
 
-// newPolicyWatcher starts watching the policy at path. Events are queued
+// NewWatcher starts watching the policy at path. Events are queued
 // from this moment; run delivers them. Call it before the policy is first
 // read, so that no change goes unseen.
-func newPolicyWatcher(path string, logger *slog.Logger) (*policyWatcher, error) {
+func NewWatcher(path string, logger *slog.Logger) (*Watcher, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy watcher: %w", err)
@@ -82,7 +84,7 @@ func newPolicyWatcher(path string, logger *slog.Logger) (*policyWatcher, error) 
 	if err != nil {
 		return nil, fmt.Errorf("policy watcher: %w", err)
 	}
-	w := &policyWatcher{
+	w := &Watcher{
 		path:     abs,
 		debounce: watchDebounce,
 		maxDelay: watchMaxDelay,
@@ -96,12 +98,12 @@ func newPolicyWatcher(path string, logger *slog.Logger) (*policyWatcher, error) 
 	return w, nil
 }
 
-// Close stops watching; it is for a watcher whose run never started.
-func (w *policyWatcher) Close() error { return w.fsw.Close() }
+// Close stops watching; it is for a watcher whose Run never started.
+func (w *Watcher) Close() error { return w.fsw.Close() }
 
-// run calls reload after each change, once a burst of events has settled,
+// Run calls reload after each change, once a burst of events has settled,
 // until ctx ends; then it stops watching.
-func (w *policyWatcher) run(ctx context.Context, reload func()) {
+func (w *Watcher) Run(ctx context.Context, reload func()) {
 	defer w.fsw.Close()
 	w.loop(ctx, w.fsw.Events, w.fsw.Errors, reload)
 }
@@ -110,7 +112,7 @@ func (w *policyWatcher) run(ctx context.Context, reload func()) {
 // further one pushes it back by the debounce interval, but never beyond
 // maxDelay after the first. When the timer fires the watches are brought up
 // to date, then reload runs.
-func (w *policyWatcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, reload func()) {
+func (w *Watcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, reload func()) {
 	var (
 		timer *time.Timer
 		fire  <-chan time.Time
@@ -166,7 +168,7 @@ func (w *policyWatcher) loop(ctx context.Context, events <-chan fsnotify.Event, 
 }
 
 // relevant says whether an event concerns the policy.
-func (w *policyWatcher) relevant(ev fsnotify.Event) bool {
+func (w *Watcher) relevant(ev fsnotify.Event) bool {
 	f, ok := w.dirs[filepath.Dir(ev.Name)]
 	return ok && f.match(filepath.Base(ev.Name))
 }
@@ -174,7 +176,7 @@ func (w *policyWatcher) relevant(ev fsnotify.Event) bool {
 // refresh brings the watched directories in line with what the policy path
 // is now. The first directory that cannot be watched is reported; the
 // others are still set up.
-func (w *policyWatcher) refresh() error {
+func (w *Watcher) refresh() error {
 	next := watchTargets(w.path)
 	var first error
 	if w.fsw != nil {
