@@ -32,6 +32,8 @@ type serverSpec struct {
 	Transparent         bool              `yaml:"transparent"`
 	Passthrough         []passthroughSpec `yaml:"passthrough"`
 	Tracing             *tracingSpec      `yaml:"tracing"`
+	AllowedHosts        []string          `yaml:"allowed_hosts"`
+	AllowedOrigins      []string          `yaml:"allowed_origins"`
 }
 
 // tracingSpec is server.tracing: OTLP export of a span per call. Absent

@@ -2,26 +2,33 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
 
-// Handler returns the agent-facing HTTP handler: POST /v1/tools/{tool} and
-// GET /v1/tools. It never serves an admin path.
+// Handler returns the agent-facing HTTP handler: POST /v1/tools/{tool},
+// GET /v1/tools, /mcp and, in transparent mode, the tools' own routes. It
+// never serves an admin path. Every route refuses browser requests from
+// other sites and foreign Host names (crossorigin.go).
 func (c *Core) Handler() http.Handler {
+	g := newBrowserGuard(c, nil)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/tools/{tool}", c.serveCall)
-	mux.HandleFunc("GET /v1/tools", c.serveList)
+	mux.Handle("POST /v1/tools/{tool}", g.guard(http.HandlerFunc(c.serveCall)))
+	mux.Handle("GET /v1/tools", g.guard(http.HandlerFunc(c.serveList)))
 	// "/mcp" without a method: the SDK answers GET and DELETE with 405.
+	// The MCP handler checks Host and Origin itself, to refuse in JSON-RPC.
 	mux.Handle("/mcp", c.MCPHandler(MCPOptions{}))
-	mux.HandleFunc("/", c.serveOther)
+	mux.Handle("/", g.guard(http.HandlerFunc(c.serveOther)))
 	return mux
 }
 
@@ -36,12 +43,18 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	defer putIn(p)
 	body, tooLarge, err := readRequestBodyInto(r, snap.Server.MaxRequestBytes, p)
 	var invalid error
-	if err != nil {
+	switch {
+	case err != nil:
 		// The client went away or sent a broken body (a truncated chunked
 		// stream): the call must not run on part of its arguments, and
 		// the connection must not be reused.
 		w.Header().Set("Connection", "close")
 		invalid = &contracts.ArgError{Problem: contracts.ProblemNotObject, Got: "an incomplete request body"}
+	case !jsonBody(r):
+		// A body a web page can send without asking first (text/plain, a
+		// form) is not a call: nothing runs, the answer is 415.
+		invalid = &contracts.ArgError{Problem: contracts.ProblemNotObject, Got: "a " + mediaType(r) + " body"}
+		w = statusRewriter{ResponseWriter: w, from: http.StatusBadRequest, to: http.StatusUnsupportedMediaType}
 	}
 	req := &Request{
 		Invalid:        invalid,
@@ -60,6 +73,46 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	}
 	res := c.Call(r.Context(), req)
 	c.writeResult(w, snap, res)
+}
+
+// jsonBody reports whether a call's body may be read as JSON: its
+// Content-Type is application/json or a +json type. A client that is not a
+// browser (no Origin or Sec-Fetch-* header) may also send no type, or
+// application/x-www-form-urlencoded, which is what curl -d sends.
+func jsonBody(r *http.Request) bool {
+	mt := mediaType(r)
+	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+		return true
+	}
+	browser := r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Sec-Fetch-Mode") != ""
+	return !browser && (mt == "" || mt == "application/x-www-form-urlencoded")
+}
+
+// mediaType is the request's media type in lower case, without parameters;
+// "" without a Content-Type, the header itself when it does not parse.
+func mediaType(r *http.Request) string {
+	v := r.Header.Get("Content-Type")
+	if v == "" {
+		return ""
+	}
+	if mt, _, err := mime.ParseMediaType(v); err == nil {
+		return mt
+	}
+	return strings.ToLower(strings.TrimSpace(v))
+}
+
+// statusRewriter writes status to instead of from: the envelope stays the
+// core's, the status says more (415 for a body that is not JSON).
+type statusRewriter struct {
+	http.ResponseWriter
+	from, to int
+}
+
+func (w statusRewriter) WriteHeader(code int) {
+	if code == w.from {
+		code = w.to
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // inPool recycles request body buffers.
@@ -205,18 +258,37 @@ func (c *Core) serveOther(w http.ResponseWriter, r *http.Request) {
 
 func (c *Core) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	snap := c.Snapshot()
-	o := contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool)
-	res := c.render(r, o)
+	res := c.NoRoute(r.Context(), &Request{
+		Caller: c.Identify(r.Header),
+		CallID: r.Header.Get("X-Request-Id"),
+		Front:  "http",
+	}, r.Method, r.URL.Path)
 	c.writeResult(w, snap, res)
 }
 
-// render makes the envelope for a request that never reached a tool
-// (an unknown route), through the same finish as every call.
-func (c *Core) render(r *http.Request, o contracts.Outcome) *Result {
+// NoRoute answers a request whose method and (unescaped) path are no
+// route: a not_found envelope that names no tool, with a message that
+// names what was asked for. Every front answers an unknown route with it.
+func (c *Core) NoRoute(ctx context.Context, req *Request, method, path string) *Result {
+	asked := *req
+	asked.Tool = ""
+	return c.withoutTool(ctx, &asked, routeLabel(method, path), contracts.Reject(contracts.StatusNotFound, contracts.ReasonUnknownTool))
+}
+
+// withoutTool makes the envelope for a request that never reached a tool (an
+// unknown route or tool, a refused browser request), through the same
+// finish as every call: counted as tool "unknown" and logged. The message
+// names what was asked for (named: a tool name, or a method and path); the
+// envelope's tool is req.Tool, empty when no tool name was called.
+func (c *Core) withoutTool(ctx context.Context, req *Request, named string, o contracts.Outcome) *Result {
 	st := c.state.Load()
-	cl := &call{st: st, req: &Request{Tool: "", Front: "http"}, start: c.now(), callID: callID(r.Header.Get("X-Request-Id"))}
-	cl.caller = st.snap.Access.CallerLabel(c.Identify(r.Header))
-	return c.finish(r.Context(), cl, o)
+	asked := *req
+	asked.Tool = named
+	cl := &call{st: st, req: &asked, start: c.now(), callID: callID(req.CallID)}
+	cl.caller = st.snap.Access.CallerLabel(req.Caller)
+	res := c.finish(ctx, cl, o)
+	res.Envelope.Tool = req.Tool
+	return res
 }
 
 // Identify resolves the caller of a request from its headers, by the
