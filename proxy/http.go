@@ -56,9 +56,13 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 		invalid = &contracts.ArgError{Problem: contracts.ProblemNotObject, Got: "a " + mediaType(r) + " body"}
 		w = statusRewriter{ResponseWriter: w, from: http.StatusBadRequest, to: http.StatusUnsupportedMediaType}
 	}
+	tool := r.PathValue("tool")
+	if invalid == nil {
+		body = nullArgs(snap.Tools[tool], body)
+	}
 	req := &Request{
 		Invalid:        invalid,
-		Tool:           r.PathValue("tool"),
+		Tool:           tool,
 		Body:           body,
 		BodyTooLarge:   tooLarge,
 		Caller:         c.Identify(r.Header),
@@ -239,11 +243,31 @@ func ToolList(snap *policy.Snapshot, allow func(name string) bool) []ToolInfo {
 	return out
 }
 
+// serveList answers GET /v1/tools: the tools the caller may use, in
+// toolgate's shape or, with ?format=, in the shape of a model API
+// (toolformats.go).
 func (c *Core) serveList(w http.ResponseWriter, r *http.Request) {
-	tools := c.Tools(c.Identify(r.Header))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]any{"tools": tools})
+	snap := c.Snapshot()
+	caller := c.Identify(r.Header)
+	allow := func(name string) bool { return snap.Access.Allows(caller, name) }
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		_ = json.NewEncoder(w).Encode(map[string]any{"tools": ToolList(snap, allow)})
+		return
+	}
+	tools, left, err := ToolListIn(snap, allow, format)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+		return
+	}
+	answer := map[string]any{"tools": tools}
+	if len(left) > 0 {
+		answer["left_out"] = left
+	}
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 // serveOther takes every request that is not the tool API: a legacy route

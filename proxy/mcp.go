@@ -367,6 +367,7 @@ func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
 	}
+	args = nullArgs(f.core.Snapshot().Tools[name], args)
 	// MCP carries the W3C trace context in _meta (clients without headers),
 	// otherwise in the HTTP request's headers.
 	traceparent, tracestate := h.Get("Traceparent"), h.Get("Tracestate")

@@ -498,6 +498,8 @@ func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
 		{"null arguments, read as none", `"arguments":null`, contracts.StatusBadArgs},
 		{"no arguments", `"_meta":{}`, contracts.StatusBadArgs},
 		{"a number with an exponent is still an integer", `"arguments":{"q":"go","limit":2e0}`, contracts.StatusOK},
+		{"an optional argument given as null is absent", `"arguments":{"q":"go","limit":null}`, contracts.StatusOK},
+		{"a required argument given as null is bad_args", `"arguments":{"q":null}`, contracts.StatusBadArgs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
