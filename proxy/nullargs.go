@@ -92,7 +92,7 @@ func dropNullMembers(raw []byte, node, defs map[string]any, depth int) ([]byte, 
 	type member struct {
 		key    string
 		rawKey []byte // as sent, quotes and escapes included
-		value       json.RawMessage
+		value  json.RawMessage
 	}
 	var members []member
 	seen := map[string]bool{}
