@@ -913,3 +913,155 @@ func (b *mcpLogBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestMCPRefusalsAreJSONRPCErrors: whatever toolgate or the SDK refuses is
+// answered with a JSON-RPC error body a client can parse, with the HTTP
+// status the transport specifies.
+func TestMCPRefusalsAreJSONRPCErrors(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	const list = `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+	cases := []struct {
+		name     string
+		method   string
+		header   http.Header // replaces the defaults it names
+		body     string
+		status   int
+		code     int64 // 0: a result
+		id       bool  // the error carries the request's id
+		contains string
+	}{
+		{"Accept: application/json alone is served", "", http.Header{"Accept": {"application/json"}}, list, 200, 0, false, ""},
+		{"no Accept is served", "", http.Header{"Accept": nil}, list, 200, 0, false, ""},
+		{"Accept: */* is served", "", http.Header{"Accept": {"*/*"}}, list, 200, 0, false, ""},
+		{"an event stream alone is not acceptable", "", http.Header{"Accept": {"text/event-stream"}}, list, 406, -32600, true, "application/json"},
+		{"an unsupported MCP-Protocol-Version says which are served", "", http.Header{"Mcp-Protocol-Version": {"2099-01-01"}}, list, 400, -32022, true, "2025-11-25"},
+		{"a batch from 2025-06-18 on", "", http.Header{"Mcp-Protocol-Version": {"2025-06-18"}}, `[` + list + `]`, 400, -32600, false, "batch"},
+		{"a batch at 2025-03-26 is served", "", http.Header{"Mcp-Protocol-Version": {"2025-03-26"}}, `[` + list + `]`, 200, 0, false, ""},
+		{"a body that is not JSON", "", nil, `{"jsonrpc":`, 400, -32700, false, "malformed"},
+		{"a text/plain body", "", http.Header{"Content-Type": {"text/plain"}}, list, 415, -32600, true, "application/json"},
+		{"a method no server has", "", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/frobnicate"}`, 200, -32601, true, "tools/frobnicate"},
+		{"a call without params", "", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`, 400, -32600, true, "params"},
+		{"a call without a name", "", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}`, 200, -32602, true, "params.name"},
+		{"GET", http.MethodGet, nil, "", 405, -32600, false, "Method Not Allowed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			method := tc.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			req, _ := http.NewRequest(method, env.server.URL+"/mcp", strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			for k, v := range tc.header {
+				req.Header.Del(k)
+				for _, x := range v {
+					req.Header.Add(k, x)
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("HTTP %d %s, want %d JSON: %s", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status, body)
+			}
+			if tc.code == 0 {
+				if bytes.Contains(body, []byte(`"error"`)) {
+					t.Errorf("want a result: %s", body)
+				}
+				return
+			}
+			var msg struct {
+				ID    json.RawMessage `json:"id"`
+				Error *jsonrpc.Error  `json:"error"`
+			}
+			if err := json.Unmarshal(body, &msg); err != nil || msg.Error == nil || msg.Error.Code != tc.code {
+				t.Fatalf("want JSON-RPC error %d: %s", tc.code, body)
+			}
+			if tc.id != (string(msg.ID) == "3") {
+				t.Errorf("id %s, want it carried: %v", msg.ID, tc.id)
+			}
+			if !strings.Contains(msg.Error.Message, tc.contains) {
+				t.Errorf("message %q does not say %q", msg.Error.Message, tc.contains)
+			}
+		})
+	}
+}
+
+// TestMCPUnadvertisedMethodsFollowTheRevision: toolgate declares only the
+// tools capability. From 2026-07-28 the other capabilities' methods are
+// "method not found"; earlier revisions leave them open and the SDK's
+// empty answers are true.
+func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	for _, tc := range []struct{ method, params string }{
+		{"resources/list", `{}`},
+		{"resources/templates/list", `{}`},
+		{"prompts/list", `{}`},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"x"},"argument":{"name":"a","value":"b"}}`},
+	} {
+		t.Run(tc.method+" at 2026-07-28", func(t *testing.T) {
+			params := "{" + meta + "," + strings.TrimPrefix(tc.params, "{")
+			if tc.params == "{}" {
+				params = "{" + meta + "}"
+			}
+			resp, body := mcpPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {tc.method}},
+				`{"jsonrpc":"2.0","id":1,"method":"`+tc.method+`","params":`+params+`}`)
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
+				t.Errorf("HTTP %d, want 404 with -32601: %s", resp.StatusCode, body)
+			}
+		})
+	}
+	for _, method := range []string{"resources/list", "prompts/list"} {
+		t.Run(method+" at 2025-11-25", func(t *testing.T) {
+			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"result"`) {
+				t.Errorf("HTTP %d, want an empty list: %s", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestMCPClientMistakesAreNotErrorsInTheLog: a 2026-07-28 ping (removed in
+// that revision) is the client's mistake; the client gets -32601, the log
+// no ERROR line.
+func TestMCPClientMistakesAreNotErrorsInTheLog(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	resp, body := mcpPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {"ping"}},
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{`+meta+`}}`)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
+		t.Fatalf("HTTP %d, want -32601: %s", resp.StatusCode, body)
+	}
+	if logs := env.logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
+		t.Errorf("an ERROR line for a client's mistake: %s", logs)
+	}
+}
+
+// TestMCPTextIsTheBoundedObservation: the text block is the observation,
+// within observation_max_chars, and structuredContent adds only the status
+// fields, so a client that shows both to the model stays bounded.
+func TestMCPTextIsTheBoundedObservation(t *testing.T) {
+	env := newMCPEnv(t, func(doc string) string {
+		return strings.Replace(doc, "observation_max_chars: 1800", "observation_max_chars: 200", 1)
+	})
+	for _, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			cs := mcpConnect(t, env.server.URL+"/mcp", rev, nil)
+			res := mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go", "limit": 20})
+			r := mcpResultOf(t, res)
+			if n := len([]rune(r.Text)); n > 200 || !strings.Contains(r.Text, "truncated") {
+				t.Errorf("text of %d characters, want the observation cut to 200: %s", n, r.Text)
+			}
+			fields, _ := json.Marshal(res.StructuredContent)
+			if len(fields) > 250 || bytes.Contains(fields, []byte("kb-1001")) {
+				t.Errorf("structuredContent carries more than the status fields: %s", fields)
+			}
+		})
+	}
+}
