@@ -254,7 +254,8 @@ func TestToolEndpointTakesJSONBodies(t *testing.T) {
 		{"multipart/form-data", http.Header{"Content-Type": {"multipart/form-data; boundary=x"}}, 415},
 		{"a form type from a page of the same origin", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Sec-Fetch-Site": {"same-origin"}}, 415},
 		{"no Content-Type from a page (a Blob body)", http.Header{"Sec-Fetch-Site": {"same-origin"}, "Sec-Fetch-Mode": {"no-cors"}}, 415},
-		{"a type that does not parse", http.Header{"Content-Type": {"application/json;;"}}, 415},
+		{"JSON with parameters that do not parse (no page can send it without a preflight)", http.Header{"Content-Type": {"application/json;;"}}, 200},
+		{"text/plain dressed with a JSON parameter", http.Header{"Content-Type": {"text/plain; x=application/json"}}, 415},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -92,16 +91,11 @@ func jsonBody(r *http.Request) bool {
 	return !browser && (mt == "" || mt == "application/x-www-form-urlencoded")
 }
 
-// mediaType is the request's media type in lower case, without parameters;
-// "" without a Content-Type, the header itself when it does not parse.
+// mediaType is the essence of the request's Content-Type (type/subtype in
+// lower case, parameters dropped), as a browser judges it when it decides
+// whether a request needs a preflight; "" without the header.
 func mediaType(r *http.Request) string {
-	v := r.Header.Get("Content-Type")
-	if v == "" {
-		return ""
-	}
-	if mt, _, err := mime.ParseMediaType(v); err == nil {
-		return mt
-	}
+	v, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
 	return strings.ToLower(strings.TrimSpace(v))
 }
 
