@@ -1065,3 +1065,21 @@ func TestMCPTextIsTheBoundedObservation(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPToolTheSDKRefusesIsLeftOut: a contract whose schema the SDK will
+// not register (an x-mcp-header annotation on an object) is left out of
+// MCP with an error in the log; the other tools are served.
+func TestMCPToolTheSDKRefusesIsLeftOut(t *testing.T) {
+	env := newMCPEnv(t, func(doc string) string {
+		return strings.Replace(doc, `limit: {type: integer, minimum: 1, maximum: 20, default: 10, description: "Maximum number of articles."}`,
+			`limit: {type: integer, minimum: 1, maximum: 20, default: 10, description: "Maximum number of articles."}
+        filter: {type: object, x-mcp-header: Filter}`, 1)
+	})
+	cs := mcpConnect(t, env.server.URL+"/mcp", "2025-11-25", nil)
+	if got := mcpToolNames(mcpListTools(t, cs)); !slices.Equal(got, []string{"send_notification"}) {
+		t.Errorf("tools %v, want only send_notification", got)
+	}
+	if logs := env.logs.String(); !strings.Contains(logs, "tool left out of MCP") || !strings.Contains(logs, "search_articles") {
+		t.Errorf("no error line for the left-out tool: %s", logs)
+	}
+}
