@@ -41,8 +41,9 @@ deps:
 	./scripts/deps.sh
 
 # mcp-node installs the MCP clients the tests run (test/mcp: the official
-# TypeScript SDK and conformance suite) with npm ci from the lock file; it
-# does nothing while node_modules matches the lock.
+# TypeScript SDK clients 1.11, 1.17, 1.32 and 2.x, LangChain's MCP adapters
+# and the conformance suite) with npm ci from the lock file, from npm's
+# cache first; it does nothing while node_modules matches the lock.
 mcp-node:
 	bash test/mcp/ensure-deps.sh
 

@@ -582,6 +582,22 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		}
 		out.Passthrough = append(out.Passthrough, policy.Passthrough{Prefix: p.Prefix, Upstream: p.Upstream})
 	}
+	for i, h := range s.AllowedHosts {
+		name, ok := allowedHost(h)
+		if !ok {
+			c.errorAt(fmt.Sprintf("server.allowed_hosts[%d]", i), "%q is not a host name (want a name such as toolgate.example.com, or *.example.com for its subdomains; no scheme or port)", h)
+			continue
+		}
+		out.AllowedHosts = append(out.AllowedHosts, name)
+	}
+	for i, o := range s.AllowedOrigins {
+		origin, ok := allowedOrigin(o)
+		if !ok {
+			c.errorAt(fmt.Sprintf("server.allowed_origins[%d]", i), "%q is not an origin (want scheme://host[:port] with http or https, such as https://console.example.com)", o)
+			continue
+		}
+		out.AllowedOrigins = append(out.AllowedOrigins, origin)
+	}
 	return out
 }
 
@@ -616,6 +632,45 @@ func sameListener(a, b string) bool {
 	}
 	every := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 	return hostA == hostB || every(hostA) || every(hostB)
+}
+
+// allowedHost is a server.allowed_hosts entry in lower case: a DNS name or
+// IP literal, or "*." and a name for its subdomains.
+func allowedHost(h string) (string, bool) {
+	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	name := strings.TrimPrefix(h, "*.")
+	if name == "" || len(name) > 253 || strings.HasPrefix(name, ".") || strings.Contains(name, "..") {
+		return "", false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return "", false
+		}
+	}
+	return h, true
+}
+
+// allowedOrigin is a server.allowed_origins entry as browsers send it in
+// the Origin header: lower-case scheme and host, no default port.
+func allowedOrigin(o string) (string, bool) {
+	u, err := url.Parse(strings.TrimSuffix(o, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" ||
+		u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.Contains(u.Host, "*") {
+		return "", false
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", false
+		}
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port == "" || scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		return scheme + "://" + host, true
+	}
+	return scheme + "://" + host + ":" + port, true
 }
 
 func (c *compiler) state(s *stateSpec) policy.State {

@@ -32,6 +32,8 @@ type serverSpec struct {
 	Transparent         bool              `yaml:"transparent"`
 	Passthrough         []passthroughSpec `yaml:"passthrough"`
 	Tracing             *tracingSpec      `yaml:"tracing"`
+	AllowedHosts        []string          `yaml:"allowed_hosts"`
+	AllowedOrigins      []string          `yaml:"allowed_origins"`
 	MaxConnections      int               `yaml:"max_connections"`
 	ReadTimeout         duration          `yaml:"read_timeout"`
 	WriteTimeout        duration          `yaml:"write_timeout"`

@@ -48,12 +48,13 @@ const (
 	ProblemDuplicateKey Problem = "duplicate_key"
 	ProblemTooDeep      Problem = "too_deep"
 	ProblemIncomplete   Problem = "incomplete" // the client stopped sending the body
+	ProblemMediaType    Problem = "media_type" // a body that is not application/json (Got: its media type)
 )
 
 // body reports whether the problem is with the request body as a whole.
 func (p Problem) body() bool {
 	switch p {
-	case ProblemNotJSON, ProblemNotUTF8, ProblemNotObject, ProblemDuplicateKey, ProblemTooDeep, ProblemIncomplete:
+	case ProblemNotJSON, ProblemNotUTF8, ProblemNotObject, ProblemDuplicateKey, ProblemTooDeep, ProblemIncomplete, ProblemMediaType:
 		return true
 	}
 	return false
@@ -421,6 +422,8 @@ func (e *ArgError) en(name string, single bool) string {
 		return "it is nested deeper than " + e.Max + " levels"
 	case ProblemIncomplete:
 		return "it is incomplete"
+	case ProblemMediaType:
+		return "it is sent as " + e.Got + ", not application/json"
 	default:
 		rest = "does not match the schema"
 		if e.Detail != "" {
@@ -515,6 +518,8 @@ func (e *ArgError) zh(name string, single bool) string {
 		return "嵌套超过了 " + e.Max + " 层"
 	case ProblemIncomplete:
 		return "请求体不完整"
+	case ProblemMediaType:
+		return "请求体的类型是 " + e.Got + "，应为 application/json"
 	}
 	return subject + "不符合参数约定"
 }

@@ -536,7 +536,7 @@ func TestChineseMessagesHaveNoEnglish(t *testing.T) {
 		_, err := DecodeArgs([]byte(body), 64)
 		outcomes = append(outcomes, ArgOutcome(err))
 	}
-	for _, p := range []Problem{ProblemIncomplete, ProblemQuery, ProblemScalar, ProblemSegment, ProblemRepeated, ProblemInvalid} {
+	for _, p := range []Problem{ProblemIncomplete, ProblemMediaType, ProblemQuery, ProblemScalar, ProblemSegment, ProblemRepeated, ProblemInvalid} {
 		outcomes = append(outcomes, ArgOutcome(&ArgError{Pointer: "/q", Problem: p, Got: "3"}))
 	}
 	// Argument names and values of the cases above.

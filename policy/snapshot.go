@@ -59,6 +59,15 @@ type Server struct {
 	IdleTimeout time.Duration
 	// Learn is server.learn; nil: learning mode off.
 	Learn *LearnSettings
+	// AllowedHosts are Host names the agent port serves besides IP
+	// literals, loopback names and the machine's name, lower case; a
+	// "*.example.com" entry names the subdomains. Empty: any Host on a
+	// listener that is not loopback.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins (scheme://host[:port],
+	// canonical) the agent port serves besides the request's own host and
+	// loopback origins.
+	AllowedOrigins []string
 }
 
 // TracingSettings is server.tracing: where and how to export spans.

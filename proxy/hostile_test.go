@@ -398,7 +398,7 @@ func TestHostileOversizedBodies(t *testing.T) {
 	t.Run("a huge declared Content-Length is refused without waiting for the body", func(t *testing.T) {
 		conn := h.rawConn(t)
 		start := time.Now()
-		fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1099511627776\r\n\r\n{\"q\":")
+		fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1099511627776\r\n\r\n{\"q\":")
 		resp, raw := readAnswer(t, conn, bufio.NewReader(conn))
 		wantEnvelope(t, resp, mustEnvelope(t, resp, raw), contracts.StatusBadArgs, http.StatusRequestEntityTooLarge)
 		if took := time.Since(start); took > 2*time.Second {
@@ -407,7 +407,7 @@ func TestHostileOversizedBodies(t *testing.T) {
 	})
 	t.Run("an endless chunked body is cut off with 413 and the connection closed", func(t *testing.T) {
 		conn := h.rawConn(t)
-		fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+		fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
 		writerDone := make(chan error, 1)
 		go func() {
 			chunk := []byte(fmt.Sprintf("%x\r\n%s\r\n", 4096, strings.Repeat("y", 4096)))
@@ -433,7 +433,7 @@ func TestHostileOversizedBodies(t *testing.T) {
 	t.Run("a Content-Length shorter than the body answers the declared part, then closes", func(t *testing.T) {
 		conn := h.rawConn(t)
 		body := `{"q":"declared"}` + `POST /v1/tools/search HTTP/1.1` + "\r\nGarbage\r\n\r\n"
-		fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n%s", body)
+		fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: localhost\r\nContent-Length: 16\r\n\r\n%s", body)
 		br := bufio.NewReader(conn)
 		resp, raw := readAnswer(t, conn, br)
 		if env := mustEnvelope(t, resp, raw); env.Status != contracts.StatusOK {
@@ -658,7 +658,7 @@ func TestHostileInjection(t *testing.T) {
 		} {
 			conn := h.rawConn(t)
 			body := `{"text":"crlf"}`
-			fmt.Fprintf(conn, "POST /v1/tools/send HTTP/1.1\r\nHost: x\r\n%s\r\nContent-Length: %d\r\n\r\n%s", hdr, len(body), body)
+			fmt.Fprintf(conn, "POST /v1/tools/send HTTP/1.1\r\nHost: localhost\r\n%s\r\nContent-Length: %d\r\n\r\n%s", hdr, len(body), body)
 			br := bufio.NewReader(conn)
 			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			resp, err := http.ReadResponse(br, nil)
@@ -700,7 +700,7 @@ func TestHostileClientNeverReads(t *testing.T) {
 	// and never read: the server's writes block once the socket buffers
 	// fill.
 	var conns []net.Conn
-	req := "POST /v1/tools/big HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+	req := "POST /v1/tools/big HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n\r\n{}"
 	for range 20 {
 		conn := h.rawConn(t)
 		conns = append(conns, conn)
@@ -716,7 +716,7 @@ func TestHostileClientNeverReads(t *testing.T) {
 	// A side-effecting call whose caller never reads still settles its key.
 	conn := h.rawConn(t)
 	body := `{"text":"unread"}`
-	fmt.Fprintf(conn, "POST /v1/tools/send HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k-unread\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(conn, "POST /v1/tools/send HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: k-unread\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	time.Sleep(time.Second)
 	by.check(t)
 	waitFor(t, "the unread call to reach the backend", func() bool { _, ok := h.backend.last("/send"); return ok })

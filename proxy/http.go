@@ -2,26 +2,32 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
 
-// Handler returns the agent-facing HTTP handler: POST /v1/tools/{tool} and
-// GET /v1/tools. It never serves an admin path.
+// Handler returns the agent-facing HTTP handler: POST /v1/tools/{tool},
+// GET /v1/tools, /mcp and, in transparent mode, the tools' own routes. It
+// never serves an admin path. Every route refuses browser requests from
+// other sites and foreign Host names (crossorigin.go).
 func (c *Core) Handler() http.Handler {
+	g := newBrowserGuard(c, nil)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/tools/{tool}", c.serveCall)
-	mux.HandleFunc("GET /v1/tools", c.serveList)
+	mux.Handle("POST /v1/tools/{tool}", g.guard(http.HandlerFunc(c.serveCall)))
+	mux.Handle("GET /v1/tools", g.guard(http.HandlerFunc(c.serveList)))
 	// "/mcp" without a method: the SDK answers GET and DELETE with 405.
+	// The MCP handler checks Host and Origin itself, to refuse in JSON-RPC.
 	mux.Handle("/mcp", c.MCPHandler(MCPOptions{}))
-	mux.HandleFunc("/", c.serveOther)
+	mux.Handle("/", g.guard(http.HandlerFunc(c.serveOther)))
 	return mux
 }
 
@@ -36,16 +42,26 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	defer putIn(p)
 	body, tooLarge, err := readRequestBodyInto(r, snap.Server.MaxRequestBytes, p)
 	var invalid error
-	if err != nil {
+	switch {
+	case err != nil:
 		// The client went away or sent a broken body (a truncated chunked
 		// stream): the call must not run on part of its arguments, and
 		// the connection must not be reused.
 		w.Header().Set("Connection", "close")
 		invalid = &contracts.ArgError{Problem: contracts.ProblemIncomplete}
+	case !jsonBody(r):
+		// A body a web page can send without asking first (text/plain, a
+		// form) is not a call: nothing runs, the answer is 415.
+		invalid = &contracts.ArgError{Problem: contracts.ProblemMediaType, Got: mediaType(r)}
+		w = statusRewriter{ResponseWriter: w, from: http.StatusBadRequest, to: http.StatusUnsupportedMediaType}
+	}
+	tool := r.PathValue("tool")
+	if invalid == nil {
+		body = nullArgs(snap.Tools[tool], body)
 	}
 	req := &Request{
 		Invalid:        invalid,
-		Tool:           r.PathValue("tool"),
+		Tool:           tool,
 		Body:           body,
 		BodyTooLarge:   tooLarge,
 		Caller:         c.Identify(r.Header),
@@ -60,6 +76,41 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	}
 	res := c.Call(r.Context(), req)
 	c.writeResult(w, snap, res)
+}
+
+// jsonBody reports whether a call's body may be read as JSON: its
+// Content-Type is application/json or a +json type. A client that is not a
+// browser (no Origin or Sec-Fetch-* header) may also send no type, or
+// application/x-www-form-urlencoded, which is what curl -d sends.
+func jsonBody(r *http.Request) bool {
+	mt := mediaType(r)
+	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
+		return true
+	}
+	browser := r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Sec-Fetch-Mode") != ""
+	return !browser && (mt == "" || mt == "application/x-www-form-urlencoded")
+}
+
+// mediaType is the essence of the request's Content-Type (type/subtype in
+// lower case, parameters dropped), as a browser judges it when it decides
+// whether a request needs a preflight; "" without the header.
+func mediaType(r *http.Request) string {
+	v, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	return strings.ToLower(strings.TrimSpace(v))
+}
+
+// statusRewriter writes status to instead of from: the envelope stays the
+// core's, the status says more (415 for a body that is not JSON).
+type statusRewriter struct {
+	http.ResponseWriter
+	from, to int
+}
+
+func (w statusRewriter) WriteHeader(code int) {
+	if code == w.from {
+		code = w.to
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // inPool recycles request body buffers.
@@ -183,11 +234,31 @@ func ToolList(snap *policy.Snapshot, allow func(name string) bool) []ToolInfo {
 	return out
 }
 
+// serveList answers GET /v1/tools: the tools the caller may use, in
+// toolgate's shape or, with ?format=, in the shape of a model API
+// (toolformats.go).
 func (c *Core) serveList(w http.ResponseWriter, r *http.Request) {
-	tools := c.Tools(c.Identify(r.Header))
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(map[string]any{"tools": tools})
+	snap := c.Snapshot()
+	caller := c.Identify(r.Header)
+	allow := func(name string) bool { return snap.Access.Allows(caller, name) }
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		_ = json.NewEncoder(w).Encode(map[string]any{"tools": ToolList(snap, allow)})
+		return
+	}
+	tools, left, err := ToolListIn(snap, allow, format)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+		return
+	}
+	answer := map[string]any{"tools": tools}
+	if len(left) > 0 {
+		answer["left_out"] = left
+	}
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 // serveOther takes every request that is not the tool API: a legacy route
@@ -202,18 +273,37 @@ func (c *Core) serveOther(w http.ResponseWriter, r *http.Request) {
 
 func (c *Core) serveNoRoute(w http.ResponseWriter, r *http.Request) {
 	snap := c.Snapshot()
-	o := contracts.Reject(contracts.ReasonUnknownTool)
-	res := c.render(r, o)
+	res := c.NoRoute(r.Context(), &Request{
+		Caller: c.Identify(r.Header),
+		CallID: r.Header.Get("X-Request-Id"),
+		Front:  "http",
+	}, r.Method, r.URL.Path)
 	c.writeResult(w, snap, res)
 }
 
-// render makes the envelope for a request that never reached a tool
-// (an unknown route), through the same finish as every call.
-func (c *Core) render(r *http.Request, o contracts.Outcome) *Result {
+// NoRoute answers a request whose method and (unescaped) path are no
+// route: a not_found envelope that names no tool, with a message that
+// names what was asked for. Every front answers an unknown route with it.
+func (c *Core) NoRoute(ctx context.Context, req *Request, method, path string) *Result {
+	asked := *req
+	asked.Tool = ""
+	return c.withoutTool(ctx, &asked, routeLabel(method, path), contracts.Reject(contracts.ReasonUnknownTool))
+}
+
+// withoutTool makes the envelope for a request that never reached a tool (an
+// unknown route or tool, a refused browser request), through the same
+// finish as every call: counted as tool "unknown" and logged. The message
+// names what was asked for (named: a tool name, or a method and path); the
+// envelope's tool is req.Tool, empty when no tool name was called.
+func (c *Core) withoutTool(ctx context.Context, req *Request, named string, o contracts.Outcome) *Result {
 	st := c.state.Load()
-	cl := &call{st: st, req: &Request{Tool: "", Front: "http"}, start: c.now(), callID: callID(r.Header.Get("X-Request-Id"))}
-	cl.caller = st.snap.Access.CallerLabel(c.Identify(r.Header))
-	return c.finish(r.Context(), cl, o)
+	asked := *req
+	asked.Tool = named
+	cl := &call{st: st, req: &asked, start: c.now(), callID: callID(req.CallID)}
+	cl.caller = st.snap.Access.CallerLabel(req.Caller)
+	res := c.finish(ctx, cl, o)
+	res.Envelope.Tool = req.Tool
+	return res
 }
 
 // Identify resolves the caller of a request from its headers, by the

@@ -41,7 +41,7 @@ func TestRequestBodyLimit(t *testing.T) {
 			if strings.Contains(header, "chunked") {
 				body = fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big)
 			}
-			fmt.Fprintf(conn, "POST /v1/tools/read HTTP/1.1\r\nHost: x\r\n%s\r\n%s", header, body)
+			fmt.Fprintf(conn, "POST /v1/tools/read HTTP/1.1\r\nHost: localhost\r\n%s\r\n%s", header, body)
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			if err != nil {
 				t.Fatal(err)

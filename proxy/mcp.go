@@ -7,27 +7,28 @@ package proxy
 // negotiation (initialize for 2025-11-25 and older, per-request _meta and
 // server/discover for 2026-07-28), the 2026-07-28 routing headers
 // (MCP-Protocol-Version, Mcp-Method, Mcp-Name) and their header/body
-// mismatch error (-32020, HTTP 400). toolgate adds three things around it:
+// mismatch error (-32020, HTTP 400), and the shape of every result,
+// resultType included. toolgate adds around it:
 //
-//   - tools/list and tools/call are answered by a middleware, not by tools
-//     registered on the SDK server, so the list is built per request for the
-//     caller of that request and always reflects the current policy
-//     snapshot, and every call, unknown tools included, runs through
-//     Core.Call (same pipeline, metrics and log line as the HTTP front);
-//   - the handler is stateless: there is no Mcp-Session-Id, any replica
-//     serves any request, and policy reloads need no session bookkeeping;
-//   - Origin and Host validation against DNS rebinding, and a request body
-//     bound derived from server.max_request_bytes.
+//   - one SDK server per policy snapshot, with every tool of the snapshot
+//     registered as an SDK tool whose handler is Core.Call: the SDK's own
+//     tool machinery writes each tools/call result, so the result is what
+//     the negotiated revision requires; a middleware filters tools/list by
+//     the caller of the HTTP request and sends unknown tools through
+//     Core.Call too (same pipeline, metrics and log line as the HTTP
+//     front);
+//   - a stateless handler: there is no Mcp-Session-Id, any replica serves
+//     any request, and policy reloads need no session bookkeeping;
+//   - the agent port's Host and Origin checks (crossorigin.go), a request
+//     body bound derived from server.max_request_bytes, and JSON-RPC error
+//     bodies for every refusal (mcp_http.go).
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -40,8 +41,8 @@ import (
 // MCPOptions tune the MCP front. The zero value is a complete configuration.
 type MCPOptions struct {
 	// AllowedOrigins are browser origins ("https://agents.example.com",
-	// scheme://host[:port]) accepted in the Origin header besides the
-	// request's own host and loopback hosts, which are always accepted.
+	// scheme://host[:port]) accepted in the Origin header besides those of
+	// server.allowed_origins, the request's own host and loopback hosts.
 	// Requests without an Origin header (every non-browser client) are
 	// always accepted.
 	AllowedOrigins []string
@@ -51,68 +52,91 @@ type MCPOptions struct {
 }
 
 // DefaultMCPInstructions tells a model how to read toolgate's results.
-const DefaultMCPInstructions = "Every tool returns a result envelope (structuredContent) and its observation text. " +
-	"status is one of ok, empty, bad_args, forbidden, not_found, timeout, upstream; empty means the call " +
-	"succeeded and found nothing. Retry an identical call only when retryable is true, after " +
-	"retry_after_ms when given. Tools with a side effect require an idempotency_key argument: use a new " +
-	"key for each new action and the same key only to retry that action; it runs at most once per key."
+const DefaultMCPInstructions = "Every tool answers with one text: the observation. Its first line is [STATUS] and one " +
+	"sentence saying what happened and what to do; data follows as JSON, cut to a bound when long. STATUS is one of " +
+	"OK, EMPTY, BAD_ARGS, FORBIDDEN, NOT_FOUND, TIMEOUT, UPSTREAM; EMPTY means the call succeeded and found nothing. " +
+	"structuredContent repeats status, retryable, retry_after_ms, side_effect and replayed as fields. Retry an " +
+	"identical call only when retryable is true, after retry_after_ms when given. Tools with a side effect require " +
+	"an idempotency_key argument: use a new key for each new action and the same key only to retry that action; it " +
+	"runs at most once per key."
+
+// MCPRevisions returns the MCP protocol revisions toolgate serves, newest
+// first: every revision the SDK implements, each tested with the clients
+// that speak it (README, "MCP clients").
+func MCPRevisions() []string {
+	return []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+}
 
 // mcpRequestOverhead is what a JSON-RPC message may add around the tool
 // arguments (method, id, name, _meta with client info and capabilities)
 // on top of server.max_request_bytes.
 const mcpRequestOverhead = 64 << 10
 
-// MCPEnvelopeSchema is the JSON Schema of contracts.Envelope, published as
-// every tool's outputSchema: the structuredContent of a tools/call result
-// is exactly the envelope the HTTP front returns. It names no $schema: MCP
-// schemas default to 2020-12, and the keywords used here mean the same in
-// draft-07, which some clients' validators assume.
-const MCPEnvelopeSchema = `{` +
-	`"title":"toolgate result envelope",` +
+// MCPOutput is the structuredContent of every tools/call result: the
+// envelope's fields a program acts on. The model reads the text block,
+// which is the envelope's observation; data, message and observation are
+// left out here because clients such as LangChain's MCP adapter hand
+// structuredContent to the model as well, and the observation is the one
+// bounded text (server.observation_max_chars) meant for it.
+type MCPOutput struct {
+	Status       contracts.Status     `json:"status"`
+	Retryable    bool                 `json:"retryable"`
+	RetryAfterMS int64                `json:"retry_after_ms,omitempty"`
+	SideEffect   contracts.SideEffect `json:"side_effect"`
+	Replayed     bool                 `json:"replayed"`
+	Cost         float64              `json:"cost"`
+	Tool         string               `json:"tool"`
+	CallID       string               `json:"call_id"`
+}
+
+// MCPOutputOf is the structuredContent of a result with envelope env.
+func MCPOutputOf(env *contracts.Envelope) *MCPOutput {
+	return &MCPOutput{
+		Status:       env.Status,
+		Retryable:    env.Retryable,
+		RetryAfterMS: env.RetryAfterMS,
+		SideEffect:   env.SideEffect,
+		Replayed:     env.Replayed,
+		Cost:         env.Cost,
+		Tool:         env.Tool,
+		CallID:       env.CallID,
+	}
+}
+
+// MCPOutputSchema is the JSON Schema of MCPOutput, published as every
+// tool's outputSchema. It names no $schema: MCP schemas default to
+// 2020-12, and the keywords used here mean the same in draft-07, which some
+// clients' validators assume.
+const MCPOutputSchema = `{` +
+	`"title":"toolgate call status",` +
+	`"description":"What happened, in fields; the text block (the observation) says it in words and carries the data.",` +
 	`"type":"object",` +
-	`"required":["status","message","retryable","side_effect","side_effect_done","replayed","cost","tool","call_id","observation"],` +
+	`"required":["status","retryable","side_effect","replayed","cost","tool","call_id"],` +
 	`"additionalProperties":false,` +
 	`"properties":{` +
 	`"status":{"type":"string","enum":["ok","empty","bad_args","forbidden","not_found","timeout","upstream"],"description":"What happened; ok and empty are successes."},` +
-	`"message":{"type":"string","description":"One sentence for the model: what happened and what to do next."},` +
-	`"data":{"description":"The useful payload, shaped by the tool's contract; absent when there is none."},` +
 	`"retryable":{"type":"boolean","description":"Re-sending the identical call (same arguments, same idempotency key) later may succeed."},` +
-	`"side_effect":{"type":"string","enum":["none","done","unknown"],"description":"Whether the call changed anything: none, done, or unknown when the outcome was lost."},` +
-	`"side_effect_done":{"type":"boolean","description":"side_effect is done."},` +
-	`"replayed":{"type":"boolean","description":"A stored result for a repeated idempotency key; the backend was not called again."},` +
 	`"retry_after_ms":{"type":"integer","minimum":0,"description":"When a retry makes sense, in milliseconds."},` +
+	`"side_effect":{"type":"string","enum":["none","done","unknown"],"description":"Whether the call changed anything: none, done, or unknown when the outcome was lost."},` +
+	`"replayed":{"type":"boolean","description":"A stored result for a repeated idempotency key; the backend was not called again."},` +
 	`"cost":{"type":"number","minimum":0,"description":"Cost units this call consumed."},` +
 	`"tool":{"type":"string","description":"The tool's name as called."},` +
-	`"call_id":{"type":"string","description":"The call's id, for support and logs."},` +
-	`"observation":{"type":"string","description":"The text to feed back to the model."}` +
+	`"call_id":{"type":"string","description":"The call's id, for support and logs."}` +
 	`}}`
 
 // MCPHandler returns the MCP endpoint (Streamable HTTP, POST only). Mount it
 // at /mcp on the agent listener. It reads the policy snapshot per request,
 // so one handler serves across reloads.
 func (c *Core) MCPHandler(opts MCPOptions) http.Handler {
-	f := &mcpFront{core: c, origins: make(map[string]bool, len(opts.AllowedOrigins))}
-	for _, o := range opts.AllowedOrigins {
-		f.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	f := &mcpFront{core: c, guard: newBrowserGuard(c, newOriginSet(opts.AllowedOrigins)), instructions: opts.Instructions}
+	if f.instructions == "" {
+		f.instructions = DefaultMCPInstructions
 	}
-	instructions := opts.Instructions
-	if instructions == "" {
-		instructions = DefaultMCPInstructions
-	}
-	logger := slog.New(sdkLogHandler{c.logger.Handler()}).With("front", "mcp")
-	server := mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: c.version}, &mcp.ServerOptions{
-		Instructions: instructions,
-		Logger:       logger,
-		// Tools only; the list can change on reload, but a stateless
-		// server has no stream to announce it on (clients re-list: every
-		// list is sent with ttlMs 0).
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-	})
-	server.AddReceivingMiddleware(f.middleware)
-	f.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+	f.logger = slog.New(sdkLogHandler{c.logger.Handler()}).With("front", "mcp")
+	f.sdk = mcp.NewStreamableHTTPHandler(f.server, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true, // one answer per call: no progress or log notifications to stream
-		Logger:       logger,
+		Logger:       f.logger,
 		// serveHTTP bounds the body by the policy's current limit.
 		MaxRequestBodyBytes: -1,
 		// serveHTTP checks Host and Origin itself (the same loopback Host
@@ -125,11 +149,34 @@ func (c *Core) MCPHandler(opts MCPOptions) http.Handler {
 
 // sdkLogHandler passes the SDK's warnings and errors to toolgate's log. Its
 // info lines (connecting, connected, disconnected: three per request on a
-// stateless server) would drown the call lines.
+// stateless server) would drown the call lines, and the errors it logs for
+// a client's mistakes are not toolgate's errors: those go to debug.
 type sdkLogHandler struct{ slog.Handler }
+
+// sdkClientMistake reports whether the SDK logged msg at error level
+// because a client sent something the protocol does not allow; the client
+// gets a JSON-RPC error for it.
+func sdkClientMistake(msg string) bool {
+	switch msg {
+	case "method removed in the new protocol", // initialize, ping, logging/setLevel... under 2026-07-28
+		"method invalid during initialization":
+		return true
+	}
+	return false
+}
 
 func (h sdkLogHandler) Enabled(ctx context.Context, level slog.Level) bool {
 	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+
+func (h sdkLogHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if sdkClientMistake(rec.Message) {
+		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		rec.Level = slog.LevelDebug
+	}
+	return h.Handler.Handle(ctx, rec)
 }
 
 func (h sdkLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
@@ -142,167 +189,156 @@ func (h sdkLogHandler) WithGroup(name string) slog.Handler {
 
 // mcpFront adapts MCP requests to Core.Call.
 type mcpFront struct {
-	core    *Core
-	sdk     http.Handler
-	origins map[string]bool
-	tools   atomic.Pointer[mcpTools]
+	core         *Core
+	sdk          http.Handler
+	guard        *browserGuard
+	instructions string
+	logger       *slog.Logger
+	current      atomic.Pointer[mcpServer]
 }
 
-// mcpTools is every tool of one snapshot in MCP form, built once per
-// snapshot and filtered per caller.
-type mcpTools struct {
-	snap  *policy.Snapshot
-	tools []*mcp.Tool // in snap.ToolNames order
+// mcpServer is the SDK server of one policy snapshot: every tool of the
+// snapshot is registered on it, so the SDK validates, routes and shapes
+// tools/call exactly as for a server written with it.
+type mcpServer struct {
+	snap   *policy.Snapshot
+	server *mcp.Server
 }
 
-func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg := f.rebinding(r); msg != "" {
-		writeMCPForbidden(w, msg)
-		return
+// server returns the SDK server of the current snapshot, building it on the
+// first request after a reload. Two requests racing after a reload may
+// both build one; either serves.
+func (f *mcpFront) server(*http.Request) *mcp.Server {
+	snap := f.core.Snapshot()
+	if s := f.current.Load(); s != nil && s.snap == snap {
+		return s.server
 	}
-	if r.Body != nil {
-		limit := f.core.Snapshot().Server.MaxRequestBytes + mcpRequestOverhead
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
-	}
-	f.sdk.ServeHTTP(w, r)
+	s := f.build(snap)
+	f.current.Store(s)
+	return s.server
 }
 
-// rebinding returns why a request must be refused as a possible DNS
-// rebinding or cross-site request, or "" to serve it. A browser page that
-// rebinds its own name to a loopback address sends its own name as Host and
-// Origin; so on a loopback listener the Host must be a loopback name, and
-// the Origin, when a browser sends one, must be the request's own host, a
-// loopback host or an allowed origin.
-func (f *mcpFront) rebinding(r *http.Request) string {
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
-		if isLoopbackHost(hostOnly(la.String())) && !isLoopbackHost(hostOnly(r.Host)) {
-			return fmt.Sprintf("Forbidden: Host %q is not a loopback name", r.Host)
+func (f *mcpFront) build(snap *policy.Snapshot) *mcpServer {
+	s := &mcpServer{snap: snap}
+	s.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: f.core.version}, &mcp.ServerOptions{
+		Instructions: f.instructions,
+		Logger:       f.logger,
+		// Tools only; the list can change on reload, but a stateless
+		// server has no stream to announce it on (clients re-list: every
+		// list is sent with ttlMs 0).
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		SupportedProtocolVersions: MCPRevisions(),
+	})
+	s.server.AddReceivingMiddleware(f.middleware(s))
+	for _, name := range snap.ToolNames {
+		f.register(s.server, snap.Tools[name])
+	}
+	return s
+}
+
+// register adds a contract as an SDK tool. The SDK refuses (panics on) an
+// input schema it cannot serve, such as a malformed x-mcp-header
+// annotation; such a tool is left out of MCP, with an error in the log,
+// and stays callable on the HTTP front.
+func (f *mcpFront) register(server *mcp.Server, ct *contracts.Contract) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.logger.Error("tool left out of MCP", "tool", ct.Name, "error", fmt.Sprint(p))
+		}
+	}()
+	server.AddTool(MCPTool(ct), f.call)
+}
+
+// unadvertised reports whether method belongs to a capability toolgate does
+// not declare (it declares only tools).
+func unadvertised(method string) bool {
+	switch method {
+	case "resources/list", "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe",
+		"prompts/list", "prompts/get", "completion/complete", "logging/setLevel":
+		return true
+	}
+	return false
+}
+
+// middleware filters tools/list by caller, runs unknown tools through the
+// core, and refuses methods of capabilities toolgate does not declare
+// where the revision says so; everything else goes to the SDK.
+func (f *mcpFront) middleware(s *mcpServer) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch r := req.(type) {
+			case *mcp.ListToolsRequest:
+				res, err := next(ctx, method, req)
+				if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+					return f.filter(s.snap, list, requestHeader(req)), nil
+				}
+				return res, err
+			case *mcp.CallToolRequest:
+				if r.Params == nil || r.Params.Name == "" {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params.name: the name of one of the listed tools"}
+				}
+				if s.snap.Tools[r.Params.Name] == nil {
+					return nil, f.unknownTool(ctx, r)
+				}
+			}
+			// Since 2026-07-28 a method behind a capability the server did
+			// not advertise is "method not found"; earlier revisions leave
+			// it open, and the SDK's empty answers are true for toolgate.
+			if unadvertised(method) && requestRevision(req) >= "2026-07-28" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not available: toolgate serves tools only", method)}
+			}
+			return next(ctx, method, req)
 		}
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return ""
+}
+
+// unknownTool counts a call of a tool the snapshot does not have as
+// not_found, like the HTTP front, and answers it as a JSON-RPC error.
+func (f *mcpFront) unknownTool(ctx context.Context, req *mcp.CallToolRequest) error {
+	h := requestHeader(req)
+	res := f.core.withoutTool(ctx, &Request{
+		Tool:     req.Params.Name,
+		Caller:   f.core.Identify(h),
+		CallID:   h.Get("X-Request-Id"),
+		Front:    "mcp",
+		LogAttrs: mcpLogAttrs(req),
+	}, req.Params.Name, contracts.Reject(contracts.ReasonUnknownTool))
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: res.Envelope.Message}
+}
+
+func mcpLogAttrs(req *mcp.CallToolRequest) []slog.Attr {
+	return []slog.Attr{
+		slog.String("mcp_method", "tools/call"),
+		slog.String("mcp_protocol_version", req.ProtocolVersion()),
 	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return fmt.Sprintf("Forbidden: Origin %q is not allowed", origin)
-	}
-	switch {
-	case f.origins[strings.ToLower(u.Scheme+"://"+u.Host)]:
-	case isLoopbackHost(u.Hostname()):
-	case sameHost(u, r.Host):
-	default:
-		return fmt.Sprintf("Forbidden: Origin %q is not allowed", origin)
+}
+
+// requestRevision is the protocol revision of a request, "" when unknown.
+func requestRevision(req mcp.Request) string {
+	if r, ok := req.(interface{ ProtocolVersion() string }); ok {
+		return r.ProtocolVersion()
 	}
 	return ""
 }
 
-// sameHost reports whether the origin names the host the request was sent
-// to. The port is compared only when the Host header carries one: behind a
-// TLS-terminating proxy the scheme (and so the default port) the browser
-// used is unknown here.
-func sameHost(origin *url.URL, host string) bool {
-	name, port, err := net.SplitHostPort(host)
-	if err != nil {
-		name, port = strings.Trim(host, "[]"), ""
-	}
-	if !strings.EqualFold(origin.Hostname(), name) {
-		return false
-	}
-	if port == "" {
-		return true
-	}
-	originPort := origin.Port()
-	if originPort == "" {
-		originPort = map[string]string{"http": "80", "https": "443"}[origin.Scheme]
-	}
-	return originPort == port
-}
-
-// hostOnly strips the port from host[:port], and the brackets from an IPv6
-// literal.
-func hostOnly(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return strings.Trim(hostport, "[]")
-}
-
-func isLoopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// writeMCPForbidden answers 403 with a JSON-RPC error that has no id, as the
-// Streamable HTTP transport specifies for a refused Origin.
-func writeMCPForbidden(w http.ResponseWriter, msg string) {
-	b := append([]byte(`{"jsonrpc":"2.0","error":{"code":-32600,"message":`), contracts.AppendJSONString(nil, msg)...)
-	b = append(b, "}}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusForbidden)
-	_, _ = w.Write(b)
-}
-
-// middleware answers tools/list and tools/call; every other method
-// (initialize, server/discover, ping, ...) goes to the SDK.
-func (f *mcpFront) middleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch r := req.(type) {
-		case *mcp.ListToolsRequest:
-			if method == "tools/list" {
-				return f.list(r)
-			}
-		case *mcp.CallToolRequest:
-			if method == "tools/call" {
-				return f.call(ctx, r)
-			}
-		}
-		return next(ctx, method, req)
-	}
-}
-
-// list answers tools/list with the tools the caller of this HTTP request
-// may use, from the current snapshot. There is one page.
-func (f *mcpFront) list(req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
-	if req.Params != nil && req.Params.Cursor != "" {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor: tools/list has a single page"}
-	}
-	all := f.snapshotTools()
-	snap := all.snap
-	caller := snap.Access.Identify(snap.Server, requestHeader(req))
-	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, 0, len(all.tools))}
-	for _, t := range all.tools {
+// filter keeps the tools the caller of this HTTP request may use. The list
+// depends on the caller and changes on reload, so it is private and never
+// fresh for long.
+func (f *mcpFront) filter(snap *policy.Snapshot, list *mcp.ListToolsResult, h http.Header) *mcp.ListToolsResult {
+	caller := snap.Access.Identify(snap.Server, h)
+	out := *list
+	out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
+	for _, t := range list.Tools {
 		if snap.Access.Allows(caller, t.Name) {
-			res.Tools = append(res.Tools, t)
+			out.Tools = append(out.Tools, t)
 		}
 	}
-	// The list depends on the caller and changes on reload.
-	res.Cacheable = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
-	return res, nil
-}
-
-// snapshotTools returns the MCP tools of the current snapshot, building
-// them once per snapshot.
-func (f *mcpFront) snapshotTools() *mcpTools {
-	snap := f.core.Snapshot()
-	if cached := f.tools.Load(); cached != nil && cached.snap == snap {
-		return cached
-	}
-	built := &mcpTools{snap: snap, tools: make([]*mcp.Tool, 0, len(snap.ToolNames))}
-	for _, name := range snap.ToolNames {
-		built.tools = append(built.tools, MCPTool(snap.Tools[name]))
-	}
-	f.tools.Store(built)
-	return built
+	out.Cacheable = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
+	return &out
 }
 
 // MCPTool is a contract as an MCP tool: its published argument schema (with
-// the required idempotency_key of side-effecting tools), the envelope as
+// the required idempotency_key of side-effecting tools), MCPOutputSchema as
 // output schema, and annotations derived from side_effect.
 func MCPTool(ct *contracts.Contract) *mcp.Tool {
 	// A side-effecting tool is idempotent by its key: a retry with the same
@@ -315,34 +351,30 @@ func MCPTool(ct *contracts.Contract) *mcp.Tool {
 		Name:         ct.Name,
 		Description:  ct.Description,
 		InputSchema:  ct.PublishedSchema(),
-		OutputSchema: json.RawMessage(MCPEnvelopeSchema),
+		OutputSchema: json.RawMessage(MCPOutputSchema),
 		Annotations:  ann,
 	}
 }
 
-// call runs tools/call through the core. Every outcome of a known tool is a
-// tool result (isError for anything but ok and empty); an unknown tool is a
-// JSON-RPC error, after the core has counted it as not_found.
+// call is the SDK tool handler of every contract: it runs tools/call
+// through the core. Every outcome is a tool result: one text block, the
+// observation, for the model; MCPOutput as structuredContent; isError for
+// anything but ok and empty.
 func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	h := requestHeader(req)
-	name := ""
-	var args []byte
-	if req.Params != nil {
-		name = req.Params.Name
-		args = req.Params.Arguments
-	}
+	name := req.Params.Name
+	args := []byte(req.Params.Arguments)
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
 	}
+	args = nullArgs(f.core.Snapshot().Tools[name], args)
 	// MCP carries the W3C trace context in _meta (clients without headers),
 	// otherwise in the HTTP request's headers. An invalid _meta value does
 	// not replace the headers' (the core drops invalid ones either way).
 	traceparent, tracestate := h.Get("Traceparent"), h.Get("Tracestate")
-	if req.Params != nil {
-		if tp, ok := req.Params.Meta["traceparent"].(string); ok && validTraceParent(tp) {
-			traceparent = tp
-			tracestate, _ = req.Params.Meta["tracestate"].(string)
-		}
+	if tp, ok := req.Params.Meta["traceparent"].(string); ok && validTraceParent(tp) {
+		traceparent = tp
+		tracestate, _ = req.Params.Meta["tracestate"].(string)
 	}
 	res := f.core.Call(ctx, &Request{
 		TraceParent: traceparent,
@@ -350,22 +382,20 @@ func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		Tool:        name,
 		// Raw bytes, so size limits and strict parsing (duplicate keys,
 		// exact numbers) apply exactly as on the HTTP front.
-		Body:   args,
-		Caller: f.core.Identify(h),
-		CallID: h.Get("X-Request-Id"),
-		Front:  "mcp",
-		LogAttrs: []slog.Attr{
-			slog.String("mcp_method", "tools/call"),
-			slog.String("mcp_protocol_version", req.ProtocolVersion()),
-		},
+		Body:     args,
+		Caller:   f.core.Identify(h),
+		CallID:   h.Get("X-Request-Id"),
+		Front:    "mcp",
+		LogAttrs: mcpLogAttrs(req),
 	})
 	if res.Reason == contracts.ReasonUnknownTool {
+		// The tool went away in a reload since this request began.
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: res.Envelope.Message}
 	}
 	env := &res.Envelope
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: env.Observation}},
-		StructuredContent: json.RawMessage(env.AppendJSON(nil)),
+		StructuredContent: MCPOutputOf(env),
 		IsError:           !env.Status.Success(),
 	}, nil
 }

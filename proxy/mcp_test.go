@@ -29,8 +29,9 @@ import (
 	"github.com/toolgate/toolgate/proxy"
 )
 
-// The protocol revisions toolgate serves over MCP.
-var mcpRevisions = []string{"2025-11-25", "2026-07-28"}
+// mcpRevisions are the protocol revisions toolgate serves over MCP; every
+// Go SDK client test runs at each.
+var mcpRevisions = proxy.MCPRevisions()
 
 // mcpEnv is a toolgate serving the example policy over MCP (and the HTTP
 // front, for comparisons) in front of the example backends.
@@ -143,22 +144,36 @@ func mcpCallTool(t *testing.T, cs *mcp.ClientSession, name string, args map[stri
 	return res
 }
 
-// mcpEnvelopeOf checks the shape every tool result must have (the envelope as
+// mcpResult is a tools/call result as a test reads it: the fields of its
+// structuredContent and its one text block.
+type mcpResult struct {
+	proxy.MCPOutput
+	Text string // the observation
+}
+
+// data is the JSON the observation carries after its first line, or "".
+func (r *mcpResult) data() string {
+	_, data, _ := strings.Cut(r.Text, "\n")
+	return data
+}
+
+// mcpResultOf checks the shape every tool result must have (MCPOutput as
 // structuredContent, valid against the published output schema; one text
-// block holding the observation; isError unless ok or empty) and returns
-// the envelope.
-func mcpEnvelopeOf(t *testing.T, res *mcp.CallToolResult) *contracts.Envelope {
+// block for the model; isError unless ok or empty) and returns it.
+func mcpResultOf(t *testing.T, res *mcp.CallToolResult) *mcpResult {
 	t.Helper()
 	raw, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := contracts.DecodeEnvelope(raw)
-	if err != nil {
-		t.Fatalf("structuredContent is not an envelope: %v: %s", err, raw)
+	if err := mcpOutputSchema(t).Validate(mcpDecodeObject(t, raw)); err != nil {
+		t.Errorf("structuredContent fails the output schema: %v: %s", err, raw)
 	}
-	if err := mcpEnvelopeSchema(t).Validate(mcpDecodeObject(t, raw)); err != nil {
-		t.Errorf("envelope fails the output schema: %v: %s", err, raw)
+	out := &mcpResult{}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out.MCPOutput); err != nil {
+		t.Fatalf("structuredContent is not an MCPOutput: %v: %s", err, raw)
 	}
 	if len(res.Content) != 1 {
 		t.Fatalf("want one content block, got %d", len(res.Content))
@@ -167,24 +182,25 @@ func mcpEnvelopeOf(t *testing.T, res *mcp.CallToolResult) *contracts.Envelope {
 	if !ok {
 		t.Fatalf("content block is %T, want text", res.Content[0])
 	}
-	if text.Text != env.Observation {
-		t.Errorf("text block %q is not the observation %q", text.Text, env.Observation)
+	out.Text = text.Text
+	if !strings.HasPrefix(out.Text, out.Status.Tag()+" ") {
+		t.Errorf("text block %q does not start with %s", out.Text, out.Status.Tag())
 	}
-	if res.IsError != !env.Status.Success() {
-		t.Errorf("isError = %v for status %s", res.IsError, env.Status)
+	if res.IsError != !out.Status.Success() {
+		t.Errorf("isError = %v for status %s", res.IsError, out.Status)
 	}
-	return env
+	return out
 }
 
-func mcpEnvelopeSchema(t *testing.T) *contracts.Schema {
+func mcpOutputSchema(t *testing.T) *contracts.Schema {
 	t.Helper()
 	var doc any
-	if err := json.Unmarshal([]byte(proxy.MCPEnvelopeSchema), &doc); err != nil {
+	if err := json.Unmarshal([]byte(proxy.MCPOutputSchema), &doc); err != nil {
 		t.Fatal(err)
 	}
 	schema, err := contracts.CompileSchema(doc)
 	if err != nil {
-		t.Fatalf("the envelope schema does not compile: %v", err)
+		t.Fatalf("the output schema does not compile: %v", err)
 	}
 	return schema
 }
@@ -251,7 +267,7 @@ func TestMCPToolsDescribeTheirContracts(t *testing.T) {
 	env := newMCPEnv(t, nil)
 	snap := env.core.Snapshot()
 	var outputSchema any
-	if err := json.Unmarshal([]byte(proxy.MCPEnvelopeSchema), &outputSchema); err != nil {
+	if err := json.Unmarshal([]byte(proxy.MCPOutputSchema), &outputSchema); err != nil {
 		t.Fatal(err)
 	}
 	for _, rev := range mcpRevisions {
@@ -293,26 +309,32 @@ func TestMCPToolsDescribeTheirContracts(t *testing.T) {
 	}
 }
 
-// TestMCPEnvelopeSchemaMatchesTheEnvelope pins the hand-written output
-// schema to contracts.Envelope: same fields, required exactly when never
-// omitted, and the closed sets of status and side_effect.
-func TestMCPEnvelopeSchemaMatchesTheEnvelope(t *testing.T) {
+// TestMCPOutputSchemaMatchesMCPOutput pins the hand-written output schema
+// to proxy.MCPOutput: same fields, required exactly when never omitted,
+// and the closed sets of status and side_effect; every field is an
+// envelope field of the same name.
+func TestMCPOutputSchemaMatchesMCPOutput(t *testing.T) {
 	var doc struct {
 		Required             []string                  `json:"required"`
 		AdditionalProperties bool                      `json:"additionalProperties"`
 		Properties           map[string]map[string]any `json:"properties"`
 	}
-	if err := json.Unmarshal([]byte(proxy.MCPEnvelopeSchema), &doc); err != nil {
+	if err := json.Unmarshal([]byte(proxy.MCPOutputSchema), &doc); err != nil {
 		t.Fatal(err)
 	}
-	mcpEnvelopeSchema(t) // compiles
+	mcpOutputSchema(t) // compiles
 	var fields, required []string
-	typ := reflect.TypeFor[contracts.Envelope]()
+	typ := reflect.TypeFor[proxy.MCPOutput]()
+	envelope := reflect.TypeFor[contracts.Envelope]()
 	for i := range typ.NumField() {
-		name, opts, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		tag := typ.Field(i).Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
 		fields = append(fields, name)
 		if !strings.Contains(opts, "omitempty") {
 			required = append(required, name)
+		}
+		if f, ok := envelope.FieldByName(typ.Field(i).Name); !ok || f.Tag.Get("json") != tag || f.Type != typ.Field(i).Type {
+			t.Errorf("MCPOutput.%s is not the envelope field of that name", typ.Field(i).Name)
 		}
 	}
 	props := make([]string, 0, len(doc.Properties))
@@ -322,12 +344,12 @@ func TestMCPEnvelopeSchemaMatchesTheEnvelope(t *testing.T) {
 	slices.Sort(fields)
 	slices.Sort(props)
 	if !slices.Equal(props, fields) {
-		t.Errorf("schema properties %v, envelope fields %v", props, fields)
+		t.Errorf("schema properties %v, MCPOutput fields %v", props, fields)
 	}
 	slices.Sort(required)
 	slices.Sort(doc.Required)
 	if !slices.Equal(doc.Required, required) {
-		t.Errorf("schema requires %v, envelope always has %v", doc.Required, required)
+		t.Errorf("schema requires %v, MCPOutput always has %v", doc.Required, required)
 	}
 	if doc.AdditionalProperties {
 		t.Error("the schema must not allow other fields")
@@ -346,10 +368,6 @@ func TestMCPEnvelopeSchemaMatchesTheEnvelope(t *testing.T) {
 }
 
 func TestMCPCallsRunTheSamePipeline(t *testing.T) {
-	env := newMCPEnv(t, func(doc string) string {
-		// The search tool's deadline, short so the timeout row is quick.
-		return strings.Replace(doc, "timeout: 500ms", "timeout: 200ms", 1)
-	})
 	cases := []struct {
 		name   string
 		tool   string
@@ -366,27 +384,34 @@ func TestMCPCallsRunTheSamePipeline(t *testing.T) {
 		{"a backend crash is upstream without the stack trace", "search_articles", map[string]any{"q": "crash"}, contracts.StatusUpstream},
 	}
 	for _, rev := range mcpRevisions {
+		// A toolgate per revision: the failures of one would open the
+		// breaker for the next.
+		env := newMCPEnv(t, func(doc string) string {
+			// The search tool's deadline, short so the timeout row is quick.
+			return strings.Replace(doc, "timeout: 500ms", "timeout: 200ms", 1)
+		})
 		cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("research-agent"))
 		for _, tc := range cases {
 			t.Run(rev+"/"+tc.name, func(t *testing.T) {
-				e := mcpEnvelopeOf(t, mcpCallTool(t, cs, tc.tool, tc.args))
+				e := mcpResultOf(t, mcpCallTool(t, cs, tc.tool, tc.args))
 				if e.Status != tc.status {
-					t.Fatalf("status %s, want %s: %s", e.Status, tc.status, e.Observation)
+					t.Fatalf("status %s, want %s: %s", e.Status, tc.status, e.Text)
 				}
 				if e.Tool != tc.tool || e.CallID == "" {
 					t.Errorf("tool %q call_id %q", e.Tool, e.CallID)
 				}
-				if strings.Contains(e.Observation, examples.CrashInternalHost) {
-					t.Errorf("observation leaks the backend: %s", e.Observation)
+				if strings.Contains(e.Text, examples.CrashInternalHost) {
+					t.Errorf("observation leaks the backend: %s", e.Text)
 				}
 			})
 		}
 	}
 }
 
-// TestMCPStructuredContentIsTheHTTPEnvelope compares the raw bytes of a
-// tools/call result with the HTTP front's answer to the same call.
-func TestMCPStructuredContentIsTheHTTPEnvelope(t *testing.T) {
+// TestMCPResultIsTheHTTPEnvelope compares a tools/call result with the
+// HTTP front's answer to the same call: the text block is the envelope's
+// observation, structuredContent its MCPOutput fields.
+func TestMCPResultIsTheHTTPEnvelope(t *testing.T) {
 	env := newMCPEnv(t, nil)
 	for _, args := range []string{`{"q":"go","limit":2}`, `{"q":"量子引力"}`, `{"q":"secret"}`, `{"q":"go","limit":0}`} {
 		t.Run(args, func(t *testing.T) {
@@ -398,22 +423,32 @@ func TestMCPStructuredContentIsTheHTTPEnvelope(t *testing.T) {
 			}
 			var msg struct {
 				Result struct {
-					StructuredContent json.RawMessage `json:"structuredContent"`
+					Content           []struct{ Text string } `json:"content"`
+					StructuredContent json.RawMessage         `json:"structuredContent"`
 				} `json:"result"`
 			}
-			if err := json.Unmarshal(body, &msg); err != nil {
-				t.Fatal(err)
+			if err := json.Unmarshal(body, &msg); err != nil || len(msg.Result.Content) != 1 {
+				t.Fatalf("%v: %s", err, body)
 			}
 			req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/v1/tools/search_articles", strings.NewReader(args))
 			req.Header = header.Clone()
+			req.Header.Set("Content-Type", "application/json")
 			httpResp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			httpBody, _ := io.ReadAll(httpResp.Body)
 			httpResp.Body.Close()
-			if got, want := string(msg.Result.StructuredContent), string(bytes.TrimSpace(httpBody)); got != want {
-				t.Errorf("structuredContent differs from the HTTP envelope:\n mcp:  %s\n http: %s", got, want)
+			want, err := contracts.DecodeEnvelope(bytes.TrimSpace(httpBody))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := msg.Result.Content[0].Text; got != want.Observation {
+				t.Errorf("text block differs from the HTTP observation:\n mcp:  %s\n http: %s", got, want.Observation)
+			}
+			wantFields, _ := json.Marshal(proxy.MCPOutputOf(want))
+			if got := string(msg.Result.StructuredContent); got != string(wantFields) {
+				t.Errorf("structuredContent differs from the HTTP envelope's fields:\n mcp:  %s\n http: %s", got, wantFields)
 			}
 		})
 	}
@@ -463,6 +498,8 @@ func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
 		{"null arguments, read as none", `"arguments":null`, contracts.StatusBadArgs},
 		{"no arguments", `"_meta":{}`, contracts.StatusBadArgs},
 		{"a number with an exponent is still an integer", `"arguments":{"q":"go","limit":2e0}`, contracts.StatusOK},
+		{"an optional argument given as null is absent", `"arguments":{"q":"go","limit":null}`, contracts.StatusOK},
+		{"a required argument given as null is bad_args", `"arguments":{"q":null}`, contracts.StatusBadArgs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
@@ -473,8 +510,8 @@ func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
 			if err := json.Unmarshal(body, &msg); err != nil || resp.StatusCode != http.StatusOK || msg.Result == nil {
 				t.Fatalf("HTTP %d, want a tool result: %s", resp.StatusCode, body)
 			}
-			if e := mcpEnvelopeOf(t, msg.Result); e.Status != tc.status {
-				t.Errorf("status %s, want %s: %s", e.Status, tc.status, e.Observation)
+			if e := mcpResultOf(t, msg.Result); e.Status != tc.status {
+				t.Errorf("status %s, want %s: %s", e.Status, tc.status, e.Text)
 			}
 		})
 	}
@@ -486,26 +523,26 @@ func TestMCPIdempotentReplayThroughTheKeyArgument(t *testing.T) {
 			env := newMCPEnv(t, nil)
 			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("ops-agent"))
 			args := map[string]any{"user_id": "alice", "text": "Your report is ready.", contracts.IdempotencyKeyArg: "mcp-key-1"}
-			first := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", args))
+			first := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", args))
 			if first.Status != contracts.StatusOK || first.SideEffect != contracts.SideEffectDone || first.Replayed {
 				t.Fatalf("first call: %+v", first)
 			}
-			second := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", args))
+			second := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", args))
 			if !second.Replayed {
 				t.Fatalf("second call with the same key was not replayed: %+v", second)
 			}
-			if second.Status != first.Status || string(second.Data) != string(first.Data) || second.Cost != 0 {
+			if second.Status != first.Status || second.data() != first.data() || second.Cost != 0 {
 				t.Errorf("replay %+v differs from the first result %+v", second, first)
 			}
 			if n := env.notify.Count(); n != 1 {
 				t.Errorf("the backend sent %d notifications, want 1", n)
 			}
 			other := map[string]any{"user_id": "alice", "text": "Another text.", contracts.IdempotencyKeyArg: "mcp-key-1"}
-			if e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", other)); e.Status != contracts.StatusBadArgs {
+			if e := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", other)); e.Status != contracts.StatusBadArgs {
 				t.Errorf("key reused with other arguments: %s, want bad_args", e.Status)
 			}
 			noKey := map[string]any{"user_id": "alice", "text": "No key."}
-			if e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", noKey)); e.Status != contracts.StatusBadArgs {
+			if e := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", noKey)); e.Status != contracts.StatusBadArgs {
 				t.Errorf("missing key: %s, want bad_args", e.Status)
 			}
 		})
@@ -518,7 +555,7 @@ func TestMCPCallerMayOnlyCallItsTools(t *testing.T) {
 		t.Run(rev, func(t *testing.T) {
 			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("research-agent"))
 			args := map[string]any{"user_id": "alice", "text": "hi", contracts.IdempotencyKeyArg: "k-" + rev}
-			e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "send_notification", args))
+			e := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", args))
 			if e.Status != contracts.StatusForbidden {
 				t.Fatalf("status %s, want forbidden", e.Status)
 			}
@@ -560,7 +597,7 @@ func TestMCPUnknownToolIsAJSONRPCError(t *testing.T) {
 func TestMCPCallsAreMeasuredAndLogged(t *testing.T) {
 	env := newMCPEnv(t, nil)
 	cs := mcpConnect(t, env.server.URL+"/mcp", "2026-07-28", mcpCaller("research-agent"))
-	mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
+	mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
 	m := env.core.Metrics()
 	if got := testutil.ToFloat64(m.ToolCalls.WithLabelValues("search_articles", "ok", "research-agent")); got != 1 {
 		t.Errorf("toolgate_tool_calls_total{search_articles,ok,research-agent} = %v, want 1", got)
@@ -695,7 +732,7 @@ func TestMCPIsStateless(t *testing.T) {
 			}
 			for range 3 {
 				mcpListTools(t, cs)
-				if e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"})); e.Status != contracts.StatusOK {
+				if e := mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"})); e.Status != contracts.StatusOK {
 					t.Errorf("status %s", e.Status)
 				}
 			}
@@ -815,7 +852,7 @@ func TestMCPRequestBodyIsBounded(t *testing.T) {
 	big := strings.Repeat("x", 2000)
 	t.Run("arguments over max_request_bytes are bad_args", func(t *testing.T) {
 		cs := mcpConnect(t, env.server.URL+"/mcp", "2025-11-25", nil)
-		e := mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": big}))
+		e := mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": big}))
 		if e.Status != contracts.StatusBadArgs {
 			t.Errorf("status %s, want bad_args", e.Status)
 		}
@@ -845,7 +882,7 @@ func TestMCPLeaksNoGoroutines(t *testing.T) {
 			t.Fatal(err)
 		}
 		mcpListTools(t, cs)
-		mcpEnvelopeOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
+		mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
 		// A client that gives up mid-call: the server side must still end.
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_articles", Arguments: map[string]any{"q": "slow"}})
@@ -875,4 +912,174 @@ func (b *mcpLogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestMCPRefusalsAreJSONRPCErrors: whatever toolgate or the SDK refuses is
+// answered with a JSON-RPC error body a client can parse, with the HTTP
+// status the transport specifies.
+func TestMCPRefusalsAreJSONRPCErrors(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	const list = `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
+	cases := []struct {
+		name     string
+		method   string
+		header   http.Header // replaces the defaults it names
+		body     string
+		status   int
+		code     int64 // 0: a result
+		id       bool  // the error carries the request's id
+		contains string
+	}{
+		{"Accept: application/json alone is served", "", http.Header{"Accept": {"application/json"}}, list, 200, 0, false, ""},
+		{"no Accept is served", "", http.Header{"Accept": nil}, list, 200, 0, false, ""},
+		{"Accept: */* is served", "", http.Header{"Accept": {"*/*"}}, list, 200, 0, false, ""},
+		{"an event stream alone is not acceptable", "", http.Header{"Accept": {"text/event-stream"}}, list, 406, -32600, true, "application/json"},
+		{"an unsupported MCP-Protocol-Version says which are served", "", http.Header{"Mcp-Protocol-Version": {"2099-01-01"}}, list, 400, -32022, true, "2025-11-25"},
+		{"a batch from 2025-06-18 on", "", http.Header{"Mcp-Protocol-Version": {"2025-06-18"}}, `[` + list + `]`, 400, -32600, false, "batch"},
+		{"a batch at 2025-03-26 is served", "", http.Header{"Mcp-Protocol-Version": {"2025-03-26"}}, `[` + list + `]`, 200, 0, false, ""},
+		{"a body that is not JSON", "", nil, `{"jsonrpc":`, 400, -32700, false, "malformed"},
+		{"a text/plain body", "", http.Header{"Content-Type": {"text/plain"}}, list, 415, -32600, true, "application/json"},
+		{"a method no server has", "", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/frobnicate"}`, 200, -32601, true, "tools/frobnicate"},
+		{"a call without params", "", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/call"}`, 400, -32600, true, "params"},
+		{"a call without a name", "", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}`, 200, -32602, true, "params.name"},
+		{"GET", http.MethodGet, nil, "", 405, -32600, false, "Method Not Allowed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			method := tc.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			req, _ := http.NewRequest(method, env.server.URL+"/mcp", strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			for k, v := range tc.header {
+				req.Header.Del(k)
+				for _, x := range v {
+					req.Header.Add(k, x)
+				}
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("HTTP %d %s, want %d JSON: %s", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status, body)
+			}
+			if tc.code == 0 {
+				if bytes.Contains(body, []byte(`"error"`)) {
+					t.Errorf("want a result: %s", body)
+				}
+				return
+			}
+			var msg struct {
+				ID    json.RawMessage `json:"id"`
+				Error *jsonrpc.Error  `json:"error"`
+			}
+			if err := json.Unmarshal(body, &msg); err != nil || msg.Error == nil || msg.Error.Code != tc.code {
+				t.Fatalf("want JSON-RPC error %d: %s", tc.code, body)
+			}
+			if tc.id != (string(msg.ID) == "3") {
+				t.Errorf("id %s, want it carried: %v", msg.ID, tc.id)
+			}
+			if !strings.Contains(msg.Error.Message, tc.contains) {
+				t.Errorf("message %q does not say %q", msg.Error.Message, tc.contains)
+			}
+		})
+	}
+}
+
+// TestMCPUnadvertisedMethodsFollowTheRevision: toolgate declares only the
+// tools capability. From 2026-07-28 the other capabilities' methods are
+// "method not found"; earlier revisions leave them open and the SDK's
+// empty answers are true.
+func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	for _, tc := range []struct{ method, params string }{
+		{"resources/list", `{}`},
+		{"resources/templates/list", `{}`},
+		{"prompts/list", `{}`},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"x"},"argument":{"name":"a","value":"b"}}`},
+	} {
+		t.Run(tc.method+" at 2026-07-28", func(t *testing.T) {
+			params := "{" + meta + "," + strings.TrimPrefix(tc.params, "{")
+			if tc.params == "{}" {
+				params = "{" + meta + "}"
+			}
+			resp, body := mcpPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {tc.method}},
+				`{"jsonrpc":"2.0","id":1,"method":"`+tc.method+`","params":`+params+`}`)
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
+				t.Errorf("HTTP %d, want 404 with -32601: %s", resp.StatusCode, body)
+			}
+		})
+	}
+	for _, method := range []string{"resources/list", "prompts/list"} {
+		t.Run(method+" at 2025-11-25", func(t *testing.T) {
+			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"result"`) {
+				t.Errorf("HTTP %d, want an empty list: %s", resp.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestMCPClientMistakesAreNotErrorsInTheLog: a 2026-07-28 ping (removed in
+// that revision) is the client's mistake; the client gets -32601, the log
+// no ERROR line.
+func TestMCPClientMistakesAreNotErrorsInTheLog(t *testing.T) {
+	env := newMCPEnv(t, nil)
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	resp, body := mcpPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {"ping"}},
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{`+meta+`}}`)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
+		t.Fatalf("HTTP %d, want -32601: %s", resp.StatusCode, body)
+	}
+	if logs := env.logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
+		t.Errorf("an ERROR line for a client's mistake: %s", logs)
+	}
+}
+
+// TestMCPTextIsTheBoundedObservation: the text block is the observation,
+// within observation_max_chars, and structuredContent adds only the status
+// fields, so a client that shows both to the model stays bounded.
+func TestMCPTextIsTheBoundedObservation(t *testing.T) {
+	env := newMCPEnv(t, func(doc string) string {
+		return strings.Replace(doc, "observation_max_chars: 1800", "observation_max_chars: 200", 1)
+	})
+	for _, rev := range mcpRevisions {
+		t.Run(rev, func(t *testing.T) {
+			cs := mcpConnect(t, env.server.URL+"/mcp", rev, nil)
+			res := mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go", "limit": 20})
+			r := mcpResultOf(t, res)
+			if n := len([]rune(r.Text)); n > 200 || !strings.Contains(r.Text, "truncated") {
+				t.Errorf("text of %d characters, want the observation cut to 200: %s", n, r.Text)
+			}
+			fields, _ := json.Marshal(res.StructuredContent)
+			if len(fields) > 250 || bytes.Contains(fields, []byte("kb-1001")) {
+				t.Errorf("structuredContent carries more than the status fields: %s", fields)
+			}
+		})
+	}
+}
+
+// TestMCPToolTheSDKRefusesIsLeftOut: a contract whose schema the SDK will
+// not register (an x-mcp-header annotation on an object) is left out of
+// MCP with an error in the log; the other tools are served.
+func TestMCPToolTheSDKRefusesIsLeftOut(t *testing.T) {
+	env := newMCPEnv(t, func(doc string) string {
+		return strings.Replace(doc, `limit: {type: integer, minimum: 1, maximum: 20, default: 10, description: "Maximum number of articles."}`,
+			`limit: {type: integer, minimum: 1, maximum: 20, default: 10, description: "Maximum number of articles."}
+        filter: {type: object, x-mcp-header: Filter}`, 1)
+	})
+	cs := mcpConnect(t, env.server.URL+"/mcp", "2025-11-25", nil)
+	if got := mcpToolNames(mcpListTools(t, cs)); !slices.Equal(got, []string{"send_notification"}) {
+		t.Errorf("tools %v, want only send_notification", got)
+	}
+	if logs := env.logs.String(); !strings.Contains(logs, "tool left out of MCP") || !strings.Contains(logs, "search_articles") {
+		t.Errorf("no error line for the left-out tool: %s", logs)
+	}
 }

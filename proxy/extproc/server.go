@@ -46,6 +46,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -273,8 +274,11 @@ func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders
 	if !ok {
 		// No tool's route: a not_found envelope, as the HTTP front
 		// answers an unknown route.
-		_, res := ex.core.Begin(ctx, ex.request(""))
-		return ex.immediate(res)
+		path, err := url.PathUnescape(ex.escapedPath)
+		if err != nil {
+			path = ex.escapedPath
+		}
+		return ex.immediate(ex.core.NoRoute(ctx, ex.request(""), method, path))
 	}
 	ex.route = route
 	// A declared length over the limit is refused without reading, as

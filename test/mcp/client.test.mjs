@@ -1,6 +1,6 @@
-// toolgate's MCP front with the official TypeScript SDK client, over
-// Streamable HTTP. Run by mcp_test.go with TOOLGATE_URL set to a toolgate
-// serving examples/policy.yaml in front of the example backends.
+// toolgate's MCP front with the official TypeScript SDK client (1.32),
+// over Streamable HTTP. Run by mcp_test.go with TOOLGATE_URL set to a
+// toolgate serving examples/policy.yaml in front of the example backends.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -8,49 +8,18 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 
-const base = process.env.TOOLGATE_URL;
-assert.ok(base, 'TOOLGATE_URL must point at a running toolgate');
-
-async function connect(headers = {}) {
-  const client = new Client({ name: 'toolgate-ts-test', version: '1.0.0' });
-  const transport = new StreamableHTTPClientTransport(new URL('/mcp', base), { requestInit: { headers } });
-  await client.connect(transport);
-  return { client, transport };
-}
+import { base, checkResult, httpEnvelope } from './clients.mjs';
 
 // withClient runs fn with a connected client and closes it afterwards.
 async function withClient(headers, fn) {
-  const { client, transport } = await connect(headers);
+  const client = new Client({ name: 'toolgate-ts-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL('/mcp', base), { requestInit: { headers } });
+  await client.connect(transport);
   try {
     return await fn(client, transport);
   } finally {
     await client.close();
   }
-}
-
-// checkResult asserts the shape of every tool result and returns the
-// envelope: structuredContent is the envelope, the one text block is its
-// observation, isError is set for every status but ok and empty.
-function checkResult(result) {
-  const env = result.structuredContent;
-  assert.equal(typeof env, 'object', 'structuredContent must be the envelope');
-  assert.ok(['ok', 'empty', 'bad_args', 'forbidden', 'not_found', 'timeout', 'upstream'].includes(env.status), env.status);
-  assert.equal(result.content.length, 1);
-  assert.equal(result.content[0].type, 'text');
-  assert.equal(result.content[0].text, env.observation);
-  assert.ok(env.observation.startsWith(`[${env.status.toUpperCase()}] `), env.observation);
-  assert.equal(Boolean(result.isError), !['ok', 'empty'].includes(env.status));
-  return env;
-}
-
-// httpEnvelope makes the same call on toolgate's HTTP front.
-async function httpEnvelope(tool, args, headers) {
-  const resp = await fetch(new URL(`/v1/tools/${tool}`, base), {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', ...headers },
-    body: JSON.stringify(args),
-  });
-  return resp.json();
 }
 
 test('connects over Streamable HTTP without a session', async () => {
@@ -86,11 +55,13 @@ test('describes each tool from its contract', async () => {
       assert.equal(t.outputSchema.type, 'object');
       assert.deepEqual(t.outputSchema.properties.status.enum,
         ['ok', 'empty', 'bad_args', 'forbidden', 'not_found', 'timeout', 'upstream']);
+      assert.equal(t.outputSchema.additionalProperties, false);
+      assert.ok(!('data' in t.outputSchema.properties), 'the data is in the text, for the model');
     }
   });
 });
 
-test('calls run the contract and answer with the envelope', async () => {
+test('calls run the contract: the text is the observation, the fields are the envelope\'s', async () => {
   const headers = { 'X-Toolgate-Caller': 'research-agent' };
   const cases = [
     { args: { q: 'go', limit: 3 }, status: 'ok' },
@@ -104,15 +75,15 @@ test('calls run the contract and answer with the envelope', async () => {
     // each tool's outputSchema on every call.
     await client.listTools();
     for (const { args, status } of cases) {
-      const id = `ts-${status}`;
-      const result = await client.callTool({ name: 'search_articles', arguments: args });
-      const env = checkResult(result);
-      assert.equal(env.status, status, `${JSON.stringify(args)}: ${env.observation}`);
-      assert.equal(env.tool, 'search_articles');
-      // The same call on the HTTP front gives the same envelope (the
-      // call ids differ unless a request id is given; compare without).
-      const viaHTTP = await httpEnvelope('search_articles', args, { ...headers, 'X-Request-Id': id });
-      assert.deepEqual({ ...env, call_id: id }, viaHTTP);
+      const call = { name: 'search_articles', arguments: args };
+      const { text, ...fields } = checkResult(await client.callTool(call));
+      assert.equal(fields.status, status, `${JSON.stringify(args)}: ${text}`);
+      assert.equal(fields.tool, 'search_articles');
+      // The same call on the HTTP front, with the same request id, gives
+      // the same envelope.
+      const env = await httpEnvelope(call, { ...headers, 'X-Request-Id': fields.call_id });
+      assert.equal(text, env.observation);
+      assert.deepEqual(fields, Object.fromEntries(Object.keys(fields).map((k) => [k, env[k]])));
     }
   });
 });
@@ -127,7 +98,7 @@ test('a side-effecting call runs once per idempotency_key', async () => {
     assert.equal(first.replayed, false);
     const again = checkResult(await client.callTool({ name: 'send_notification', arguments: args }));
     assert.equal(again.replayed, true);
-    assert.deepEqual(again.data, first.data);
+    assert.equal(again.text.slice(again.text.indexOf('\n')), first.text.slice(first.text.indexOf('\n')), 'the same data');
     assert.equal(again.cost, 0);
     const noKey = checkResult(await client.callTool({ name: 'send_notification', arguments: { user_id: 'alice', text: 'x' } }));
     assert.equal(noKey.status, 'bad_args');

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs test/mcp/node_modules from package-lock.json with `npm ci`, only
-# when it is missing or was installed from another lock file. Used by
+# when it is missing or was installed from another lock file, taking
+# packages from npm's cache before the network (--prefer-offline). Used by
 # `make mcp-node` and by the Go test that runs the Node tests.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -10,5 +11,5 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 echo "mcp-node: npm ci in test/mcp" >&2
-npm ci --no-audit --no-fund --loglevel=error >&2
+npm ci --prefer-offline --no-audit --no-fund --loglevel=error >&2
 echo "$want" > "$stamp"

@@ -1,8 +1,10 @@
-// Package mcp_test runs toolgate's MCP front against the official
-// TypeScript SDK client and the official MCP conformance suite, both from
-// npm and pinned in package-lock.json here. Each test starts a real
-// toolgate (core, agent handler, example backends) on a loopback port and
-// runs a Node program against it.
+// Package mcp_test runs toolgate's MCP front against the clients agents
+// use and the official MCP conformance suite, all from npm and pinned in
+// package-lock.json here: the TypeScript SDK clients 1.11, 1.17 and 1.32
+// and the v2 client (clients.mjs), and LangChain's MCP adapters with a
+// LangGraph ToolNode. Each test starts a real toolgate (core, agent
+// handler, example backends) on a loopback port and runs a Node program
+// against it.
 //
 // Without node and npm on PATH the tests skip, unless TOOLGATE_REQUIRE_NODE
 // is set (make test sets it), in which case they fail.
@@ -16,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -56,8 +60,9 @@ func requireNode(t *testing.T) {
 }
 
 // startToolgate serves the example policy plus the conformance tools
-// (conformance-tools.yaml) on a loopback port and returns its base URL.
-func startToolgate(t *testing.T) string {
+// (conformance-tools.yaml) on a loopback port, as toolgate serve does, and
+// returns its base URL and policy.
+func startToolgate(t *testing.T) (string, *policy.Snapshot) {
 	t.Helper()
 	search := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{SlowDelay: 2 * time.Second}))
 	t.Cleanup(search.Close)
@@ -67,7 +72,12 @@ func startToolgate(t *testing.T) string {
 	t.Cleanup(fixture.Close)
 
 	dir := t.TempDir()
-	example := strings.NewReplacer("http://127.0.0.1:7001", search.URL, "http://127.0.0.1:7002", notify.URL).Replace(string(examples.Policy()))
+	example := strings.NewReplacer("http://127.0.0.1:7001", search.URL, "http://127.0.0.1:7002", notify.URL,
+		// The clients call the failing backend on purpose, one after the
+		// other; the breaker must not open between them.
+		"consecutive_failures: 5,", "consecutive_failures: 1000,", "min_requests: 20,", "min_requests: 1000,",
+		// A bound the example searches exceed, so the clients see data cut.
+		"observation_max_chars: 1800", "observation_max_chars: 600").Replace(string(examples.Policy()))
 	tools, err := os.ReadFile("conformance-tools.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -90,15 +100,12 @@ func startToolgate(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", core.MCPHandler(proxy.MCPOptions{}))
-	mux.Handle("/", core.Handler())
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(core.Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		core.Close()
 	})
-	return srv.URL
+	return srv.URL, snap
 }
 
 // fixtureBackend is the backend of the conformance tools.
@@ -118,14 +125,16 @@ func fixtureBackend() http.Handler {
 	return mux
 }
 
-// runNode runs a Node program in this directory with TOOLGATE_URL set and
-// fails the test with its output if it fails.
-func runNode(t *testing.T, baseURL string, timeout time.Duration, name string, args ...string) {
+// runNode runs a Node program in this directory with TOOLGATE_URL and
+// OBSERVATION_MAX_CHARS set and fails the test with its output if it
+// fails.
+func runNode(t *testing.T, baseURL string, snap *policy.Snapshot, timeout time.Duration, name string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "TOOLGATE_URL="+baseURL, "NO_COLOR=1", "FORCE_COLOR=0")
+	cmd.Env = append(os.Environ(), "TOOLGATE_URL="+baseURL, "NO_COLOR=1", "FORCE_COLOR=0",
+		"OBSERVATION_MAX_CHARS="+strconv.Itoa(snap.Server.ObservationMaxChars))
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -136,13 +145,32 @@ func runNode(t *testing.T, baseURL string, timeout time.Duration, name string, a
 
 func TestTypeScriptSDKClient(t *testing.T) {
 	requireNode(t)
-	base := startToolgate(t)
-	runNode(t, base, 2*time.Minute, "node", "--test", "--test-reporter=spec", "client.test.mjs")
+	base, snap := startToolgate(t)
+	runNode(t, base, snap, 2*time.Minute, "node", "--test", "--test-reporter=spec", "client.test.mjs")
+}
+
+// TestTypeScriptClientEras runs the SDK clients 1.11, 1.17 and 1.32 and the
+// v2 client (legacy and automatic negotiation): each lists and calls every
+// example tool at the revision it negotiates. Its log ends with the table
+// client | revision | result.
+func TestTypeScriptClientEras(t *testing.T) {
+	requireNode(t)
+	base, snap := startToolgate(t)
+	runNode(t, base, snap, 2*time.Minute, "node", "--test", "--test-reporter=spec", "clients.test.mjs")
+}
+
+// TestLangChainAdapter runs LangChain's MCP adapters with a LangGraph
+// ToolNode: the model reads each outcome's whole observation and at most
+// observation_max_chars plus the status fields.
+func TestLangChainAdapter(t *testing.T) {
+	requireNode(t)
+	base, snap := startToolgate(t)
+	runNode(t, base, snap, 2*time.Minute, "node", "--test", "--test-reporter=spec", "langchain.test.mjs")
 }
 
 func TestConformanceSuite(t *testing.T) {
 	requireNode(t)
-	base := startToolgate(t)
-	runNode(t, base, 5*time.Minute, filepath.Join("node_modules", ".bin", "conformance"),
+	base, snap := startToolgate(t)
+	runNode(t, base, snap, 5*time.Minute, filepath.Join("node_modules", ".bin", "conformance"),
 		"server", "--url", base+"/mcp", "--suite", "all", "--expected-failures", "conformance-baseline.yaml")
 }
