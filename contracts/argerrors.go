@@ -48,7 +48,7 @@ const (
 	ProblemDuplicateKey Problem = "duplicate_key"
 	ProblemTooDeep      Problem = "too_deep"
 	ProblemIncomplete   Problem = "incomplete" // the client stopped sending the body
-	ProblemMediaType    Problem = "media_type" // a body that is not application/json (Got: its media type)
+	ProblemMediaType    Problem = "media_type" // a body that is not application/json (Got: its media type as a JSON string, "" for none)
 )
 
 // body reports whether the problem is with the request body as a whole.
@@ -423,6 +423,9 @@ func (e *ArgError) en(name string, single bool) string {
 	case ProblemIncomplete:
 		return "it is incomplete"
 	case ProblemMediaType:
+		if e.Got == `""` {
+			return "it has no Content-Type; send it as application/json"
+		}
 		return "it is sent as " + e.Got + ", not application/json"
 	default:
 		rest = "does not match the schema"
@@ -519,6 +522,9 @@ func (e *ArgError) zh(name string, single bool) string {
 	case ProblemIncomplete:
 		return "请求体不完整"
 	case ProblemMediaType:
+		if e.Got == `""` {
+			return "请求体没有声明 Content-Type，应为 application/json"
+		}
 		return "请求体的类型是 " + e.Got + "，应为 application/json"
 	}
 	return subject + "不符合参数约定"

@@ -511,7 +511,7 @@ func TestCataloguesHaveTheSameEntries(t *testing.T) {
 
 // zhAllowed are the ASCII words a Chinese message may hold beside argument
 // names and values: protocol names, units and literal values.
-var zhAllowed = regexp.MustCompile(`HTTP|JSON|ASCII|UTF-8|Idempotency-Key|idempotency_key|UUID|null|true|false|\d+(\.\d+)?e-?\d+`)
+var zhAllowed = regexp.MustCompile(`application/json|Content-Type|HTTP|JSON|ASCII|UTF-8|Idempotency-Key|idempotency_key|UUID|null|true|false|\d+(\.\d+)?e-?\d+`)
 
 // TestChineseMessagesHaveNoEnglish: outside argument names, values and
 // units, no Chinese message holds an ASCII letter — argument errors of every
@@ -536,11 +536,12 @@ func TestChineseMessagesHaveNoEnglish(t *testing.T) {
 		_, err := DecodeArgs([]byte(body), 64)
 		outcomes = append(outcomes, ArgOutcome(err))
 	}
-	for _, p := range []Problem{ProblemIncomplete, ProblemMediaType, ProblemQuery, ProblemScalar, ProblemSegment, ProblemRepeated, ProblemInvalid} {
+	outcomes = append(outcomes, ArgOutcome(&ArgError{Problem: ProblemMediaType, Got: `"text/plain"`}), ArgOutcome(&ArgError{Problem: ProblemMediaType, Got: `""`}))
+	for _, p := range []Problem{ProblemIncomplete, ProblemQuery, ProblemScalar, ProblemSegment, ProblemRepeated, ProblemInvalid} {
 		outcomes = append(outcomes, ArgOutcome(&ArgError{Pointer: "/q", Problem: p, Got: "3"}))
 	}
 	// Argument names and values of the cases above.
-	names := regexp.MustCompile(`\b(q|limit|lim|mode|one|id|tags|step|flag|obj|fast|slow|turbo|x+|y|Alice|yes|a|b|send|search)\b|\^\[a-z\]\+\$`)
+	names := regexp.MustCompile(`text/plain|\b(q|limit|lim|mode|one|id|tags|step|flag|obj|fast|slow|turbo|x+|y|Alice|yes|a|b|send|search)\b|\^\[a-z\]\+\$`)
 	rows := producedRows(zh)
 	for _, r := range rows {
 		outcomes = append(outcomes, r.o)

@@ -282,7 +282,7 @@ func TestToolEndpointTakesJSONBodies(t *testing.T) {
 				if e.Status != contracts.StatusBadArgs || e.SideEffect != contracts.SideEffectNone || sent != 0 {
 					t.Errorf("want bad_args with nothing sent, got %s/%s and %d sent: %s", e.Status, e.SideEffect, sent, e.Message)
 				}
-				if !strings.Contains(e.Message, "body") {
+				if !strings.Contains(e.Message, "application/json") {
 					t.Errorf("the message does not say what was wrong: %s", e.Message)
 				}
 			} else if e.Status != contracts.StatusOK || sent != 1 {

@@ -52,7 +52,8 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	case !jsonBody(r):
 		// A body a web page can send without asking first (text/plain, a
 		// form) is not a call: nothing runs, the answer is 415.
-		invalid = &contracts.ArgError{Problem: contracts.ProblemMediaType, Got: mediaType(r)}
+		got, _ := json.Marshal(mediaType(r))
+		invalid = &contracts.ArgError{Problem: contracts.ProblemMediaType, Got: string(got)}
 		w = statusRewriter{ResponseWriter: w, from: http.StatusBadRequest, to: http.StatusUnsupportedMediaType}
 	}
 	tool := r.PathValue("tool")

@@ -1048,15 +1048,15 @@ func TestMCPClientMistakesAreNotErrorsInTheLog(t *testing.T) {
 // fields, so a client that shows both to the model stays bounded.
 func TestMCPTextIsTheBoundedObservation(t *testing.T) {
 	env := newMCPEnv(t, func(doc string) string {
-		return strings.Replace(doc, "observation_max_chars: 1800", "observation_max_chars: 200", 1)
+		return strings.Replace(doc, "observation_max_chars: 1800", "observation_max_chars: 256", 1)
 	})
 	for _, rev := range mcpRevisions {
 		t.Run(rev, func(t *testing.T) {
 			cs := mcpConnect(t, env.server.URL+"/mcp", rev, nil)
 			res := mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go", "limit": 20})
 			r := mcpResultOf(t, res)
-			if n := len([]rune(r.Text)); n > 200 || !strings.Contains(r.Text, "truncated") {
-				t.Errorf("text of %d characters, want the observation cut to 200: %s", n, r.Text)
+			if n := len([]rune(r.Text)); n > 256 || !strings.Contains(r.Text, "truncated") {
+				t.Errorf("text of %d characters, want the observation cut to 256: %s", n, r.Text)
 			}
 			fields, _ := json.Marshal(res.StructuredContent)
 			if len(fields) > 250 || bytes.Contains(fields, []byte("kb-1001")) {

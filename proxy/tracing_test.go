@@ -329,7 +329,7 @@ func TestFoldedTraceparentHeaderIsNotForwarded(t *testing.T) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: x\r\nTraceparent: %s\r\n X-Injected: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", agentTrace)
+	fmt.Fprintf(conn, "POST /v1/tools/search HTTP/1.1\r\nHost: localhost\r\nTraceparent: %s\r\n X-Injected: 1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", agentTrace)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)

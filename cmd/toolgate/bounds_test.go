@@ -40,7 +40,7 @@ func openSlowBody(t *testing.T, addr string) *slowBody {
 	t.Cleanup(func() { conn.Close() })
 	sb := &slowBody{conn: conn, br: bufio.NewReader(conn), closed: make(chan struct{})}
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	fmt.Fprintf(conn, "POST /v1/tools/search_articles HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\nExpect: 100-continue\r\n\r\n")
+	fmt.Fprintf(conn, "POST /v1/tools/search_articles HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 40\r\nExpect: 100-continue\r\n\r\n")
 	line, err := sb.br.ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
 		t.Fatalf("waiting for 100 Continue: %q %v", line, err)
@@ -179,7 +179,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-	fmt.Fprintf(conn, "POST /v1/tools/search_articles HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{\"q\":\"go\"}")
+	fmt.Fprintf(conn, "POST /v1/tools/search_articles HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n{\"q\":\"go\"}")
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
