@@ -409,7 +409,7 @@ func (c *compiler) compile(f *fileSpec) *policy.Snapshot {
 		return snap
 	}
 	for _, name := range sortedKeys(f.Tools) {
-		if t := c.tool(env, name, f.Tools[name], f.Upstreams); t != nil {
+		if t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader); t != nil {
 			snap.Tools[name] = t
 			snap.ToolNames = append(snap.ToolNames, name)
 		}
@@ -475,8 +475,16 @@ func (c *compiler) passthroughCovers(snap *policy.Snapshot) {
 }
 
 // routes refuses ambiguous legacy routes in transparent mode: a request
-// that two tools' routes match equally would not know its tool.
+// that two tools' routes match equally would not know its tool. It also
+// refuses a tool whose binding reads an argument that a request on its
+// route cannot carry back (one read only by an expression): such a call
+// could never be made on the legacy route.
 func (c *compiler) routes(snap *policy.Snapshot) {
+	for _, name := range snap.ToolNames {
+		if arg, field, bad := snap.Tools[name].Binding.Unreadable(); bad {
+			c.errorAt("tools."+name+".request."+field, "transparent mode cannot read argument %s back from a request on the tool's route: it is read only here; bind it to a path placeholder, query parameter, header or body member as well, or turn server.transparent off", arg)
+		}
+	}
 	for i, a := range snap.ToolNames {
 		for _, b := range snap.ToolNames[i+1:] {
 			ba, bb := snap.Tools[a].Binding, snap.Tools[b].Binding
@@ -717,7 +725,7 @@ func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
 	return up
 }
 
-func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstreams map[string]*upstreamSpec) *contracts.Contract {
+func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstreams map[string]*upstreamSpec, callerHeader string) *contracts.Contract {
 	base := "tools." + name
 	if t == nil {
 		c.errorAt(base, "must not be empty")
@@ -765,7 +773,12 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 		spec.Timeout = time.Duration(up.Timeout)
 	}
 	if t.Request != nil {
-		spec.Request = contracts.BindingSpec{Method: t.Request.Method, Path: t.Request.Path, Query: t.Request.Query, Body: t.Request.Body}
+		spec.Request = contracts.BindingSpec{
+			Method: t.Request.Method, Path: t.Request.Path, Encoding: contracts.Encoding(t.Request.Encoding),
+			Query: t.Request.Query, Headers: t.Request.Headers, Body: t.Request.Body,
+			// The caller's identity is toolgate's business, never a backend's.
+			Reserved: map[string]string{callerHeader: "is the caller identity header (server.caller_header)"},
+		}
 		if t.Request.Path == "" {
 			c.errorAt(base+".request.path", "is required")
 		}
@@ -813,7 +826,7 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 			pos.Line += fe.Line
 			pos.Column = 1
 		}
-		c.errs = append(c.errs, &Error{Pos: pos, Path: path, Msg: fe.Msg})
+		c.errs = append(c.errs, &Error{Pos: pos, Path: strings.TrimSuffix(path, "#key"), Msg: fe.Msg})
 		return nil
 	}
 	return contract
