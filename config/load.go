@@ -482,7 +482,7 @@ func (c *compiler) passthroughCovers(snap *policy.Snapshot) {
 func (c *compiler) routes(snap *policy.Snapshot) {
 	for _, name := range snap.ToolNames {
 		if arg, field, bad := snap.Tools[name].Binding.Unreadable(); bad {
-			c.errorAt("tools."+name+".request."+field, "transparent mode cannot read argument %s back from a request on the tool's route: it is read only here; bind it to a path placeholder, query parameter, header or body member as well, or turn server.transparent off", arg)
+			c.errorAt("tools."+name+".request."+field, "argument %s is read only here, where transparent mode cannot read it back from a request on the tool's route; also bind it to a path placeholder, query parameter, header or body member, or turn server.transparent off", arg)
 		}
 	}
 	for i, a := range snap.ToolNames {

@@ -347,3 +347,75 @@ func headerString(h http.Header) string {
 	_ = h.WriteSubset(&b, nil)
 	return b.String()
 }
+
+// TestShapingSecretsAreNeverRepeated: a ${VAR} in a request shape is a
+// constant (never taken for an argument's name and repeated as "not an
+// argument"), errors about it never carry its value, and the binding
+// lists it so a printed request can be masked.
+func TestShapingSecretsAreNeverRepeated(t *testing.T) {
+	const secret = "topsecret-42"
+	env := func(k string) (string, bool) {
+		switch k {
+		case "KEY":
+			return secret, true
+		case "BROKEN":
+			return secret + "\r\nX-Admin: 1", true
+		}
+		return "", false
+	}
+	t.Run("a variable in a query is a constant listed as a secret", func(t *testing.T) {
+		snap, err := CompileSource("s.yaml", []byte(shapePolicy(`
+  search:
+    description: Search.
+    upstream: api
+    request:
+      path: /select
+      query: {apikey: "${KEY}", wt: {const: {format: "${KEY}"}}}
+      headers: {X-Key: "key ${KEY}"}
+`)), Options{LookupEnv: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := snap.Tools["search"].Binding
+		bound, err := b.Bind(map[string]any{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bound.Query != "apikey=topsecret-42&wt=%7B%22format%22%3A%22topsecret-42%22%7D" || b.StaticHeader()["X-Key"][0] != "key "+secret {
+			t.Errorf("query %q, header %q", bound.Query, b.StaticHeader())
+		}
+		if got := b.Secrets(); len(got) != 3 || got[0] != secret || got[1] != secret || got[2] != secret {
+			t.Errorf("secrets = %q", got)
+		}
+	})
+	for _, tt := range []struct{ name, tool string }{
+		{"a header value with a line break", `
+  search:
+    description: Search.
+    upstream: api
+    request: {path: /x, headers: {X-Key: "${BROKEN}"}}
+`},
+		{"an expression that does not compile", `
+  search:
+    description: Search.
+    upstream: api
+    request: {path: /x, body: {key: {expr: '"${KEY}'}}}
+`},
+		{"an expression of the wrong type", `
+  search:
+    description: Search.
+    upstream: api
+    request: {path: /x, headers: {X-Key: {expr: '{"${KEY}": 1}'}}}
+`},
+	} {
+		t.Run(tt.name+" is refused without repeating the secret", func(t *testing.T) {
+			_, err := CompileSource("s.yaml", []byte(shapePolicy(tt.tool)), Options{LookupEnv: env})
+			if err == nil {
+				t.Fatal("compiled")
+			}
+			if strings.Contains(err.Error(), "topsecret") {
+				t.Errorf("the error repeats the secret: %v", err)
+			}
+		})
+	}
+}
