@@ -3,6 +3,7 @@ package contracts
 import (
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -372,4 +373,152 @@ func TestReadArgsInvertsTheBinding(t *testing.T) {
 	if _, _, bad := both.Binding.Unreadable(); bad {
 		t.Error("an argument an expression reads is readable when also bound in the query")
 	}
+}
+
+// FuzzShapedBind feeds arbitrary arguments through validation and a
+// binding that shapes every part of the request: no CR or LF reaches a
+// header or the request line, the placeholder stays in its segment, the
+// form body and the query parse back to the values bound, and the JSON
+// body is always valid JSON holding the arguments.
+func FuzzShapedBind(f *testing.F) {
+	env := mustEnv(f, 0)
+	schema := mustSchema(f, `{"type":"object","required":["id"],"properties":{
+		"id":{"type":"string","maxLength":300},"q":{"type":["string","number","boolean","null"]},
+		"tags":{"type":"array","maxItems":20},"n":{"type":"integer","default":5}}}`)
+	spec := BindingSpec{Method: "POST", Path: "/api/{id}/x",
+		Query:   obj("q", arg("q"), "fq", arg("tags"), "wt", cnst("json"), "meta", obj("n", arg("n"))),
+		Headers: obj("X-Q", arg("q"), "X-Tags", arg("tags"), "X-N", expr("string(args.n) + \"!\""), "Accept", cnst("text/plain")),
+	}
+	jsonSpec, formSpec := spec, spec
+	jsonSpec.Body = obj("query", obj("match", obj("title", arg("q"))), "tags", arg("tags"), "ids", list(arg("id"), expr("args.id + args.id")))
+	formSpec.Encoding, formSpec.Body = EncodingForm, obj("Body", arg("q"), "Media", arg("tags"), "meta", obj("n", arg("n")))
+	jsonBinding, err := CompileBinding(env, jsonSpec, schema)
+	if err != nil {
+		f.Fatal(err)
+	}
+	formBinding, err := CompileBinding(env, formSpec, schema)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, seed := range []string{
+		`{"id":"a","q":"go"}`, `{"id":"../..","q":"x\r\nHost: evil"}`, `{"id":"a/b?c#d","tags":["a\nb",{"k":"v"},[1],null,2]}`,
+		`{"id":".","q":1e400}`, `{"id":"%00","q":"a&b=c+d%20"}`, `{"id":"\u0000\u2028","q":"\u0085"}`, `{"id":"x","q":null,"tags":[]}`,
+		`{"id":"x","q":"量子 café","n":-0}`, `{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		args, ok := fuzzArgs(doc)
+		if !ok || schema.Validate(args) != nil {
+			return
+		}
+		for _, b := range []*Binding{jsonBinding, formBinding} {
+			got, err := b.Bind(args)
+			if err != nil {
+				if _, ok := err.(*ArgError); !ok {
+					t.Fatalf("binding error is %T, not *ArgError", err)
+				}
+				continue
+			}
+			checkShapedRequest(t, b, args, got)
+		}
+	})
+}
+
+func checkShapedRequest(t *testing.T, b *Binding, args map[string]any, got Bound) {
+	t.Helper()
+	if strings.ContainsAny(got.Path+got.Query, "\r\n ") {
+		t.Fatalf("CR, LF or space in the request line: %q ? %q", got.Path, got.Query)
+	}
+	seg := strings.TrimSuffix(strings.TrimPrefix(got.Path, "/api/"), "/x")
+	if !strings.HasPrefix(got.Path, "/api/") || !strings.HasSuffix(got.Path, "/x") || strings.ContainsAny(seg, "/?#") || seg == "." || seg == ".." || seg == "" {
+		t.Fatalf("the placeholder left its segment: %q", got.Path)
+	}
+	if dec, err := url.PathUnescape(seg); err != nil || dec != args["id"] {
+		t.Fatalf("segment %q does not decode to the argument %q", seg, args["id"])
+	}
+	for _, h := range []map[string][]string{b.StaticHeader(), got.Header} {
+		for k, vs := range h {
+			for _, v := range vs {
+				if !validHeaderValue(v) || !validHeaderName(k) {
+					t.Fatalf("header %q: %q", k, v)
+				}
+			}
+		}
+	}
+	if s, ok := scalarString(args["q"]); ok && args["q"] != nil {
+		if v := got.Header["X-Q"]; len(v) != 1 || v[0] != s {
+			t.Fatalf("X-Q = %q, want %q", v, s)
+		}
+	}
+	q, err := url.ParseQuery(got.Query)
+	if err != nil {
+		t.Fatalf("query %q does not parse: %v", got.Query, err)
+	}
+	checkPairs(t, "query", q, "q", "fq", args)
+	if q.Get("wt") != "json" || q.Get("meta[n]") != formText(args["n"]) {
+		t.Fatalf("query %q lacks its constant or nested pair", got.Query)
+	}
+	if b.Encoding() == EncodingForm {
+		form, err := url.ParseQuery(string(got.Body))
+		if err != nil {
+			t.Fatalf("form body %q does not parse: %v", got.Body, err)
+		}
+		checkPairs(t, "form", form, "Body", "Media", args)
+		if form.Get("meta[n]") != formText(args["n"]) {
+			t.Fatalf("form body %q lacks meta[n]", got.Body)
+		}
+		return
+	}
+	var body map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(got.Body)))
+	dec.UseNumber()
+	if !json.Valid(got.Body) || dec.Decode(&body) != nil {
+		t.Fatalf("body is not a JSON object: %q", got.Body)
+	}
+	ids, _ := body["ids"].([]any)
+	if len(ids) != 2 || ids[0] != args["id"] {
+		t.Fatalf("body ids = %v", body["ids"])
+	}
+	if q, present := args["q"]; present {
+		title := body["query"].(map[string]any)["match"].(map[string]any)["title"]
+		if formText(title) != formText(q) {
+			t.Fatalf("title %v, want %v", title, q)
+		}
+	} else if _, sent := body["query"]; sent {
+		t.Fatalf("an absent argument was sent: %s", got.Body)
+	}
+}
+
+// checkPairs: the scalar argument's pair and the list argument's repeated
+// pairs parse back to the values bound.
+func checkPairs(t *testing.T, what string, vals url.Values, scalarKey, listKey string, args map[string]any) {
+	t.Helper()
+	if v, ok := args["q"]; ok && v != nil {
+		if got := vals[scalarKey]; len(got) != 1 || got[0] != formText(v) {
+			t.Fatalf("%s %s = %q, want %q", what, scalarKey, got, formText(v))
+		}
+	} else if _, sent := vals[scalarKey]; sent {
+		t.Fatalf("%s sends %s for an absent or null argument", what, scalarKey)
+	}
+	var want []string
+	tags, _ := args["tags"].([]any)
+	for _, e := range tags {
+		if e != nil {
+			want = append(want, formText(e))
+		}
+	}
+	if got := vals[listKey]; strings.Join(got, "\x00") != strings.Join(want, "\x00") || len(got) != len(want) {
+		t.Fatalf("%s %s = %q, want %q", what, listKey, got, want)
+	}
+}
+
+// formText is how a value is spelled in a query or form: scalars as text,
+// anything else as its compact JSON.
+func formText(v any) string {
+	if s, ok := scalarString(v); ok {
+		return s
+	}
+	raw, _ := appendJSONValue(nil, v)
+	return string(raw)
 }

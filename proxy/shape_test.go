@@ -252,3 +252,120 @@ func TestExtprocBackendRequestIsTheSameRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestTransparentShapedRoutes: in transparent mode a legacy request in the
+// backend's own shape (a nested JSON body, a form body, a bound header)
+// is read back into arguments, validated, and sent on rebuilt from them.
+func TestTransparentShapedRoutes(t *testing.T) {
+	rb := &recordingBackend{}
+	backend := httptest.NewServer(rb)
+	t.Cleanup(backend.Close)
+	doc := `
+version: 1
+server: {transparent: true}
+upstreams:
+  api: {url: ` + backend.URL + `}
+tools:
+  es_search:
+    description: Search articles.
+    upstream: api
+    args:
+      type: object
+      required: [q]
+      additionalProperties: false
+      properties:
+        q: {type: string, minLength: 1}
+        size: {type: integer, maximum: 50, default: 10}
+        tenant: {type: string}
+    request:
+      method: POST
+      path: /articles/_search
+      headers: {X-Tenant: tenant}
+      body:
+        query: {match: {title: q}}
+        size: size
+        track_total_hits: {const: false}
+  send_sms:
+    description: Send a text message.
+    upstream: api
+    side_effect: true
+    args:
+      type: object
+      required: [to, text]
+      properties: {to: {type: string}, text: {type: string}}
+    request:
+      method: POST
+      path: /Messages.json
+      encoding: form
+      body: {To: to, From: {const: "+15017122661"}, Body: text}
+`
+	snap, err := config.CompileSource("transparent-shaped.yaml", []byte(doc), config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := NewCore(snap, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(core.Handler())
+	t.Cleanup(func() { front.Close(); core.Close() })
+	tests := []struct {
+		name, path, contentType, body string
+		header                        map[string]string
+		status                        contracts.Status
+		sent                          string
+		msg                           string
+	}{
+		{name: "a nested query DSL body is read back and rebuilt", path: "/articles/_search", contentType: "application/json",
+			body:   `{"query":{"match":{"title":"go"}},"track_total_hits":true}`,
+			header: map[string]string{"X-Tenant": "acme"},
+			status: contracts.StatusOK, sent: `POST /articles/_search {"query":{"match":{"title":"go"}},"size":10,"track_total_hits":false} X-Tenant=acme`},
+		{name: "the schema applies to a nested member", path: "/articles/_search", contentType: "application/json",
+			body: `{"query":{"match":{"title":""}}}`, status: contracts.StatusBadArgs, msg: "argument /q"},
+		{name: "a nested member the binding does not have is refused", path: "/articles/_search", contentType: "application/json",
+			body: `{"query":{"match":{"title":"go"},"term":{}}}`, status: contracts.StatusBadArgs, msg: "/query/term"},
+		{name: "a form body is read back and rebuilt", path: "/Messages.json", contentType: "application/x-www-form-urlencoded",
+			body: "To=%2B1555&Body=hi+there&From=%2B1999", header: map[string]string{"Idempotency-Key": "sms-1"},
+			status: contracts.StatusOK, sent: "POST /Messages.json To=%2B1555&From=%2B15017122661&Body=hi+there X-Tenant="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rb.mu.Lock()
+			rb.reqs = nil
+			rb.mu.Unlock()
+			req, _ := http.NewRequest("POST", front.URL+tt.path, strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", tt.contentType)
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := front.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			env, err := contracts.DecodeEnvelope([]byte(strings.TrimSpace(string(raw))))
+			if err != nil {
+				t.Fatalf("not an envelope: %s", raw)
+			}
+			if env.Status != tt.status || !strings.Contains(env.Message, tt.msg) {
+				t.Fatalf("envelope %s %q, want %s %q", env.Status, env.Message, tt.status, tt.msg)
+			}
+			rb.mu.Lock()
+			defer rb.mu.Unlock()
+			if tt.sent == "" {
+				if len(rb.reqs) != 0 {
+					t.Errorf("the backend was called: %+v", rb.reqs)
+				}
+				return
+			}
+			if len(rb.reqs) != 1 {
+				t.Fatalf("backend received %d requests", len(rb.reqs))
+			}
+			r := rb.reqs[0]
+			if got := r.method + " " + r.uri + " " + r.body + " X-Tenant=" + r.header.Get("X-Tenant"); got != tt.sent {
+				t.Errorf("backend received %q, want %q", got, tt.sent)
+			}
+		})
+	}
+}
