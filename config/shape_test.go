@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -417,5 +418,60 @@ func TestShapingSecretsAreNeverRepeated(t *testing.T) {
 				t.Errorf("the error repeats the secret: %v", err)
 			}
 		})
+	}
+}
+
+// TestPolicyReferenceExamplesCompile keeps the worked examples of
+// docs/policy.md true: each tool compiles, and the Elasticsearch one sends
+// the body the page shows.
+func TestPolicyReferenceExamplesCompile(t *testing.T) {
+	page, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(page)
+	start := strings.Index(doc, "#### Worked examples")
+	if start < 0 {
+		t.Fatal("docs/policy.md has no worked examples")
+	}
+	doc = doc[start:]
+	doc = doc[:strings.Index(doc, "\n### ")]
+	var tools []string
+	for _, block := range strings.Split(doc, "```yaml\n")[1:] {
+		block = block[:strings.Index(block, "```")]
+		if strings.HasPrefix(block, "request:") {
+			block = "solr_select:\n  description: Search products.\n  upstream: es\n  args: {type: object, properties: {q: {type: string}, filters: {type: array}, rows: {type: integer}}}\n" +
+				"  " + strings.ReplaceAll(strings.TrimSpace(block), "\n", "\n  ") + "\n"
+		}
+		tools = append(tools, "  "+strings.ReplaceAll(strings.TrimRight(block, "\n"), "\n", "\n  "))
+	}
+	if len(tools) != 4 {
+		t.Fatalf("found %d examples, want 4", len(tools))
+	}
+	policy := "version: 1\nupstreams:\n  es: {url: \"http://127.0.0.1:1\"}\n  twilio: {url: \"http://127.0.0.1:2\"}\n  sendgrid: {url: \"http://127.0.0.1:3\"}\ntools:\n" + strings.Join(tools, "\n") + "\n"
+	env := map[string]string{"TWILIO_ACCOUNT_SID": "AC1", "TWILIO_FROM": "+15017122661", "SENDGRID_API_KEY": "SG.x", "SOLR_KEY": "k"}
+	snap, err := CompileSource("policy.md", []byte(policy), Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, policy)
+	}
+	search := snap.Tools["search_articles"]
+	args := decodeArgs(t, `{"q":"quantum"}`)
+	if err := search.Schema.Validate(args); err != nil {
+		t.Fatal(err)
+	}
+	bound, err := search.Binding.Bind(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "`" + string(bound.Body) + "`"; !strings.Contains(string(page), "`{\"q\": \"quantum\"}` sends\n"+want) {
+		t.Errorf("docs/policy.md does not show the body sent: %s", want)
+	}
+	sms := snap.Tools["send_sms"]
+	bound, err = sms.Binding.Bind(map[string]any{"to": "+15558675310", "text": "Hi there", "media": []any{"https://a", "https://b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(bound.Body), "To=%2B15558675310&From=%2B15017122661&Body=Hi+there&MediaUrl=https%3A%2F%2F") {
+		t.Errorf("twilio body = %s", bound.Body)
 	}
 }
