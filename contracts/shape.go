@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
 )
 
 // Request shaping: how arguments become a backend request's query, headers
@@ -110,6 +112,7 @@ type shapeExpr struct {
 	pointer string
 	// noMap: the value is sent where an object has no encoding (a header).
 	noMap bool
+	out   *cel.Type // the type the checker found
 }
 
 // formShape is a query or form body: its pairs in the order written.
@@ -250,11 +253,17 @@ func (sc *shapeCompiler) form(s *Shape, field string) (*formShape, error) {
 		if err != nil {
 			return nil, err
 		}
+		if types := schemaTypes(sc.schema.PropertySchema(s.Arg)); len(types) > 0 && !contains(types, "object") {
+			return nil, &BindError{Field: field, Msg: fmt.Sprintf("argument %s is not an object, so it cannot give every pair", s.Arg)}
+		}
 		f.whole = leaf
 	case ShapeExpr:
 		x, err := sc.expr(s, field+".expr", false)
 		if err != nil {
 			return nil, err
+		}
+		if x.out != nil && x.out.Kind() != types.MapKind && x.out.Kind() != types.DynKind {
+			return nil, &BindError{Field: field + ".expr", Line: 1, Column: 1, Msg: fmt.Sprintf("must evaluate to a map of name to value, not %s", x.out)}
 		}
 		f.whole = &node{kind: ShapeExpr, expr: x}
 	case ShapeConst:
@@ -458,6 +467,9 @@ func (sc *shapeCompiler) headers(s *Shape, reserved map[string]string) ([]header
 				if err != nil {
 					return nil, nil, err
 				}
+				if types := schemaTypes(sc.schema.PropertySchema(item.Arg)); len(types) > 0 && !slices.ContainsFunc(types, headerType) {
+					return nil, nil, &BindError{Field: itf, Msg: fmt.Sprintf("argument %s is %s, which a header cannot carry", item.Arg, typeList(types))}
+				}
 				hf.items = append(hf.items, leaf)
 			case ShapeExpr:
 				x, err := sc.expr(item, itf+".expr", true)
@@ -478,6 +490,19 @@ func (sc *shapeCompiler) headers(s *Shape, reserved map[string]string) ([]header
 		}
 	}
 	return fields, static, nil
+}
+
+// headerType reports whether a header can carry a value of a JSON Schema
+// type (a list as one line per item).
+func headerType(t string) bool { return t != "object" && t != "null" }
+
+// typeList spells JSON Schema types for a message: "an object or null".
+func typeList(types []string) string {
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = typeEN(t)
+	}
+	return strings.Join(out, " or ")
 }
 
 // headerValues spells a header value: a scalar, or each scalar of a list.
@@ -577,7 +602,7 @@ func (sc *shapeCompiler) expr(s *Shape, field string, noMap bool) (*shapeExpr, e
 		return nil, bad
 	}
 	out := ast.OutputType()
-	if noMap && out.Kind() == cel.MapType(cel.StringType, cel.DynType).Kind() {
+	if noMap && out.Kind() == types.MapKind {
 		return nil, &BindError{Field: field, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("must evaluate to a string, number, bool or list, not %s", out)}
 	}
@@ -587,7 +612,7 @@ func (sc *shapeCompiler) expr(s *Shape, field string, noMap bool) (*shapeExpr, e
 	}
 	sc.exprs = true
 	sc.secrets = append(sc.secrets, s.Secrets...)
-	x := &shapeExpr{prg: prg, noMap: noMap}
+	x := &shapeExpr{prg: prg, noMap: noMap, out: out}
 	if first != "" {
 		x.pointer = "/" + escapePointer(first)
 	}

@@ -240,10 +240,10 @@ func TestExpressionFailuresAreBadArgs(t *testing.T) {
 		}
 	})
 	t.Run("a form body from an argument that is not an object", func(t *testing.T) {
-		b := mustBinding(t, mustEnv(t, 0), BindingSpec{Method: "POST", Encoding: EncodingForm, Body: arg("tags")})
-		_, err := b.Bind(map[string]any{"tags": []any{"a"}})
+		b := mustBinding(t, mustEnv(t, 0), BindingSpec{Method: "POST", Encoding: EncodingForm, Body: arg("meta")})
+		_, err := b.Bind(map[string]any{"meta": []any{"a"}})
 		var ae *ArgError
-		if !errors.As(err, &ae) || ae.Pointer != "/tags" {
+		if !errors.As(err, &ae) || ae.Pointer != "/meta" || ae.Problem != ProblemType {
 			t.Fatalf("err = %#v", err)
 		}
 	})
@@ -268,6 +268,9 @@ func TestCompileShapeErrors(t *testing.T) {
 		{"a header both constant and per call", BindingSpec{Headers: obj("X-A", list(cnst("a"), arg("q")))}, "headers.X-A: a header is either constant or bound per call", 0, 0},
 		{"a caller-reserved header", BindingSpec{Headers: obj("X-Caller", arg("q")), Reserved: map[string]string{"X-Caller": "is the caller identity header"}}, "headers.X-Caller#key: cannot be bound: X-Caller is the caller identity header", 0, 0},
 		{"a query that is a list", BindingSpec{Query: list(arg("q"))}, "query: must be a mapping", 0, 0},
+		{"a header from an object argument", BindingSpec{Headers: obj("X-Meta", arg("meta"))}, "headers.X-Meta: argument meta is an object, which a header cannot carry", 0, 0},
+		{"a whole query from an argument that is not an object", BindingSpec{Query: arg("tags")}, "query: argument tags is not an object", 0, 0},
+		{"a whole form body from an expression that is not a map", BindingSpec{Encoding: EncodingForm, Body: expr("[args.q]")}, "body.expr: must evaluate to a map of name to value, not list(dyn)", 1, 1},
 		{"a form body that is a constant list", BindingSpec{Encoding: EncodingForm, Body: cnst([]any{"a"})}, "body.const: must be a mapping", 0, 0},
 		{"an expression without an environment", BindingSpec{Body: obj("a", expr("1"))}, "expressions need a rule environment", 0, 0},
 		{"a duplicate member", BindingSpec{Body: obj("a", arg("q"), "a", arg("id"))}, "body.a: duplicate member", 0, 0},
@@ -325,13 +328,13 @@ func TestReadArgsInvertsTheBinding(t *testing.T) {
 			`{"id":"i1","lang":"en","n":3,"q":"go","token":"tk"}`, false},
 		{"a member the binding does not have is refused", contract(false, nested),
 			LegacyRequest{PathValues: map[string]string{"id": "i1"}, Body: []byte(`{"query":{"match":{"title":"go","x":1}}}`)},
-			"argument /query/match/x is not an accepted argument", false},
+			"Argument query.match.x is not an accepted argument", false},
 		{"an item past the written list is refused", contract(false, nested),
 			LegacyRequest{PathValues: map[string]string{"id": "i1"}, Body: []byte(`{"tags":[{"t":"en"},{"t":"fr"}]}`)},
-			"argument /tags/1 is not an accepted argument", false},
+			"Argument tags[1] is not an accepted argument", false},
 		{"a member of the wrong shape is refused", contract(false, nested),
 			LegacyRequest{PathValues: map[string]string{"id": "i1"}, Body: []byte(`{"query":"go"}`)},
-			"argument /query must be an object", false},
+			"Argument query must be an object", false},
 		{"the idempotency key may come in the body", contract(true, nested),
 			LegacyRequest{PathValues: map[string]string{"id": "i1"}, Body: []byte(`{"query":{"match":{"title":"go"}},"idempotency_key":"k1"}`)},
 			`{"id":"i1","idempotency_key":"k1","q":"go"}`, true},
@@ -340,7 +343,7 @@ func TestReadArgsInvertsTheBinding(t *testing.T) {
 			`{"flag":true,"q":"hi there"}`, false},
 		{"a form key the binding does not have is refused", contract(false, form),
 			LegacyRequest{Body: []byte("Body=hi&Extra=1")},
-			"argument /Extra is not an accepted argument", false},
+			"Argument Extra is not an accepted argument", false},
 		{"an argument read only by an expression cannot be read back", contract(false, BindingSpec{Method: "POST", Body: obj("x", expr("args.q + '!'"))}),
 			LegacyRequest{Body: []byte(`{"x":"go!"}`)},
 			"argument q cannot be read from this tool's own route", false},
