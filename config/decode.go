@@ -80,6 +80,12 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	d.record(n, path)
+	if v.Type() == shapeType {
+		if !isNull(n) {
+			v.Set(reflect.ValueOf(d.decodeShape(n, path, 0)))
+		}
+		return
+	}
 	if v.Type() == anyType {
 		val, ok := d.decodeAny(n, path, 0)
 		if ok && val != nil {

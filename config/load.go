@@ -438,7 +438,7 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		return snap
 	}
 	for _, name := range sortedKeys(f.Tools) {
-		if t := c.tool(env, name, f.Tools[name], f.Upstreams); t != nil {
+		if t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader); t != nil {
 			snap.Tools[name] = t
 			snap.ToolNames = append(snap.ToolNames, name)
 		}
@@ -785,7 +785,7 @@ func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
 	return up
 }
 
-func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstreams map[string]*upstreamSpec) *contracts.Contract {
+func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstreams map[string]*upstreamSpec, callerHeader string) *contracts.Contract {
 	base := "tools." + name
 	if t == nil {
 		c.errorAt(base, "must not be empty")
@@ -833,7 +833,12 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 		spec.Timeout = time.Duration(up.Timeout)
 	}
 	if t.Request != nil {
-		spec.Request = contracts.BindingSpec{Method: t.Request.Method, Path: t.Request.Path, Query: t.Request.Query, Body: t.Request.Body}
+		spec.Request = contracts.BindingSpec{
+			Method: t.Request.Method, Path: t.Request.Path, Encoding: contracts.Encoding(t.Request.Encoding),
+			Query: t.Request.Query, Headers: t.Request.Headers, Body: t.Request.Body,
+			// The caller's identity is toolgate's business, never a backend's.
+			Reserved: map[string]string{callerHeader: "is the caller identity header (server.caller_header)"},
+		}
 		if t.Request.Path == "" {
 			c.errorAt(base+".request.path", "is required")
 		}
@@ -881,7 +886,7 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 			pos.Line += fe.Line
 			pos.Column = 1
 		}
-		c.errs = append(c.errs, &Error{Pos: pos, Path: path, Msg: fe.Msg})
+		c.errs = append(c.errs, &Error{Pos: pos, Path: strings.TrimSuffix(path, "#key"), Msg: fe.Msg})
 		return nil
 	}
 	return contract

@@ -16,7 +16,23 @@ import (
 //   - otherwise a warning: /v1/tools and MCP name the tool, so the policy
 //     runs under `toolgate serve`, but extproc and transparent mode would
 //     refuse it (toolgate check prints it).
+//
+// Where calls are identified by their route, it also refuses a tool whose
+// binding reads an argument that a request on its route cannot carry back
+// (one read only by an expression): such a call could never be made on the
+// legacy route.
 func (c *compiler) routes(snap *policy.Snapshot) {
+	if snap.Server.Transparent || c.byRoute {
+		mode, remedy := "transparent mode", ", or turn server.transparent off"
+		if !snap.Server.Transparent {
+			mode, remedy = "toolgate extproc", ""
+		}
+		for _, name := range snap.ToolNames {
+			if arg, field, bad := snap.Tools[name].Binding.Unreadable(); bad {
+				c.errorAt("tools."+name+".request."+field, "argument %s is read only here, where %s cannot read it back from a request on the tool's route; also bind it to a path placeholder, query parameter, header or body member%s", arg, mode, remedy)
+			}
+		}
+	}
 	for i, a := range snap.ToolNames {
 		for _, b := range snap.ToolNames[i+1:] {
 			ba, bb := snap.Tools[a].Binding, snap.Tools[b].Binding

@@ -178,10 +178,12 @@ type toolSpec struct {
 }
 
 type requestSpec struct {
-	Method string            `yaml:"method"`
-	Path   string            `yaml:"path"`
-	Query  map[string]string `yaml:"query"`
-	Body   map[string]string `yaml:"body"`
+	Method   string           `yaml:"method"`
+	Path     string           `yaml:"path"`
+	Encoding string           `yaml:"encoding"`
+	Query    *contracts.Shape `yaml:"query"`
+	Headers  *contracts.Shape `yaml:"headers"`
+	Body     *contracts.Shape `yaml:"body"`
 }
 
 type responseSpec struct {

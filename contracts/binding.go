@@ -16,9 +16,17 @@ import (
 // written in the policy file.
 type BindingSpec struct {
 	Method string
-	Path   string            // with {arg} placeholders
-	Query  map[string]string // backend query parameter -> argument name
-	Body   map[string]string // JSON body field -> argument name
+	Path   string // with {arg} placeholders
+	// Encoding is how the body is encoded: EncodingJSON (the default) or
+	// EncodingForm.
+	Encoding Encoding
+	Query    *Shape // query parameters; nil for none
+	Headers  *Shape // headers, an object of header name to value; nil for none
+	Body     *Shape // the body; nil (or an object with no members) for none
+	// Reserved are more headers the binding may not set (the caller
+	// identity header), by canonical name, with the reason said in the
+	// error ("is the caller identity header").
+	Reserved map[string]string
 }
 
 // Binding is a compiled BindingSpec.
@@ -28,13 +36,23 @@ type BindingSpec struct {
 // percent-encoded, so a value cannot add a segment ("/"), start a query ("?")
 // or fragment ("#"), smuggle an escape ("%"), or put CR/LF into the request
 // line. A segment that would read "." or ".." is encoded as %2E so no value
-// can climb the path, and an empty segment is refused.
+// can climb the path, and an empty segment is refused. Query and form values
+// are percent-encoded, and a header value that is not one line of text is
+// refused, so no argument can add a header or end the request line.
 type Binding struct {
 	method   string
 	segments []pathSegment
-	query    []bindParam
-	body     []bindParam
-	args     []string // every argument the binding reads, sorted
+	encoding Encoding
+	query    *formShape    // nil without query parameters
+	headers  []headerField // headers bound per call
+	static   map[string][]string
+	body     *node      // JSON body; nil without one
+	form     *formShape // form body; nil without one
+	args     []string   // every argument the binding reads, sorted
+	secrets  []string
+	// unreadable is, for each argument that transparent mode cannot read
+	// back from a legacy request, where it is read.
+	unreadable map[string]string
 }
 
 type pathSegment struct {
@@ -46,65 +64,98 @@ type pathPart struct {
 	arg     string // placeholder argument name when not empty
 }
 
-type bindParam struct {
-	name string
-	arg  string
-}
-
 // BindError is a binding that cannot be compiled; Field names the part of the
-// spec at fault ("method", "path", "query.<name>", "body.<name>").
+// spec at fault ("method", "path", "query.<name>", "body.a.b[0]",
+// "headers.<name>#key" for a header's name). Line and Column, when set, are
+// 1-based positions inside an expression.
 type BindError struct {
-	Field string
-	Msg   string
+	Field  string
+	Line   int
+	Column int
+	Msg    string
 }
 
 func (e *BindError) Error() string { return e.Field + ": " + e.Msg }
 
-// CompileBinding checks spec against the argument schema and compiles it.
-func CompileBinding(spec BindingSpec, schema *Schema) (*Binding, error) {
-	b := &Binding{method: strings.ToUpper(spec.Method)}
+// CompileBinding checks spec against the argument schema and compiles it;
+// expressions compile in env (nil refuses them).
+func CompileBinding(env *RuleEnv, spec BindingSpec, schema *Schema) (*Binding, error) {
+	b := &Binding{method: strings.ToUpper(spec.Method), encoding: spec.Encoding}
 	if b.method == "" {
 		b.method = http.MethodGet
 	}
 	if !validMethod(b.method) {
-		return nil, &BindError{"method", fmt.Sprintf("%q is not an HTTP method", spec.Method)}
+		return nil, &BindError{Field: "method", Msg: fmt.Sprintf("%q is not an HTTP method", spec.Method)}
+	}
+	switch b.encoding {
+	case "":
+		b.encoding = EncodingJSON
+	case EncodingJSON, EncodingForm:
+	default:
+		return nil, &BindError{Field: "encoding", Msg: fmt.Sprintf("%q is not valid (want json or form)", spec.Encoding)}
 	}
 	if !strings.HasPrefix(spec.Path, "/") {
-		return nil, &BindError{"path", "must start with /"}
+		return nil, &BindError{Field: "path", Msg: "must start with /"}
 	}
 	if strings.ContainsAny(spec.Path, "?#") {
-		return nil, &BindError{"path", "must not contain ? or #; bind query parameters with query"}
+		return nil, &BindError{Field: "path", Msg: "must not contain ? or #; bind query parameters with query"}
 	}
-	seen := map[string]bool{}
+	sc := &shapeCompiler{env: env, schema: schema, read: map[string]bool{}, readable: map[string]bool{}, firstRead: map[string]string{}}
 	for _, raw := range strings.Split(spec.Path[1:], "/") {
 		seg, err := parseSegment(raw)
 		if err != nil {
-			return nil, &BindError{"path", err.Error()}
+			return nil, &BindError{Field: "path", Msg: err.Error()}
 		}
 		for _, p := range seg.parts {
 			if p.arg == "" {
 				continue
 			}
 			if !schema.HasProperty(p.arg) {
-				return nil, &BindError{"path", fmt.Sprintf("placeholder {%s} is not an argument", p.arg)}
+				return nil, &BindError{Field: "path", Msg: fmt.Sprintf("placeholder {%s} is not an argument", p.arg)}
 			}
-			seen[p.arg] = true
+			sc.use(p.arg, "path", true)
 		}
 		b.segments = append(b.segments, seg)
 	}
 	var err error
-	if b.query, err = compileParams("query", spec.Query, schema, seen); err != nil {
-		return nil, err
+	if spec.Query != nil && !emptyObject(spec.Query) {
+		if b.query, err = sc.form(spec.Query, "query"); err != nil {
+			return nil, err
+		}
 	}
-	if b.body, err = compileParams("body", spec.Body, schema, seen); err != nil {
-		return nil, err
+	if spec.Headers != nil {
+		if b.headers, b.static, err = sc.headers(spec.Headers, spec.Reserved); err != nil {
+			return nil, err
+		}
 	}
-	for a := range seen {
+	hasBody := spec.Body != nil && !emptyObject(spec.Body)
+	switch {
+	case !hasBody && spec.Encoding != "":
+		return nil, &BindError{Field: "encoding", Msg: "applies to the body, and this request has none"}
+	case hasBody && b.encoding == EncodingForm:
+		if b.form, err = sc.form(spec.Body, "body"); err != nil {
+			return nil, err
+		}
+	case hasBody:
+		if b.body, err = sc.jsonNode(spec.Body, "body", 0); err != nil {
+			return nil, err
+		}
+	}
+	for a := range sc.read {
 		b.args = append(b.args, a)
+		if !sc.readable[a] {
+			if b.unreadable == nil {
+				b.unreadable = map[string]string{}
+			}
+			b.unreadable[a] = sc.firstRead[a]
+		}
 	}
 	sort.Strings(b.args)
+	b.secrets = sc.secrets
 	return b, nil
 }
+
+func emptyObject(s *Shape) bool { return s.Kind == ShapeObject && len(s.Members) == 0 }
 
 func validMethod(m string) bool {
 	switch m {
@@ -163,27 +214,6 @@ func validEscapes(s string) bool {
 	return err == nil
 }
 
-func compileParams(field string, spec map[string]string, schema *Schema, seen map[string]bool) ([]bindParam, error) {
-	names := make([]string, 0, len(spec))
-	for name := range spec {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	params := make([]bindParam, 0, len(names))
-	for _, name := range names {
-		arg := spec[name]
-		if name == "" {
-			return nil, &BindError{field, "empty parameter name"}
-		}
-		if !schema.HasProperty(arg) {
-			return nil, &BindError{field + "." + name, fmt.Sprintf("%q is not an argument", arg)}
-		}
-		seen[arg] = true
-		params = append(params, bindParam{name: name, arg: arg})
-	}
-	return params, nil
-}
-
 // Method is the backend request's HTTP method.
 func (b *Binding) Method() string { return b.method }
 
@@ -203,8 +233,51 @@ func (b *Binding) PathArgs() []string {
 	return out
 }
 
-// HasBody reports whether the binding sends a JSON body.
-func (b *Binding) HasBody() bool { return len(b.body) > 0 }
+// HasBody reports whether the binding sends a body.
+func (b *Binding) HasBody() bool { return b.body != nil || b.form != nil }
+
+// ContentType is the media type of the body the binding sends.
+func (b *Binding) ContentType() string { return b.encoding.ContentType() }
+
+// Encoding is how the body is encoded.
+func (b *Binding) Encoding() Encoding { return b.encoding }
+
+// StaticHeader returns the headers the binding sets to constants, by
+// canonical name. Callers must not modify it.
+func (b *Binding) StaticHeader() map[string][]string { return b.static }
+
+// HeaderNames returns the canonical names of every header the binding
+// sets, constant or bound per call.
+func (b *Binding) HeaderNames() []string {
+	names := make([]string, 0, len(b.static)+len(b.headers))
+	for name := range b.static {
+		names = append(names, name)
+	}
+	for _, hf := range b.headers {
+		names = append(names, hf.name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Secrets returns the values of the ${VAR} references written in the
+// binding's constants and expressions, so a tool that prints a request
+// can mask them. Callers must not modify it.
+func (b *Binding) Secrets() []string { return b.secrets }
+
+// Unreadable returns an argument that transparent mode cannot read back
+// from a request on the tool's own route, with the field of the binding
+// that reads it (an expression, an item of a query or form list), or
+// ok=false when every argument the binding reads can be read back. The
+// first such argument in name order is returned.
+func (b *Binding) Unreadable() (arg, field string, ok bool) {
+	for _, a := range b.args {
+		if f, bad := b.unreadable[a]; bad {
+			return a, f, true
+		}
+	}
+	return "", "", false
+}
 
 // PathTemplate returns the path with its placeholders, as written.
 func (b *Binding) PathTemplate() string {
@@ -226,15 +299,69 @@ func (b *Binding) PathTemplate() string {
 type Bound struct {
 	Path  string // escaped path, starting with "/"
 	Query string // encoded query, without "?"
-	Body  []byte // JSON body, or nil
+	Body  []byte // the encoded body, or nil
+	// Header holds the headers bound per call, by canonical name; nil
+	// when none is. Constant headers are in Binding.StaticHeader.
+	Header map[string][]string
 }
 
 // Bind builds the backend request from validated arguments. Arguments the
-// binding does not name are not sent. The error, when not nil, is an
+// binding does not name are not sent, and an argument that is absent is
+// left out (see the policy reference). The error, when not nil, is an
 // *ArgError.
 func (b *Binding) Bind(args map[string]any) (Bound, error) {
 	var out Bound
-	path := make([]byte, 0, 64)
+	path, err := b.bindPath(make([]byte, 0, 64), args)
+	if err != nil {
+		return out, err
+	}
+	out.Path = string(path)
+	sh := shaper{args: args}
+	if b.query != nil {
+		q, err := sh.appendForm(nil, b.query)
+		if err != nil {
+			return out, err
+		}
+		out.Query = string(q)
+	}
+	for i := range b.headers {
+		hf := &b.headers[i]
+		vals, err := sh.headerValues(hf)
+		if err != nil {
+			return out, err
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		if out.Header == nil {
+			out.Header = make(map[string][]string, len(b.headers))
+		}
+		out.Header[hf.name] = vals
+	}
+	switch {
+	case b.form != nil:
+		body, err := sh.appendForm(make([]byte, 0, 128), b.form)
+		if err != nil {
+			return out, err
+		}
+		out.Body = body
+	case b.body != nil:
+		body, ok, err := sh.appendJSON(make([]byte, 0, 128), b.body)
+		if err != nil {
+			return out, err
+		}
+		switch {
+		case ok:
+			out.Body = body
+		case b.body.kind == ShapeObject:
+			out.Body = append(body[:0], "{}"...) // every member was left out
+		}
+	}
+	return out, nil
+}
+
+// bindPath appends the escaped path.
+func (b *Binding) bindPath(path []byte, args map[string]any) ([]byte, error) {
 	for _, seg := range b.segments {
 		path = append(path, '/')
 		start := len(path)
@@ -245,18 +372,18 @@ func (b *Binding) Bind(args map[string]any) (Bound, error) {
 			}
 			v, ok := args[p.arg]
 			if !ok {
-				return out, &ArgError{Pointer: "/" + escapePointer(p.arg), Problem: ProblemRequired}
+				return nil, &ArgError{Pointer: "/" + escapePointer(p.arg), Problem: ProblemRequired}
 			}
 			s, ok := scalarString(v)
 			if !ok {
-				return out, &ArgError{Pointer: "/" + escapePointer(p.arg), Problem: ProblemScalar}
+				return nil, &ArgError{Pointer: "/" + escapePointer(p.arg), Problem: ProblemScalar}
 			}
 			path = appendSegmentEscaped(path, s)
 		}
 		switch string(path[start:]) {
 		case "":
 			if len(seg.parts) > 0 {
-				return out, &ArgError{Pointer: "/" + escapePointer(firstArg(seg)), Problem: ProblemSegment}
+				return nil, &ArgError{Pointer: "/" + escapePointer(firstArg(seg)), Problem: ProblemSegment}
 			}
 		case ".", "..":
 			if firstArg(seg) == "" {
@@ -269,47 +396,7 @@ func (b *Binding) Bind(args map[string]any) (Bound, error) {
 			}
 		}
 	}
-	out.Path = string(path)
-	if len(b.query) > 0 {
-		var q []byte
-		for _, p := range b.query {
-			v, ok := args[p.arg]
-			if !ok || v == nil {
-				continue
-			}
-			if list, ok := v.([]any); ok {
-				for _, item := range list {
-					q = appendQueryParam(q, p.name, item)
-				}
-				continue
-			}
-			q = appendQueryParam(q, p.name, v)
-		}
-		out.Query = string(q)
-	}
-	if len(b.body) > 0 {
-		body := make([]byte, 0, 128)
-		body = append(body, '{')
-		n := 0
-		for _, p := range b.body {
-			v, ok := args[p.arg]
-			if !ok {
-				continue
-			}
-			if n > 0 {
-				body = append(body, ',')
-			}
-			n++
-			body = AppendJSONString(body, p.name)
-			body = append(body, ':')
-			var err error
-			if body, err = appendJSONValue(body, v); err != nil {
-				return out, &ArgError{Pointer: "/" + escapePointer(p.arg), Problem: ProblemInvalid}
-			}
-		}
-		out.Body = append(body, '}')
-	}
-	return out, nil
+	return path, nil
 }
 
 func firstArg(seg pathSegment) string {
@@ -319,23 +406,6 @@ func firstArg(seg pathSegment) string {
 		}
 	}
 	return ""
-}
-
-func appendQueryParam(q []byte, name string, v any) []byte {
-	s, ok := scalarString(v)
-	if !ok {
-		b, err := appendJSONValue(nil, v)
-		if err != nil {
-			return q
-		}
-		s = string(b)
-	}
-	if len(q) > 0 {
-		q = append(q, '&')
-	}
-	q = appendQueryEscaped(q, name)
-	q = append(q, '=')
-	return appendQueryEscaped(q, s)
 }
 
 // appendQueryEscaped appends s escaped as url.QueryEscape does, without

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -71,8 +72,9 @@ type Contract struct {
 
 // FieldError is a contract that does not compile. Field is the path of the
 // faulty key inside the tool ("args", "request.path", "response.data",
-// "errors[0].when", "messages.empty"); Line and Column, when set, are
-// 1-based positions inside that key's expression.
+// "errors[0].when", "messages.empty"), ending in "#key" when the fault is
+// the key itself rather than its value (a header name); Line and Column,
+// when set, are 1-based positions inside that key's expression.
 type FieldError struct {
 	Field  string
 	Line   int
@@ -125,10 +127,18 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 	if spec.SideEffect && c.Schema.HasProperty(IdempotencyKeyArg) {
 		return nil, &FieldError{Field: "args", Msg: IdempotencyKeyArg + " is reserved: toolgate adds it to side-effecting tools"}
 	}
-	if c.Binding, err = CompileBinding(spec.Request, c.Schema); err != nil {
+	bspec := spec.Request
+	if h := spec.Idempotency.ForwardHeader; h != "" {
+		bspec.Reserved = make(map[string]string, len(spec.Request.Reserved)+1)
+		for k, v := range spec.Request.Reserved {
+			bspec.Reserved[k] = v
+		}
+		bspec.Reserved[http.CanonicalHeaderKey(h)] = "is idempotency.forward_header: toolgate sends the key in it"
+	}
+	if c.Binding, err = CompileBinding(env, bspec, c.Schema); err != nil {
 		var be *BindError
 		if errors.As(err, &be) {
-			return nil, &FieldError{Field: "request." + be.Field, Msg: be.Msg}
+			return nil, &FieldError{Field: "request." + be.Field, Line: be.Line, Column: be.Column, Msg: be.Msg}
 		}
 		return nil, &FieldError{Field: "request", Msg: err.Error()}
 	}

@@ -225,7 +225,7 @@ func TestIntegersAreForwardedAsPlainDigits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := CompileBinding(BindingSpec{Method: "POST", Path: "/items/{n}", Query: map[string]string{"q": "n"}, Body: map[string]string{"n": "n"}}, schema)
+	b, err := CompileBinding(nil, BindingSpec{Method: "POST", Path: "/items/{n}", Query: Fields(map[string]string{"q": "n"}), Body: Fields(map[string]string{"n": "n"})}, schema)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,22 +159,3 @@ func Ambiguous(a, b *Binding) bool {
 	}
 	return !MoreSpecific(a, b) && !MoreSpecific(b, a)
 }
-
-// QueryParams returns the binding's query parameters as parameter name ->
-// argument name.
-func (b *Binding) QueryParams() map[string]string {
-	out := make(map[string]string, len(b.query))
-	for _, p := range b.query {
-		out[p.name] = p.arg
-	}
-	return out
-}
-
-// BodyFields returns the binding's JSON body fields as field -> argument.
-func (b *Binding) BodyFields() map[string]string {
-	out := make(map[string]string, len(b.body))
-	for _, p := range b.body {
-		out[p.name] = p.arg
-	}
-	return out
-}

@@ -172,15 +172,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		t := &tool{contract: contract, upstream: up, metrics: newToolMetrics(c.metrics, name, snap)}
 		t.baseURL = url.URL{Scheme: up.cfg.URL.Scheme, Host: up.cfg.URL.Host}
 		t.prefix = strings.TrimSuffix(up.cfg.URL.Path, "/")
-		t.header = up.cfg.Headers.Clone()
-		if t.header == nil {
-			t.header = http.Header{}
-		}
-		t.header.Set("User-Agent", "toolgate/"+c.version)
-		t.header.Set("Accept", "application/json")
-		if contract.Binding.HasBody() {
-			t.header.Set("Content-Type", "application/json")
-		}
+		t.header = staticHeader(up.cfg.Headers, contract.Binding, c.version)
 		st.tools[name] = t
 	}
 	st.router = newRouter(st, snap.Server.CallerHeader)
@@ -196,6 +188,31 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		}
 	}
 	return nil
+}
+
+// staticHeader is the header every request of a tool starts with: the
+// tool's constant headers, over the upstream's, over toolgate's defaults
+// (User-Agent, Accept: application/json, and the Content-Type of the
+// body's encoding). A configured header always wins over a default.
+func staticHeader(upstream http.Header, b *contracts.Binding, version string) http.Header {
+	h := upstream.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for k, v := range b.StaticHeader() {
+		h[k] = v
+	}
+	setDefault := func(k, v string) {
+		if _, ok := h[k]; !ok {
+			h[k] = []string{v}
+		}
+	}
+	setDefault("User-Agent", "toolgate/"+version)
+	setDefault("Accept", "application/json")
+	if b.HasBody() {
+		setDefault("Content-Type", b.ContentType())
+	}
+	return h
 }
 
 // Close releases idle backend connections and closes the idempotency
@@ -517,7 +534,7 @@ func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) 
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-		Header:     t.requestHeader(4),
+		Header:     t.backendHeader(cl, bound, 2),
 		Host:       u.Host,
 	}
 	// The context is set once, with the client trace, in upstream.send.
@@ -527,22 +544,26 @@ func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) 
 		body := bound.Body
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	req.Header.Set("X-Request-Id", cl.callID)
-	if h := t.contract.Idempotency.ForwardHeader; h != "" && cl.forwardKey != "" {
-		req.Header.Set(h, cl.forwardKey)
-	}
 	c.tr.inject(ctx, cl.req, req.Header)
 	return req
 }
 
-// requestHeader makes a backend request's header from the static headers,
-// with room for extra more. The value slices are shared, never copied: the
-// transport only reads them, and Set replaces a slice rather than writing
-// into it.
-func (t *tool) requestHeader(extra int) http.Header {
-	h := make(http.Header, len(t.header)+extra)
+// backendHeader makes a backend request's header, for every front alike:
+// the static headers, the headers the binding bound for this call, the
+// call id and the forwarded idempotency key, with room for extra more.
+// The value slices are shared, never copied: the transport only reads
+// them, and Set replaces a slice rather than writing into it.
+func (t *tool) backendHeader(cl *call, bound contracts.Bound, extra int) http.Header {
+	h := make(http.Header, len(t.header)+len(bound.Header)+2+extra)
 	for k, v := range t.header {
 		h[k] = v
+	}
+	for k, v := range bound.Header {
+		h[k] = v
+	}
+	h["X-Request-Id"] = []string{cl.callID}
+	if name := t.contract.Idempotency.ForwardHeader; name != "" && cl.forwardKey != "" {
+		h.Set(name, cl.forwardKey)
 	}
 	return h
 }

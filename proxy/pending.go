@@ -73,11 +73,7 @@ type BackendRequest struct {
 // Backend describes the backend request as the contract binds it.
 func (p *Pending) Backend() BackendRequest {
 	t := p.cl.tool
-	h := t.requestHeader(2)
-	h.Set("X-Request-Id", p.cl.callID)
-	if name := t.contract.Idempotency.ForwardHeader; name != "" && p.cl.forwardKey != "" {
-		h.Set(name, p.cl.forwardKey)
-	}
+	h := t.backendHeader(p.cl, p.bound, 0)
 	return BackendRequest{
 		Upstream:  t.contract.Upstream,
 		Method:    t.contract.Binding.Method(),

@@ -16,8 +16,8 @@ type LegacyRoute struct {
 	Tool string
 	// PathValues are the placeholder values of the path, unescaped.
 	PathValues map[string]string
-	// HasBody says the tool binds JSON body fields, so its arguments are
-	// complete only with the request body.
+	// HasBody says the tool sends a body, whose members the legacy
+	// request carries: its arguments are complete only with the body.
 	HasBody bool
 }
 
@@ -46,15 +46,16 @@ func (c *Core) PassthroughUpstream(escapedPath string) (upstream string, ok bool
 }
 
 // ExtractArgs builds the arguments of a call of tool from a legacy request:
-// the path placeholder values, the raw query and the JSON body, exactly as
-// transparent mode does. An error is the bad_args cause to put in
-// Request.Invalid; an unknown tool has no arguments.
-func (c *Core) ExtractArgs(tool string, pathValues map[string]string, rawQuery string, body []byte) (map[string]any, error) {
+// the path placeholder values, the raw query, the headers (by canonical
+// name) and the body, exactly as transparent mode does. An error is the
+// bad_args cause to put in Request.Invalid; an unknown tool has no
+// arguments.
+func (c *Core) ExtractArgs(tool string, pathValues map[string]string, rawQuery string, header http.Header, body []byte) (map[string]any, error) {
 	ct := c.Snapshot().Tools[tool]
 	if ct == nil {
 		return nil, nil
 	}
-	return extractArgs(ct, pathValues, rawQuery, body)
+	return extractArgs(ct, pathValues, rawQuery, header, body)
 }
 
 // Rendered is a result encoded as the HTTP front writes it.

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -232,7 +231,7 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 		req.BodyTooLarge = tooLarge
 	}
 	if !req.BodyTooLarge && req.Invalid == nil {
-		args, err := extractArgs(t.contract, pathVals, r.URL.RawQuery, body)
+		args, err := extractArgs(t.contract, pathVals, r.URL.RawQuery, r.Header, body)
 		if err != nil {
 			req.Invalid = err
 		}
@@ -242,57 +241,10 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 }
 
 // extractArgs builds a call's arguments from a legacy request: path
-// placeholders and the query parameters the binding names, coerced by the
-// schema's types, and the JSON body fields the binding names. Query
-// parameters the contract does not know are ignored (cache busters and the
-// like); body fields it does not know are refused, since they carry data
-// the call would silently drop.
-func extractArgs(ct *contracts.Contract, pathVals map[string]string, rawQuery string, body []byte) (map[string]any, error) {
-	args := map[string]any{}
-	schema := ct.Schema
-	for arg, v := range pathVals {
-		val, err := schema.Coerce(arg, []string{v})
-		if err != nil {
-			return nil, err
-		}
-		args[arg] = val
-	}
-	if rawQuery != "" {
-		q, err := url.ParseQuery(rawQuery)
-		if err != nil {
-			return nil, &contracts.ArgError{Problem: contracts.ProblemQuery}
-		}
-		for param, arg := range ct.Binding.QueryParams() {
-			vals, ok := q[param]
-			if !ok {
-				continue
-			}
-			val, err := schema.Coerce(arg, vals)
-			if err != nil {
-				return nil, err
-			}
-			args[arg] = val
-		}
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		obj, err := contracts.DecodeArgs(body, maxArgsDepth)
-		if err != nil {
-			return nil, err // an *ArgError naming what is wrong with the body
-		}
-		fields := ct.Binding.BodyFields()
-		for field, v := range obj {
-			arg, ok := fields[field]
-			if !ok {
-				if field == contracts.IdempotencyKeyArg && ct.SideEffect {
-					args[field] = v
-					continue
-				}
-				return nil, &contracts.ArgError{Pointer: "/" + field, Problem: contracts.ProblemUnexpected}
-			}
-			args[arg] = v
-		}
-	}
-	return args, nil
+// placeholders, and the query parameters, headers and body members the
+// binding names, read back as contracts.Contract.ReadArgs says.
+func extractArgs(ct *contracts.Contract, pathVals map[string]string, rawQuery string, header http.Header, body []byte) (map[string]any, error) {
+	return ct.ReadArgs(contracts.LegacyRequest{PathValues: pathVals, RawQuery: rawQuery, Header: header, Body: body}, maxArgsDepth)
 }
 
 // RouteConflicts lists the pairs of tools whose routes are ambiguous: a

@@ -118,11 +118,11 @@ func TestTransparentRoutes(t *testing.T) {
 		wantMsg                    string
 	}{
 		{name: "a legacy search call is the search tool", method: "GET", target: "/api/search?q=go&limit=3",
-			wantTool: "search", wantStatus: contracts.StatusOK, wantSent: "GET /api/search?limit=3&q=go "},
+			wantTool: "search", wantStatus: contracts.StatusOK, wantSent: "GET /api/search?q=go&limit=3 "},
 		{name: "query values are coerced by the schema (default applied)", method: "GET", target: "/api/search?q=go&exact=true&_=123",
-			wantTool: "search", wantStatus: contracts.StatusOK, wantSent: "GET /api/search?exact=true&limit=10&q=go "},
+			wantTool: "search", wantStatus: contracts.StatusOK, wantSent: "GET /api/search?q=go&limit=10&exact=true "},
 		{name: "repeated parameters become an array", method: "GET", target: "/api/search?q=go&tag=a&tag=b%20c",
-			wantTool: "search", wantStatus: contracts.StatusOK, wantSent: "GET /api/search?limit=10&q=go&tag=a&tag=b+c "},
+			wantTool: "search", wantStatus: contracts.StatusOK, wantSent: "GET /api/search?q=go&limit=10&tag=a&tag=b+c "},
 		{name: "a value that does not fit its type is bad_args naming it", method: "GET", target: "/api/search?q=go&limit=abc",
 			wantTool: "search", wantStatus: contracts.StatusBadArgs, wantMsg: "Argument limit must be an integer"},
 		{name: "a scalar given twice is bad_args", method: "GET", target: "/api/search?q=a&q=b",
@@ -299,7 +299,7 @@ func FuzzTransparentArgs(f *testing.F) {
 			if tl == nil {
 				continue
 			}
-			args, err := extractArgs(tl.contract, vals, u.RawQuery, []byte(body))
+			args, err := extractArgs(tl.contract, vals, u.RawQuery, nil, []byte(body))
 			if err != nil {
 				if _, ok := err.(*contracts.ArgError); !ok {
 					t.Fatalf("extraction error %T is not an argument error", err)

@@ -336,7 +336,7 @@ func (ex *exchange) decide(ctx context.Context, body []byte, st stage) *extprocv
 	req := ex.request(ex.route.Tool)
 	req.BodyTooLarge = ex.tooLarge
 	if !ex.tooLarge {
-		args, err := ex.core.ExtractArgs(ex.route.Tool, ex.route.PathValues, ex.rawQuery, body)
+		args, err := ex.core.ExtractArgs(ex.route.Tool, ex.route.PathValues, ex.rawQuery, ex.header, body)
 		if err != nil {
 			req.Invalid = err
 		}

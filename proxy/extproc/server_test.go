@@ -286,7 +286,7 @@ func TestRequestRewrite(t *testing.T) {
 		{
 			name: "query parameters are rebound with defaults",
 			req:  legacyRequest{method: "GET", path: "/api/search?q=caf%C3%A9+bar"},
-			path: "/base/api/search?limit=10&q=caf%C3%A9+bar",
+			path: "/base/api/search?q=caf%C3%A9+bar&limit=10",
 		},
 		{
 			name: "a body is rebound and the key forwarded",
