@@ -46,10 +46,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 	if s.Primary = Start(t); s.Primary == nil {
 		return nil // skipped
 	}
-	s.Replica = startServer(t, &Server{extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(s.Primary.port)}})
-	if err := waitInSync(ctx, s.Replica.Addr()); err != nil {
-		t.Fatalf("redistest: sentinel: %v", err)
-	}
+	s.Replica = StartReplicaOf(t, s.Primary)
 	primaryPort := s.Primary.port
 	conf := func(int) string {
 		return fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2\n"+
@@ -74,6 +71,19 @@ func StartSentinel(t testing.TB) *Sentinel {
 		}
 	}
 	return s
+}
+
+// StartReplicaOf starts a replica of primary and waits until it is in
+// sync. It is stopped by t.Cleanup.
+func StartReplicaOf(t testing.TB, primary *Server) *Server {
+	t.Helper()
+	r := startServer(t, &Server{extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.port)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := waitInSync(ctx, r.Addr()); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return r
 }
 
 // Addrs are the Sentinels' host:port addresses.
