@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolgate/toolgate/config"
@@ -155,14 +154,9 @@ func newServer(snap *policy.Snapshot, load func() (*policy.Snapshot, error), log
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := proxy.Options{Registry: reg, Logger: logger, Version: version}
 	if snap.State.Backend == policy.BackendRedis {
-		client, err := newRedisClient(snap.State.RedisURL)
-		if err != nil {
+		if err := newRedisState(snap.State, &opts); err != nil {
 			return nil, err
 		}
-		// The idempotency store owns the client and closes it; budgets
-		// share it.
-		opts.Store = policy.NewRedisStore(client, policy.RedisOptions{})
-		opts.Budgets = policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
 	}
 	tp, err := newTracerProvider(context.Background(), snap.Server.Tracing)
 	if err != nil {
@@ -319,15 +313,26 @@ func (s *server) ready(ctx context.Context) error {
 	return nil
 }
 
-// newRedisClient connects to the state store with the options the stores
-// expect (policy.RedisClientOptions): commands bounded by the call's
-// deadline, lost replies retried, fast failure while Redis is down.
-func newRedisClient(rawURL string) (*redis.Client, error) {
-	opts, err := policy.RedisClientOptions(rawURL)
+// newRedisState connects to the state store st names (a single server, a
+// Cluster or a Sentinel's primary) with the options the stores expect
+// (policy.NewRedisClient: commands bounded by the call's deadline, lost
+// replies retried, fast failure while Redis is down), and puts the
+// idempotency store, the budgets and the rate limits on it. The idempotency
+// store owns the client and closes it; the others share it.
+func newRedisState(st policy.State, opts *proxy.Options) error {
+	client, err := policy.NewRedisClient(st)
 	if err != nil {
-		return nil, fmt.Errorf("state.redis_url: %w", err)
+		return fmt.Errorf("state.redis: %w", err)
 	}
-	return redis.NewClient(opts), nil
+	limiters, err := policy.NewRedisRateLimiters(client, policy.RedisRateOptions{OnError: st.OnError})
+	if err != nil {
+		_ = client.Close()
+		return fmt.Errorf("state: %w", err)
+	}
+	opts.Store = policy.NewRedisStore(client, policy.RedisOptions{ConfirmReplicas: st.ConfirmReplicas, ConfirmTimeout: st.ConfirmTimeout})
+	opts.Budgets = policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
+	opts.Limiters = limiters
+	return nil
 }
 
 // configInfo is GET /v1/config: what is loaded, never a secret. Upstream
