@@ -634,6 +634,10 @@ func (s *RedisStore) Close() error {
 	return s.client.Close()
 }
 
+// Key returns the Redis key that holds k's record: for operators reading
+// Redis, and for tests that need to know its hash slot.
+func (s *RedisStore) Key(k IdempotencyKey) string { return s.key(k) }
+
 // key returns the Redis key of k. Each part is hashed with its length in
 // front, so no choice of caller, tool and key can collide with another.
 func (s *RedisStore) key(k IdempotencyKey) string {

@@ -111,23 +111,48 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Owner returns the index of the node that serves slot, as the first
-// node sees it (MigrateSlot tells every node at once).
+// Owner returns the index of the node that serves slot, once every node
+// agrees on it.
 func (c *Cluster) Owner(ctx context.Context, slot int) (int, error) {
-	ranges, err := c.admin[0].ClusterSlots(ctx).Result()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	owner := -1
+	var last error
+	err := waitFor(ctx, func() bool {
+		owner = -1
+		for i := range c.admin {
+			o, err := c.ownerSeenBy(ctx, i, slot)
+			if err != nil || owner >= 0 && o != owner {
+				last = err
+				return false
+			}
+			owner = o
+		}
+		return true
+	})
+	if err != nil {
+		return -1, fmt.Errorf("the nodes do not agree who serves slot %d: %w (%v)", slot, err, last)
+	}
+	return owner, nil
+}
+
+// ownerSeenBy returns the index of the node that serves slot in node i's
+// view.
+func (c *Cluster) ownerSeenBy(ctx context.Context, i, slot int) (int, error) {
+	ranges, err := c.admin[i].ClusterSlots(ctx).Result()
 	if err != nil {
 		return -1, err
 	}
 	for _, r := range ranges {
 		if r.Start <= slot && slot <= r.End && len(r.Nodes) > 0 {
-			for i, s := range c.Nodes {
-				if r.Nodes[0].Addr == s.Addr() {
-					return i, nil
+			for j, s := range c.Nodes {
+				if r.Nodes[0].Addr == s.Addr() || r.Nodes[0].ID == c.ids[j] {
+					return j, nil
 				}
 			}
 		}
 	}
-	return -1, fmt.Errorf("no node serves slot %d", slot)
+	return -1, fmt.Errorf("node %d sees no node serving slot %d", i, slot)
 }
 
 // Slot returns the hash slot of key.
@@ -138,6 +163,52 @@ func Slot(key string) int {
 		}
 	}
 	return int(crc16(key) % clusterSlots)
+}
+
+// SameSlot returns the first n numbers i = 1, 2, … for which key(i) has
+// hash slot slot: for keys a test wants in one slot, such as idempotency
+// records (whose names are hashes) on a slot that moves. About 16384
+// numbers are tried per one found.
+func SameSlot(slot, n int, key func(i int) string) []int {
+	table := crc16Table()
+	var found []int
+	for i := 1; len(found) < n; i++ {
+		if slotWith(&table, key(i)) == slot {
+			found = append(found, i)
+		}
+	}
+	return found
+}
+
+// slotWith is Slot with a CRC table, for many keys.
+func slotWith(table *[256]uint16, key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc = crc<<8 ^ table[byte(crc>>8)^key[i]]
+	}
+	return int(crc % clusterSlots)
+}
+
+// crc16Table is the table of CRC-16/XMODEM, the Cluster's key hash.
+func crc16Table() [256]uint16 {
+	var t [256]uint16
+	for b := range t {
+		crc := uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+		t[b] = crc
+	}
+	return t
 }
 
 // crc16 is CRC-16/XMODEM, the Cluster's key hash.
@@ -209,7 +280,13 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot, to int, pause time.Dura
 			return fmt.Errorf("node %d: setslot node: %w", i, err)
 		}
 	}
-	return nil
+	// Gossip sent before the move must not undo it: wait until every node
+	// agrees.
+	owner, err := c.Owner(ctx, slot)
+	if err == nil && owner != to {
+		err = fmt.Errorf("slot %d went back to node %d", slot, owner)
+	}
+	return err
 }
 
 // others returns the indexes of the nodes other than a and b.

@@ -17,7 +17,7 @@ import (
 const SentinelMaster = "toolgate"
 
 // Sentinel is a primary, one replica and three Sentinels (quorum 2) that
-// fail the primary over to the replica a second after it stops answering.
+// fail the primary over to the replica half a second after it stops answering.
 // All are redis-server processes on free loopback ports; its methods are
 // for the test goroutine.
 type Sentinel struct {
@@ -27,11 +27,11 @@ type Sentinel struct {
 	Sentinels []*Server
 }
 
-// Sentinel timings: a primary is down after a second without answers, and
+// Sentinel timings: a primary is down after half a second without answers, and
 // a failover that stalls is tried again after five.
 const (
-	sentinelDownAfter      = 1000
-	sentinelFailoverTimout = 5000
+	sentinelDownAfter       = 500
+	sentinelFailoverTimeout = 5000
 )
 
 // StartSentinel starts the primary, the replica (and waits until it is in
@@ -53,7 +53,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 			"sentinel down-after-milliseconds %[1]s %[3]d\n"+
 			"sentinel failover-timeout %[1]s %[4]d\n"+
 			"sentinel parallel-syncs %[1]s 1\n",
-			SentinelMaster, primaryPort, sentinelDownAfter, sentinelFailoverTimout)
+			SentinelMaster, primaryPort, sentinelDownAfter, sentinelFailoverTimeout)
 	}
 	for range 3 {
 		s.Sentinels = append(s.Sentinels, startServer(t, &Server{sentinelConf: conf}))

@@ -10,6 +10,7 @@ import (
 )
 
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	c := StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -24,6 +25,20 @@ func TestCluster(t *testing.T) {
 			}
 			if got := Slot(key); got != int(want) {
 				t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+			}
+		}
+	})
+
+	t.Run("SameSlot finds names in one slot", func(t *testing.T) {
+		name := func(i int) string { return "key-" + strconv.Itoa(i) }
+		slot := Slot(name(1))
+		found := SameSlot(slot, 3, name)
+		if len(found) != 3 || found[0] != 1 {
+			t.Fatalf("SameSlot = %v", found)
+		}
+		for _, i := range found {
+			if got, err := client.ClusterKeySlot(ctx, name(i)).Result(); err != nil || int(got) != slot {
+				t.Fatalf("slot of %q = %d, %v; want %d", name(i), got, err, slot)
 			}
 		}
 	})
@@ -72,6 +87,7 @@ func TestCluster(t *testing.T) {
 }
 
 func TestSentinelFailsOver(t *testing.T) {
+	t.Parallel()
 	s := StartSentinel(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
