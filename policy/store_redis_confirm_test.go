@@ -122,3 +122,41 @@ func TestRedisStoreOnAPrimaryWithoutReplicasConfirmsNothing(t *testing.T) {
 		expectAbsent(t, s, k)
 	}
 }
+
+func TestRedisStoreConfirmationAcrossAPromotion(t *testing.T) {
+	// The replica stops following the primary (a broken link, a lagging
+	// replica) and is then promoted: a claim the primary granted since is
+	// not on it. Without confirmation the key is handed out twice; with it,
+	// the first claim is refused before anything is sent, and so is the
+	// promoted replica's until it has a replica of its own.
+	for _, confirm := range []int{0, 1} {
+		name := map[int]string{0: "without confirmation the promoted replica hands the key out again",
+			1: "with confirmation neither primary grants a claim no replica holds"}[confirm]
+		t.Run(name, func(t *testing.T) {
+			primary := redistest.Start(t)
+			replica := redistest.StartReplicaOf(t, primary)
+			onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+			if err := onReplica.Do(t.Context(), "replicaof", "no", "one").Err(); err != nil {
+				t.Fatal(err)
+			}
+			before := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), confirm, 50*time.Millisecond)
+			after := newConfirmingStore(t, onReplica, confirm, 50*time.Millisecond)
+			after.prefix = before.prefix
+			k := idemKey("k")
+			owners := 0
+			for _, s := range []*RedisStore{before, after} {
+				c, err := s.Claim(t.Context(), k, Fingerprint{1}, time.Minute, time.Minute)
+				switch {
+				case err == nil && c.Outcome == ClaimOwned:
+					owners++
+				case confirm > 0 && errors.Is(err, ErrUnconfirmed):
+				default:
+					t.Fatalf("Claim = %v, %v", c.Outcome, err)
+				}
+			}
+			if want := map[int]int{0: 2, 1: 0}[confirm]; owners != want {
+				t.Fatalf("%d owners of one key, want %d", owners, want)
+			}
+		})
+	}
+}

@@ -168,6 +168,8 @@ func (s *Server) start() error {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
+		// A replica's first sync starts at once, not after 5s.
+		"--repl-diskless-sync-delay", "0",
 	}, aof...)
 	if s.sentinelConf != nil {
 		// A Sentinel rewrites its config file, so each start writes it
