@@ -139,15 +139,20 @@ func (c *Cluster) Owner(ctx context.Context, slot int) (int, error) {
 // ownerSeenBy returns the index of the node that serves slot in node i's
 // view.
 func (c *Cluster) ownerSeenBy(ctx context.Context, i, slot int) (int, error) {
-	ranges, err := c.admin[i].ClusterSlots(ctx).Result()
+	shards, err := c.admin[i].ClusterShards(ctx).Result()
 	if err != nil {
 		return -1, err
 	}
-	for _, r := range ranges {
-		if r.Start <= slot && slot <= r.End && len(r.Nodes) > 0 {
-			for j, s := range c.Nodes {
-				if r.Nodes[0].Addr == s.Addr() || r.Nodes[0].ID == c.ids[j] {
-					return j, nil
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int(r.Start) > slot || slot > int(r.End) {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				for j, id := range c.ids {
+					if n.Role == "master" && n.ID == id {
+						return j, nil
+					}
 				}
 			}
 		}
