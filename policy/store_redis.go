@@ -354,9 +354,12 @@ return v
 	// luaConfirm rewrites, unchanged (the same value, the same expiry), an
 	// in-flight record the token ARGV[1] owns, so that the connection that
 	// runs it has written after the claim, for the WAIT that follows.
-	// Returns 1 when the token owns the record, else 0.
+	// Returns 1 when the token owns the record, else 0. Like luaFinish it
+	// does not observe the lease: until someone else does, the owner may go
+	// on.
 	luaConfirm = `
-local v, r = observe(now_ms())
+local v = redis.call('GET', KEYS[1])
+local r = v and parse(v)
 if not r or r.st ~= 'F' or r.tok ~= ARGV[1] then return 0 end
 local left = redis.call('PTTL', KEYS[1])
 if left <= 0 then return 0 end
