@@ -358,3 +358,47 @@ func TestListenFlagsOverrideThePolicy(t *testing.T) {
 		}
 	})
 }
+
+func TestStateRedis(t *testing.T) {
+	defaults := func(st policy.State) policy.State {
+		st.Backend, st.MaxKeys, st.MaxBytes = policy.BackendRedis, policy.DefaultMaxKeys, policy.DefaultMaxBytes
+		if st.OnError == "" {
+			st.OnError = policy.OnErrorOpen
+		}
+		if st.ConfirmTimeout == 0 {
+			st.ConfirmTimeout = policy.DefaultConfirmTimeout
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name  string
+		state string
+		want  policy.State
+	}{
+		{"redis_url names a single server, as before", "redis_url: redis://127.0.0.1:6379/0",
+			policy.State{RedisURL: "redis://127.0.0.1:6379/0"}},
+		{"redis.url names a single server", "redis: {url: rediss://u:p@redis:6380/2}",
+			policy.State{RedisURL: "rediss://u:p@redis:6380/2"}},
+		{"redis.cluster names a Cluster by its seeds, with credentials and TLS",
+			"redis: {cluster: [10.0.0.1:6379, 10.0.0.2:6379], username: tg, password: pw, tls: true}",
+			policy.State{Redis: policy.RedisSettings{Cluster: "10.0.0.1:6379,10.0.0.2:6379", Username: "tg", Password: "pw", TLS: true}}},
+		{"redis.sentinel names a primary by its Sentinels",
+			"redis: {sentinel: {master: mymaster, addresses: [s1:26379, s2:26379, s3:26379], password: spw}, password: pw, db: 3}",
+			policy.State{Redis: policy.RedisSettings{SentinelMaster: "mymaster", Sentinels: "s1:26379,s2:26379,s3:26379",
+				SentinelPassword: "spw", Password: "pw", DB: 3}}},
+		{"rate limits may fail closed and claims may wait for replicas",
+			"redis_url: redis://r:6379/0\n  on_error: closed\n  confirm_replicas: 2\n  confirm_timeout: 250ms",
+			policy.State{RedisURL: "redis://r:6379/0", OnError: policy.OnErrorClosed, ConfirmReplicas: 2, ConfirmTimeout: 250 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "version: 1\nstate:\n  backend: redis\n  " + tc.state + "\nupstreams:\n  search: {url: http://127.0.0.1:7001}\n"
+			snap, err := CompileSource("state.yaml", []byte(doc), Options{LookupEnv: noEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := defaults(tc.want); snap.State != want {
+				t.Fatalf("state = %+v\nwant    %+v", snap.State, want)
+			}
+		})
+	}
+}

@@ -104,14 +104,38 @@ type passthroughSpec struct {
 }
 
 type stateSpec struct {
-	Backend  string `yaml:"backend"`
-	RedisURL string `yaml:"redis_url"`
-	MaxKeys  int    `yaml:"max_keys"`
-	MaxBytes int64  `yaml:"max_bytes"`
+	Backend string `yaml:"backend"`
+	// RedisURL is the older spelling of redis.url.
+	RedisURL        string     `yaml:"redis_url"`
+	Redis           *redisSpec `yaml:"redis"`
+	OnError         string     `yaml:"on_error"`
+	ConfirmReplicas int        `yaml:"confirm_replicas"`
+	ConfirmTimeout  duration   `yaml:"confirm_timeout"`
+	MaxKeys         int        `yaml:"max_keys"`
+	MaxBytes        int64      `yaml:"max_bytes"`
 }
 
 func (s *stateSpec) setDefaults() {
-	*s = stateSpec{Backend: policy.BackendMemory, MaxKeys: policy.DefaultMaxKeys, MaxBytes: policy.DefaultMaxBytes}
+	*s = stateSpec{Backend: policy.BackendMemory, OnError: policy.OnErrorOpen, ConfirmTimeout: duration(policy.DefaultConfirmTimeout),
+		MaxKeys: policy.DefaultMaxKeys, MaxBytes: policy.DefaultMaxBytes}
+}
+
+// redisSpec is state.redis: exactly one of url, cluster and sentinel.
+type redisSpec struct {
+	URL      string        `yaml:"url"`
+	Cluster  []string      `yaml:"cluster"`
+	Sentinel *sentinelSpec `yaml:"sentinel"`
+	Username string        `yaml:"username"`
+	Password string        `yaml:"password"`
+	TLS      bool          `yaml:"tls"`
+	DB       int           `yaml:"db"`
+}
+
+type sentinelSpec struct {
+	Master    string   `yaml:"master"`
+	Addresses []string `yaml:"addresses"`
+	Username  string   `yaml:"username"`
+	Password  string   `yaml:"password"`
 }
 
 type upstreamSpec struct {

@@ -1,12 +1,34 @@
 package policy
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
+)
+
+// RateLimiter decides whether a call may go ahead under its caller's rate
+// limit. RateLimiters keeps the buckets in process memory, per replica;
+// RedisRateLimiters shares them between the replicas of a service.
+type RateLimiter interface {
+	// Take takes one token for a call of tool by caller. When the bucket is
+	// empty it reports false and how long until a token is available
+	// (whole milliseconds, at least one). A nil caller, or one without a
+	// rate for this tool, is always allowed. A non-nil error says the
+	// shared store failed: ok and retryAfter are then the verdict the
+	// limiter fell back to (see RedisRateOptions.OnError).
+	Take(ctx context.Context, caller *Caller, tool string) (ok bool, retryAfter time.Duration, err error)
+	// Retain drops what the policy with these callers no longer uses; call
+	// it after every successful reload.
+	Retain(callers map[string]*Caller)
+}
+
+var (
+	_ RateLimiter = (*RateLimiters)(nil)
+	_ RateLimiter = (*RedisRateLimiters)(nil)
 )
 
 // RateLimiters holds the token buckets of the callers' rate limits, one per
@@ -26,6 +48,10 @@ import (
 //
 // A refused call takes no token, so agents that keep retrying too early do
 // not push their own wait further out.
+//
+// The buckets live in this process: each replica limits on its own, so n
+// replicas together allow up to n times a caller's rate. RedisRateLimiters
+// shares them.
 type RateLimiters struct {
 	now func() time.Time
 
@@ -71,18 +97,11 @@ func NewRateLimiters(now func() time.Time) *RateLimiters {
 // Settings the policy compiler rejects (rps not positive, burst below one)
 // refuse every call, with a retryAfter of zero: waiting will not help.
 func (r *RateLimiters) Allow(caller *Caller, tool string) (ok bool, retryAfter time.Duration) {
-	if caller == nil {
+	s, k, limited := rateFor(caller, tool)
+	if !limited {
 		return true, 0
 	}
-	k := rateKey{caller: caller.Name, tool: tool}
-	s, found := caller.ToolRates[tool]
-	if !found {
-		if caller.Rate == nil {
-			return true, 0
-		}
-		s, k.tool = *caller.Rate, rateAllTools
-	}
-	if !(s.RPS > 0) || s.Burst < 1 {
+	if !s.valid() {
 		return false, 0
 	}
 	now := r.now()
@@ -100,6 +119,33 @@ func (r *RateLimiters) Allow(caller *Caller, tool string) (ok bool, retryAfter t
 	missing := 1 - b.lim.TokensAt(now)
 	return false, waitMillis(missing / float64(b.lim.Limit()))
 }
+
+// Take implements RateLimiter with Allow; it never fails.
+func (r *RateLimiters) Take(_ context.Context, caller *Caller, tool string) (bool, time.Duration, error) {
+	ok, wait := r.Allow(caller, tool)
+	return ok, wait, nil
+}
+
+// rateFor returns the settings that limit a call of tool by caller and the
+// bucket they apply to; limited is false when nothing limits the call.
+func rateFor(caller *Caller, tool string) (s RateSettings, k rateKey, limited bool) {
+	if caller == nil {
+		return RateSettings{}, rateKey{}, false
+	}
+	k = rateKey{caller: caller.Name, tool: tool}
+	s, found := caller.ToolRates[tool]
+	if !found {
+		if caller.Rate == nil {
+			return RateSettings{}, rateKey{}, false
+		}
+		s, k.tool = *caller.Rate, rateAllTools
+	}
+	return s, k, true
+}
+
+// valid reports settings the policy compiler accepts; others refuse every
+// call.
+func (s RateSettings) valid() bool { return s.RPS > 0 && s.Burst >= 1 }
 
 // bucket returns the bucket for k, creating it full with settings s.
 func (r *RateLimiters) bucket(k rateKey, s RateSettings) *rateBucket {

@@ -116,13 +116,48 @@ type Passthrough struct {
 	Upstream string
 }
 
-// State is the `state` section: where idempotency records and shared
-// budgets live.
+// State is the `state` section: where idempotency records, budgets and
+// rate limits live. It is comparable (a reload compares it whole: it cannot
+// change without a restart), so lists are kept as comma-separated strings.
 type State struct {
-	Backend  string // "memory" or "redis"
+	Backend string // "memory" or "redis"
+	// RedisURL is the URL of a single Redis server (state.redis.url or
+	// state.redis_url); empty when Redis names a Cluster or a Sentinel.
 	RedisURL string
-	MaxKeys  int   // the memory store's bound on completed records
-	MaxBytes int64 // the memory store's bound on their bytes
+	// Redis names a Redis Cluster or a Sentinel-managed primary.
+	Redis RedisSettings
+	// OnError is what a rate-limit check does when Redis fails: OnErrorOpen
+	// or OnErrorClosed. Idempotency and budgets always fail closed.
+	OnError string
+	// ConfirmReplicas is how many replicas must hold a claim before the
+	// request is sent (WAIT); 0 sends without waiting.
+	ConfirmReplicas int
+	// ConfirmTimeout bounds that wait.
+	ConfirmTimeout time.Duration
+	MaxKeys        int   // the memory store's bound on completed records
+	MaxBytes       int64 // the memory store's bound on their bytes
+}
+
+// RedisSettings is state.redis for a Redis Cluster (Cluster set) or a
+// primary that Sentinels manage (SentinelMaster set). With a single server
+// (State.RedisURL) it is zero: the URL carries everything.
+type RedisSettings struct {
+	// Cluster holds the seed addresses (host:port) of a Cluster,
+	// comma-separated.
+	Cluster string
+	// SentinelMaster is the name the Sentinels monitor the primary by;
+	// Sentinels holds their addresses, comma-separated.
+	SentinelMaster   string
+	Sentinels        string
+	SentinelUsername string
+	SentinelPassword string
+	// Username and Password authenticate to the data nodes.
+	Username string
+	Password string
+	// TLS connects to every node (and Sentinel) with TLS.
+	TLS bool
+	// DB is the database number (Sentinel only; a Cluster has only 0).
+	DB int
 }
 
 // The values of State.Backend.

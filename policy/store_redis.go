@@ -57,7 +57,22 @@ type RedisOptions struct {
 	// MaxWaitPoll caps the interval at which Wait re-reads an in-flight
 	// record; polls start at 5ms and double. Zero or less means 100ms.
 	MaxWaitPoll time.Duration
+	// ConfirmReplicas, when positive, makes Claim and Reclaim report a
+	// claim owned only once that many replicas of the key's primary hold
+	// it (WAIT); see RedisStore. Zero or less reports it at once.
+	ConfirmReplicas int
+	// ConfirmTimeout bounds that wait (and the call's context bounds it
+	// too). Zero or less means 500ms.
+	ConfirmTimeout time.Duration
 }
+
+// DefaultConfirmTimeout is RedisOptions.ConfirmTimeout when it is not set.
+const DefaultConfirmTimeout = 500 * time.Millisecond
+
+// ErrUnconfirmed means a claim was not confirmed by enough replicas in
+// time (RedisOptions.ConfirmReplicas): it was withdrawn and nothing may be
+// sent.
+var ErrUnconfirmed = errors.New("claim not confirmed by enough replicas")
 
 // RedisStore is an IdempotencyStore in Redis (5 or newer, standalone,
 // Sentinel or Cluster: every operation touches one key), shared by the
@@ -112,12 +127,37 @@ type RedisOptions struct {
 // Ping writes a short-lived key (ProbeKeyPrefix and a random suffix), so it
 // fails when Redis refuses writes: out of memory under noeviction, or a
 // read-only replica.
+//
+// Redis replicates asynchronously: a claim its primary acknowledged may be
+// lost when the primary fails before a replica has it, and the promoted
+// replica then lets a retry of the same key claim it and send again. With
+// ConfirmReplicas n, a claim is reported owned only after it is confirmed
+// on n replicas: on the connection to the key's primary (the Sentinel's
+// current primary, or the Cluster node that owns the key's slot), a script
+// rewrites the record unchanged if the token still owns it, and WAIT n
+// then waits for n replicas to acknowledge everything up to that write,
+// the claim included (replication is ordered). If fewer acknowledge within
+// ConfirmTimeout (or the call's deadline), or the record is gone (a
+// failover came in between), the claim is withdrawn as above and Claim
+// returns ErrUnconfirmed: the call fails before anything is sent. A
+// primary cut off from its replicas (a stale primary on the wrong side of a
+// partition, or one that came back before it was turned into a replica)
+// confirms nothing, so it cannot hand out a claim that the new primary
+// does not know. Completions, releases and the conversion of a lease that
+// ran out are not confirmed: one lost in a failover leaves the record in
+// flight on the new primary, where it reads as unknown once its lease runs
+// out; a retry then gets unknown, never a second call. And a finishing
+// token only ever finishes a record that holds it, so an owner whose
+// claim was lost, or taken over after its lease, completes nothing on the
+// new primary.
 type RedisStore struct {
 	client   redis.UniversalClient
 	scripts  redisScripts
 	prefix   string
 	maxPoll  time.Duration
 	probeKey string
+	replicas int           // ConfirmReplicas
+	confirmT time.Duration // ConfirmTimeout
 
 	// Background withdrawals: life ends at Close, which waits for bg.
 	life    context.Context
@@ -137,6 +177,9 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) *RedisStore 
 	if opts.MaxWaitPoll <= 0 {
 		opts.MaxWaitPoll = defaultMaxWaitPoll
 	}
+	if opts.ConfirmTimeout <= 0 {
+		opts.ConfirmTimeout = DefaultConfirmTimeout
+	}
 	life, stop := context.WithCancel(context.Background())
 	return &RedisStore{
 		client:   client,
@@ -144,6 +187,8 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) *RedisStore 
 		prefix:   opts.Prefix,
 		maxPoll:  opts.MaxWaitPoll,
 		probeKey: ProbeKeyPrefix + rand.Text(),
+		replicas: max(opts.ConfirmReplicas, 0),
+		confirmT: opts.ConfirmTimeout,
 		life:     life,
 		stop:     stop,
 		bgSlots:  make(chan struct{}, maxBackgroundWithdrawals),
@@ -305,12 +350,28 @@ return 1
 local v = observe(now_ms())
 return v
 `
+
+	// luaConfirm rewrites, unchanged (the same value, the same expiry), an
+	// in-flight record the token ARGV[1] owns, so that the connection that
+	// runs it has written after the claim, for the WAIT that follows.
+	// Returns 1 when the token owns the record, else 0. Like luaFinish it
+	// does not observe the lease: until someone else does, the owner may go
+	// on.
+	luaConfirm = `
+local v = redis.call('GET', KEYS[1])
+local r = v and parse(v)
+if not r or r.st ~= 'F' or r.tok ~= ARGV[1] then return 0 end
+local left = redis.call('PTTL', KEYS[1])
+if left <= 0 then return 0 end
+redis.call('SET', KEYS[1], v, 'PX', left)
+return 1
+`
 )
 
 // redisScripts are the store's scripts, run with EVALSHA (EVAL when the
 // server does not know them yet, as after a restart).
 type redisScripts struct {
-	claim, reclaim, finish, release, get *redis.Script
+	claim, reclaim, finish, release, get, confirm *redis.Script
 }
 
 // newRedisScripts names each script in its first line, for SCRIPT and
@@ -325,6 +386,7 @@ func newRedisScripts() redisScripts {
 		finish:  script("finish", luaFinish),
 		release: script("release", luaRelease),
 		get:     script("get", luaGet),
+		confirm: script("confirm", luaConfirm),
 	}
 }
 
@@ -367,6 +429,11 @@ func (s *RedisStore) claim(ctx context.Context, script *redis.Script, op string,
 		// it was withdrawn, which a single Claim cannot see.
 		return Claim{}, redisError(op, ErrLostClaim)
 	case created && r.Token == token:
+		if s.replicas > 0 {
+			if err := s.confirm(ctx, key, token); err != nil {
+				return Claim{}, s.withdrawUnconfirmed(ctx, op, key, token, lease, err)
+			}
+		}
 		return Claim{Outcome: ClaimOwned, Token: token, Record: r}, nil
 	}
 	return claimFor(r), nil
@@ -569,6 +636,10 @@ func (s *RedisStore) Close() error {
 	s.bg.Wait()
 	return s.client.Close()
 }
+
+// Key returns the Redis key that holds k's record: for operators reading
+// Redis, and for tests that need to know its hash slot.
+func (s *RedisStore) Key(k IdempotencyKey) string { return s.key(k) }
 
 // key returns the Redis key of k. Each part is hashed with its length in
 // front, so no choice of caller, tool and key can collide with another.

@@ -35,7 +35,17 @@ func (c *Core) charge(ctx context.Context, cl *call) (contracts.Outcome, bool) {
 		return contracts.Outcome{}, true
 	}
 	name := cl.tool.contract.Name
-	if ok, wait := c.limiters.Allow(entry, name); !ok {
+	ok, wait, err := c.limiters.Take(ctx, entry, name)
+	if err != nil {
+		// state.on_error decided ok: this replica's own bucket (open), or
+		// a refusal (closed).
+		c.metrics.IdempotencyStoreErr.WithLabelValues("rate").Inc()
+		c.logger.Warn("rate-limit store unavailable", "caller", entry.Name, "allowed", ok, "err", err.Error())
+		if !ok && wait == 0 {
+			return storeUnavailable(), false
+		}
+	}
+	if !ok {
 		c.reject(cl, RejectRate)
 		o := contracts.Reject(contracts.ReasonRateLimited)
 		o.RetryAfter = wait

@@ -46,6 +46,8 @@ type Options struct {
 	Store policy.IdempotencyStore
 	// Budgets counts cost budgets. Nil means per-replica memory budgets.
 	Budgets policy.BudgetStore
+	// Limiters keeps the rate limits. Nil means per-replica memory buckets.
+	Limiters policy.RateLimiter
 	// TracerProvider records a span per call (OpenTelemetry). Nil means no
 	// tracing: the agent's traceparent is passed to the backend as it came.
 	TracerProvider trace.TracerProvider
@@ -65,7 +67,7 @@ type Core struct {
 	store   policy.IdempotencyStore
 
 	// Caller state that survives reloads, keyed by caller and tool names.
-	limiters *policy.RateLimiters
+	limiters policy.RateLimiter
 	budgets  policy.BudgetStore
 
 	tr tracing
@@ -115,13 +117,16 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 		version:  opts.Version,
 		newRT:    opts.Transport,
 		store:    opts.Store,
-		limiters: policy.NewRateLimiters(opts.Now),
+		limiters: opts.Limiters,
 		budgets:  opts.Budgets,
 		tr:       newTracing(opts.TracerProvider),
 		observer: opts.Observer,
 	}
 	if c.budgets == nil {
 		c.budgets = policy.NewMemoryBudgets(opts.Now)
+	}
+	if c.limiters == nil {
+		c.limiters = policy.NewRateLimiters(opts.Now)
 	}
 	if snap == nil {
 		return nil, errors.New("nil policy snapshot")

@@ -5,6 +5,8 @@
 set -euo pipefail
 
 need=()
+# redis-server also runs the tests' Cluster nodes (--cluster-enabled) and
+# Sentinels (--sentinel): no redis-sentinel or redis-tools package needed.
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolgate/toolgate/config"
@@ -119,14 +118,9 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	copts := proxy.Options{Registry: reg, Logger: opts.logger, Version: version}
 	if snap.State.Backend == policy.BackendRedis {
-		client, err := newRedisClient(snap.State.RedisURL)
-		if err != nil {
+		if err := newRedisState(snap.State, &copts); err != nil {
 			return nil, err
 		}
-		// The idempotency store owns the client and closes it; budgets
-		// share it.
-		copts.Store = policy.NewRedisStore(client, policy.RedisOptions{})
-		copts.Budgets = policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
 	}
 	tp, err := newTracerProvider(context.Background(), snap.Server.Tracing)
 	if err != nil {
@@ -175,15 +169,26 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 	return d, nil
 }
 
-// newRedisClient connects to the state store with the options the stores
-// expect (policy.RedisClientOptions): commands bounded by the call's
-// deadline, lost replies retried, fast failure while Redis is down.
-func newRedisClient(rawURL string) (*redis.Client, error) {
-	opts, err := policy.RedisClientOptions(rawURL)
+// newRedisState connects to the state store st names (a single server, a
+// Cluster or a Sentinel's primary) with the options the stores expect
+// (policy.NewRedisClient: commands bounded by the call's deadline, lost
+// replies retried, fast failure while Redis is down), and puts the
+// idempotency store, the budgets and the rate limits on it. The idempotency
+// store owns the client and closes it; the others share it.
+func newRedisState(st policy.State, opts *proxy.Options) error {
+	client, err := policy.NewRedisClient(st)
 	if err != nil {
-		return nil, fmt.Errorf("state.redis_url: %w", err)
+		return fmt.Errorf("state.redis: %w", err)
 	}
-	return redis.NewClient(opts), nil
+	limiters, err := policy.NewRedisRateLimiters(client, policy.RedisRateOptions{OnError: st.OnError})
+	if err != nil {
+		_ = client.Close()
+		return fmt.Errorf("state: %w", err)
+	}
+	opts.Store = policy.NewRedisStore(client, policy.RedisOptions{ConfirmReplicas: st.ConfirmReplicas, ConfirmTimeout: st.ConfirmTimeout})
+	opts.Budgets = policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
+	opts.Limiters = limiters
+	return nil
 }
 
 // listen opens the front's listener on server.listen (or the -listen

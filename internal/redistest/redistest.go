@@ -42,8 +42,12 @@ type Server struct {
 	dir        string
 	port       int
 	persistent bool
-	cmd        *exec.Cmd
-	exit       chan error // receives the process's exit once
+	// extra are more arguments for redis-server (cluster mode, replicaof);
+	// a Server with sentinelConf runs as a Sentinel with that config file.
+	extra        []string
+	sentinelConf func(port int) string
+	cmd          *exec.Cmd
+	exit         chan error // receives the process's exit once
 }
 
 // Start starts a redis-server on a free 127.0.0.1 port and waits until it
@@ -62,6 +66,12 @@ func StartPersistent(t testing.TB) *Server {
 
 func start(t testing.TB, persistent bool) *Server {
 	t.Helper()
+	return startServer(t, &Server{persistent: persistent})
+}
+
+// startServer starts s, whose persistent, extra and sentinelConf are set.
+func startServer(t testing.TB, s *Server) *Server {
+	t.Helper()
 	bin, err := findBinary()
 	if err != nil {
 		if _, required := os.LookupEnv(RequireEnv); required {
@@ -71,7 +81,7 @@ func start(t testing.TB, persistent bool) *Server {
 		}
 		return nil
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), persistent: persistent}
+	s.t, s.bin, s.dir = t, bin, t.TempDir()
 	t.Cleanup(s.Stop)
 	// The free port may be taken between probing and binding; try again.
 	for attempt := 1; ; attempt++ {
@@ -111,6 +121,18 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Kill kills the server at once (SIGKILL), as a crash would, and waits for
+// it to exit. Killing a stopped server does nothing.
+func (s *Server) Kill() {
+	s.t.Helper()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exit
+	s.cmd = nil
+}
+
 // Restart stops the server and starts a new one on the same port. Without
 // persistence the new server is empty.
 func (s *Server) Restart() {
@@ -146,7 +168,20 @@ func (s *Server) start() error {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--loglevel", "warning",
+		// A replica's first sync starts at once, not after 5s.
+		"--repl-diskless-sync-delay", "0",
 	}, aof...)
+	if s.sentinelConf != nil {
+		// A Sentinel rewrites its config file, so each start writes it
+		// afresh; it takes no persistence options.
+		conf := filepath.Join(s.dir, "sentinel-"+strconv.Itoa(s.port)+".conf")
+		if err := os.WriteFile(conf, []byte(s.sentinelConf(s.port)), 0o600); err != nil {
+			return err
+		}
+		args = []string{conf, "--sentinel", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--dir", s.dir, "--daemonize", "no", "--loglevel", "warning"}
+	}
+	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	// An *os.File is handed to the child directly: no copying goroutines.
 	cmd.Stdout, cmd.Stderr = logFile, logFile
