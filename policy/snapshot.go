@@ -178,6 +178,14 @@ type Upstream struct {
 	Headers                http.Header
 	Breaker                BreakerSettings
 	Retries                RetrySettings
+	// Auth is the credential added to every request; nil for none.
+	Auth *UpstreamAuth
+	// TLS is an https:// upstream's private CA, client certificate and
+	// server name; nil for the system's roots and no client certificate.
+	TLS *TLSSettings
+	// ForwardHeaders are the agent's request headers (canonical names)
+	// passed on to the backend when the agent sent them.
+	ForwardHeaders []string
 }
 
 // Access is the `access` section.
