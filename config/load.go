@@ -429,7 +429,7 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 	}
 	snap.Catalog = cat
 	for _, name := range sortedKeys(f.Upstreams) {
-		if u := c.upstream(name, f.Upstreams[name]); u != nil {
+		if u := c.upstream(name, f.Upstreams[name], snap.Server.CallerHeader); u != nil {
 			snap.Upstreams[name] = u
 		}
 	}
@@ -788,7 +788,7 @@ func (c *compiler) addrs(path string, addrs []string) {
 	}
 }
 
-func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
+func (c *compiler) upstream(name string, s *upstreamSpec, callerHeader string) *policy.Upstream {
 	base := "upstreams." + name
 	if s == nil {
 		c.errorAt(base, "must not be empty")
@@ -806,7 +806,7 @@ func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
 	case u.Host == "":
 		c.errorAt(base+".url", "has no host")
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		c.errorAt(base+".url", "must not carry a query, fragment or credentials (use headers for credentials)")
+		c.errorAt(base+".url", "must not carry a query, fragment or credentials (use auth for credentials)")
 	}
 	if s.Timeout <= 0 {
 		c.errorAt(base+".timeout", "must be positive")
@@ -873,6 +873,10 @@ func (c *compiler) upstream(name string, s *upstreamSpec) *policy.Upstream {
 		}
 		up.Retries = policy.RetrySettings{Attempts: r.Attempts, Backoff: time.Duration(r.Backoff), MaxBackoff: time.Duration(r.MaxBackoff)}
 	}
+	if err != nil {
+		u = nil
+	}
+	c.upstreamAuth(base, s, u, up, callerHeader)
 	if len(c.errs) > n {
 		return nil
 	}
@@ -932,6 +936,12 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 			Query: t.Request.Query, Headers: t.Request.Headers, Body: t.Request.Body,
 			// The caller's identity is toolgate's business, never a backend's.
 			Reserved: map[string]string{callerHeader: "is the caller identity header (server.caller_header)"},
+		}
+		if ok && up != nil {
+			if h := authHeader(up); h != "" {
+				// The upstream's credential is the operator's, never an argument.
+				spec.Request.Reserved[h] = "is set by upstreams." + t.Upstream + ".auth"
+			}
 		}
 		if t.Request.Path == "" {
 			c.errorAt(base+".request.path", "is required")

@@ -147,6 +147,63 @@ type upstreamSpec struct {
 	Headers                map[string]string `yaml:"headers"`
 	Breaker                *breakerSpec      `yaml:"breaker"`
 	Retries                *retriesSpec      `yaml:"retries"`
+	Auth                   *authSpec         `yaml:"auth"`
+	TLS                    *tlsSpec          `yaml:"tls"`
+	ForwardHeaders         []string          `yaml:"forward_headers"`
+}
+
+// authSpec is upstreams.<name>.auth: exactly one kind of credential.
+// Every secret is written as a value (through ${VAR}, usually) or as a
+// file (the key with _file), never both.
+type authSpec struct {
+	Basic  *basicAuthSpec `yaml:"basic"`
+	Bearer *bearerSpec    `yaml:"bearer"`
+	APIKey *apiKeySpec    `yaml:"api_key"`
+	OAuth2 *oauth2Spec    `yaml:"oauth2"`
+}
+
+type basicAuthSpec struct {
+	Username     string `yaml:"username"`
+	UsernameFile string `yaml:"username_file"`
+	Password     string `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+type bearerSpec struct {
+	Token     string `yaml:"token"`
+	TokenFile string `yaml:"token_file"`
+}
+
+// apiKeySpec is auth.api_key: a key in a header (with an optional scheme
+// before it) or in a query parameter.
+type apiKeySpec struct {
+	Header    string `yaml:"header"`
+	Scheme    string `yaml:"scheme"`
+	Query     string `yaml:"query"`
+	Value     string `yaml:"value"`
+	ValueFile string `yaml:"value_file"`
+}
+
+// oauth2Spec is auth.oauth2: the client-credentials grant.
+type oauth2Spec struct {
+	TokenURL         string            `yaml:"token_url"`
+	ClientID         string            `yaml:"client_id"`
+	ClientIDFile     string            `yaml:"client_id_file"`
+	ClientSecret     string            `yaml:"client_secret"`
+	ClientSecretFile string            `yaml:"client_secret_file"`
+	Scopes           []string          `yaml:"scopes"`
+	Params           map[string]string `yaml:"params"`
+	AuthStyle        string            `yaml:"auth_style"`
+	TLS              *tlsSpec          `yaml:"tls"`
+}
+
+// tlsSpec is an https:// upstream's (or token endpoint's) TLS: a private
+// CA, a client certificate, the server name.
+type tlsSpec struct {
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
 }
 
 func (u *upstreamSpec) setDefaults() {
