@@ -167,7 +167,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		if prev != nil {
 			old = prev.upstreams[name]
 		}
-		st.upstreams[name] = newUpstream(cfg, c.metrics, old, c.newRT)
+		st.upstreams[name] = newUpstream(cfg, c.metrics, old, c.newRT, runtimeEnv{now: c.now, logger: c.logger})
 	}
 	for name, contract := range snap.Tools {
 		up := st.upstreams[contract.Upstream]
@@ -189,6 +189,8 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		for name, up := range prev.upstreams {
 			if next := st.upstreams[name]; next == nil || next.client != up.client {
 				up.closeIdle()
+			} else if next.auth != up.auth {
+				up.auth.closeIdle() // the old token endpoint client
 			}
 		}
 	}
@@ -261,6 +263,9 @@ type Request struct {
 	// headers, or MCP _meta).
 	TraceParent string
 	TraceState  string
+	// Header is the agent's request header; only the names an upstream's
+	// forward_headers lists are read from it. Nil for none.
+	Header http.Header
 }
 
 // Result is a finished call.
@@ -555,7 +560,9 @@ func (c *Core) newRequest(ctx context.Context, cl *call, bound contracts.Bound) 
 
 // backendHeader makes a backend request's header, for every front alike:
 // the static headers, the headers the binding bound for this call, the
-// call id and the forwarded idempotency key, with room for extra more.
+// agent's headers the upstream forwards, the call id and the forwarded
+// idempotency key, with room for extra more. The credential is added
+// where the request is sent (upstream.send, Pending.Backend).
 // The value slices are shared, never copied: the transport only reads
 // them, and Set replaces a slice rather than writing into it.
 func (t *tool) backendHeader(cl *call, bound contracts.Bound, extra int) http.Header {
@@ -566,6 +573,7 @@ func (t *tool) backendHeader(cl *call, bound contracts.Bound, extra int) http.He
 	for k, v := range bound.Header {
 		h[k] = v
 	}
+	t.upstream.forward(h, cl.req.Header)
 	h["X-Request-Id"] = []string{cl.callID}
 	if name := t.contract.Idempotency.ForwardHeader; name != "" && cl.forwardKey != "" {
 		h.Set(name, cl.forwardKey)

@@ -71,6 +71,7 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 		Front:          "http",
 		TraceParent:    r.Header.Get("Traceparent"),
 		TraceState:     r.Header.Get("Tracestate"),
+		Header:         r.Header,
 	}
 	if body == nil {
 		req.Body = []byte{} // no body: no arguments

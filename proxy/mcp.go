@@ -302,6 +302,7 @@ func (f *mcpFront) unknownTool(ctx context.Context, req *mcp.CallToolRequest) er
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
 		LogAttrs: mcpLogAttrs(req),
+		Header:   h,
 	}, req.Params.Name, contracts.Reject(contracts.ReasonUnknownTool))
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: res.Envelope.Message}
 }
@@ -387,6 +388,7 @@ func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
 		LogAttrs: mcpLogAttrs(req),
+		Header:   h,
 	})
 	if res.Reason == contracts.ReasonUnknownTool {
 		// The tool went away in a reload since this request began.

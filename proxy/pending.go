@@ -21,6 +21,7 @@ type Pending struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	bound  contracts.Bound
+	cred   credential
 
 	once   sync.Once
 	result *Result
@@ -39,11 +40,15 @@ func (c *Core) Begin(ctx context.Context, req *Request) (*Pending, *Result) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cl.tool.contract.Timeout+leaseMargin)
 	bound, o, ok := c.begin(ctx, cl)
+	var cred credential
+	if ok {
+		cred, o, ok = c.credential(ctx, cl)
+	}
 	if !ok {
 		defer cancel()
 		return nil, c.end(ctx, cl, o)
 	}
-	return &Pending{c: c, cl: cl, ctx: ctx, cancel: cancel, bound: bound}, nil
+	return &Pending{c: c, cl: cl, ctx: ctx, cancel: cancel, bound: bound, cred: cred}, nil
 }
 
 // end finishes a call: the envelope, then the idempotency record and the
@@ -74,11 +79,12 @@ type BackendRequest struct {
 func (p *Pending) Backend() BackendRequest {
 	t := p.cl.tool
 	h := t.backendHeader(p.cl, p.bound, 0)
+	rawQuery := p.cred.apply(h, p.bound.Query)
 	return BackendRequest{
 		Upstream:  t.contract.Upstream,
 		Method:    t.contract.Binding.Method(),
 		Path:      t.prefix + p.bound.Path,
-		RawQuery:  p.bound.Query,
+		RawQuery:  rawQuery,
 		Authority: t.baseURL.Host,
 		Header:    h,
 		Body:      p.bound.Body,
@@ -102,6 +108,7 @@ func (p *Pending) Finish(code int, header http.Header, body []byte) *Result {
 		cl.attempts = 1
 		cl.upCode = strconv.Itoa(code)
 		t.upstream.codes.count(code)
+		t.upstream.auth.answered(p.cred, code)
 		a := attempt{code: code, header: header, body: body, sent: true}
 		success := code >= 200 && code < 300
 		if int64(len(body)) > cl.st.snap.Server.MaxResponseBytes {

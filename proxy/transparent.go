@@ -71,7 +71,7 @@ func newPassthrough(up *upstream, callerHeader string) *httputil.ReverseProxy {
 				pr.Out.Header[k] = v
 			}
 		},
-		Transport:     up.client.Transport,
+		Transport:     up.passthroughTransport(),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) {
 			w.WriteHeader(http.StatusBadGateway)
@@ -218,6 +218,7 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 		Front:          "transparent",
 		TraceParent:    r.Header.Get("Traceparent"),
 		TraceState:     r.Header.Get("Tracestate"),
+		Header:         r.Header,
 	}
 	var body []byte
 	if t.contract.Binding.HasBody() {

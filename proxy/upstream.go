@@ -38,6 +38,7 @@ type upstream struct {
 	breaker *policy.Breaker
 	bulk    *bulkhead
 	codes   upstreamCodes
+	auth    *upstreamAuth // nil: no credential
 }
 
 // upstreamCodes caches metric children for the codes every upstream sees,
@@ -48,6 +49,7 @@ type upstreamCodes struct {
 	reset    counter
 	connect  counter
 	circuit  counter
+	auth     counter
 	other    func(string) counter
 	duration observer
 }
@@ -55,7 +57,7 @@ type upstreamCodes struct {
 type counter interface{ Inc() }
 type observer interface{ Observe(float64) }
 
-func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*policy.Upstream) http.RoundTripper) *upstream {
+func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*policy.Upstream) http.RoundTripper, env runtimeEnv) *upstream {
 	u := &upstream{cfg: cfg}
 	if prev != nil && sameTransport(prev.cfg, cfg) {
 		u.client, u.direct, u.traced = prev.client, prev.direct, prev.traced
@@ -67,7 +69,7 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*p
 		if newRT != nil {
 			rt = newRT(cfg)
 		} else {
-			rt = newTransport(cfg)
+			rt = newTransport(cfg, newTLSConfig(cfg.TLS, cfg.URL.Hostname(), env, "upstream "+cfg.Name))
 		}
 		_, u.traced = rt.(*http.Transport)
 		u.client = &http.Client{
@@ -76,6 +78,11 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*p
 			// one could resend a side effect somewhere else.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
+	}
+	if prev != nil && prev.cfg.Auth.Equal(cfg.Auth) {
+		u.auth = prev.auth // a cached token survives the reload
+	} else {
+		u.auth = newUpstreamAuth(cfg.Name, cfg.Auth, env)
 	}
 	if prev != nil && prev.cfg.Breaker == cfg.Breaker {
 		u.breaker = prev.breaker
@@ -98,6 +105,7 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*p
 		reset:    m.UpstreamRequests.WithLabelValues(name, "reset"),
 		connect:  m.UpstreamRequests.WithLabelValues(name, "connect"),
 		circuit:  m.UpstreamRequests.WithLabelValues(name, "circuit_open"),
+		auth:     m.UpstreamRequests.WithLabelValues(name, string(reasonAuth)),
 		other:    func(code string) counter { return m.UpstreamRequests.WithLabelValues(name, code) },
 		duration: m.UpstreamDuration.WithLabelValues(name),
 	}
@@ -130,13 +138,16 @@ func (u *upstream) closeIdle() {
 	if u.direct != nil {
 		u.direct.CloseIdleConnections()
 	}
+	u.auth.closeIdle()
 }
 
 func sameTransport(a, b *policy.Upstream) bool {
-	return a.URL.String() == b.URL.String() && a.MaxConcurrent == b.MaxConcurrent
+	return a.URL.String() == b.URL.String() && a.MaxConcurrent == b.MaxConcurrent && a.TLS.Equal(b.TLS)
 }
 
-func newTransport(cfg *policy.Upstream) *http.Transport {
+// newTransport is an upstream's pooled transport; tlsConfig is nil for
+// Go's defaults.
+func newTransport(cfg *policy.Upstream, tlsConfig *tls.Config) *http.Transport {
 	return &http.Transport{
 		Proxy: nil, // a sidecar talks to its backend directly, never through HTTP_PROXY
 		DialContext: (&net.Dialer{
@@ -148,6 +159,7 @@ func newTransport(cfg *policy.Upstream) *http.Transport {
 		MaxConnsPerHost:       0,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
+		TLSClientConfig:       tlsConfig,
 		ExpectContinueTimeout: 0,
 		ForceAttemptHTTP2:     cfg.URL.Scheme == "https",
 		DisableCompression:    true, // bodies are bounded by max_response_bytes as sent
@@ -178,6 +190,10 @@ type attempt struct {
 // forwarded to it. Whatever the HTTP method: a side-effecting tool bound to
 // GET acts as surely as one bound to POST.
 func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool) attempt {
+	cred, a, ok := u.authorize(ctx, req)
+	if !ok {
+		return a
+	}
 	start := time.Now()
 	resend := !sideEffect || dedupes
 	buf := bodyPool.Get().(*[]byte)
@@ -192,6 +208,7 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 		putBody(buf)
 		return u.failed(ctx, &ex, sideEffect, dedupes)
 	}
+	u.auth.answered(cred, ex.resp.StatusCode)
 	return u.answered(ctx, &ex, buf, sideEffect, dedupes)
 }
 

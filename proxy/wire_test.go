@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -276,7 +277,7 @@ func TestQuickCloseBeforeReuse(t *testing.T) {
 func TestNothingWrittenIsNothingDone(t *testing.T) {
 	b := newRawBackend(t, func(c *rawConn, n int) bool { return c.answer(whoAnswer(c)) })
 	cfg := &policy.Upstream{Name: "svc", URL: mustURL(t, "http://"+b.ln.Addr().String()), MaxConcurrent: 1}
-	u := newUpstream(cfg, NewMetrics(prometheus.NewRegistry(), "test"), nil, nil)
+	u := newUpstream(cfg, NewMetrics(prometheus.NewRegistry(), "test"), nil, nil, runtimeEnv{now: time.Now, logger: slog.New(slog.DiscardHandler)})
 	fail := &atomic.Bool{}
 	fail.Store(true)
 	dial := u.direct.dial
@@ -327,7 +328,7 @@ func tlsTransport(srv *httptest.Server) func(*policy.Upstream) http.RoundTripper
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	return func(cfg *policy.Upstream) http.RoundTripper {
-		t := newTransport(cfg)
+		t := newTransport(cfg, nil)
 		t.TLSClientConfig = &tls.Config{RootCAs: pool}
 		return t
 	}

@@ -268,7 +268,7 @@ func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders
 	ex.escapedPath, ex.rawQuery, _ = strings.Cut(pseudo[":path"], "?")
 	if upstream, ok := ex.core.PassthroughUpstream(ex.escapedPath); ok {
 		ex.phase = phasePassthrough
-		return ex.passthrough(upstream)
+		return ex.passthrough(ctx, upstream)
 	}
 	route, ok := ex.core.MatchRoute(method, ex.escapedPath)
 	if !ok {
@@ -359,6 +359,7 @@ func (ex *exchange) request(tool string) *proxy.Request {
 		CallID:         ex.header.Get("X-Request-Id"),
 		IdempotencyKey: ex.header.Get("Idempotency-Key"),
 		Front:          "extproc",
+		Header:         ex.header,
 	}
 }
 
@@ -412,10 +413,18 @@ func (ex *exchange) rewrite(b proxy.BackendRequest, st stage) *extprocv3.Process
 }
 
 // passthrough lets a request under a passthrough prefix through, minus the
-// identity headers, plus the upstream's static headers, as transparent
-// mode forwards it, and skips the response phase.
-func (ex *exchange) passthrough(upstream string) *extprocv3.ProcessingResponse {
+// identity headers, plus the upstream's static headers and credential, as
+// transparent mode forwards it, and skips the response phase. Without its
+// credential it does not go on: 502, as transparent mode answers.
+func (ex *exchange) passthrough(ctx context.Context, upstream string) *extprocv3.ProcessingResponse {
 	snap := ex.core.Snapshot()
+	add, rawQuery, err := ex.core.PassthroughHeader(ctx, upstream, ex.rawQuery)
+	if err != nil {
+		ex.phase = phaseDone
+		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+			ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode_BadGateway}, Details: "toolgate_upstream_auth"},
+		}}
+	}
 	mut := &extprocv3.HeaderMutation{}
 	caller := strings.ToLower(snap.Server.CallerHeader)
 	for _, name := range ex.names {
@@ -423,8 +432,9 @@ func (ex *exchange) passthrough(upstream string) *extprocv3.ProcessingResponse {
 			mut.RemoveHeaders = append(mut.RemoveHeaders, name)
 		}
 	}
-	if up := snap.Upstreams[upstream]; up != nil {
-		setHeaders(mut, up.Headers)
+	setHeaders(mut, add)
+	if rawQuery != ex.rawQuery {
+		setHeader(mut, ":path", ex.escapedPath+"?"+rawQuery)
 	}
 	resp := respond(requestHeadersMsg, pass(mut))
 	resp.ModeOverride = PassthroughMode()
