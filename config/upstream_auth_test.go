@@ -148,3 +148,49 @@ func TestUpstreamAuthCompiles(t *testing.T) {
 		}
 	})
 }
+
+// TestUpstreamAuthDocExample keeps the upstream credentials example of
+// docs/policy.md true: it compiles (its files replaced by test files) into
+// the credentials the page describes.
+func TestUpstreamAuthDocExample(t *testing.T) {
+	page, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(page), "Twilio (basic auth")
+	if !ok {
+		t.Fatal("docs/policy.md has no upstream credentials example")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	block, _, _ := strings.Cut(rest, "```")
+	abs := func(name string) string {
+		p, err := filepath.Abs(filepath.Join("testdata/auth", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	doc := "version: 1\n" + strings.NewReplacer(
+		"/etc/toolgate-secrets/twilio/auth-token", abs("token.txt"),
+		"/etc/toolgate-secrets/fcm/client-secret", abs("token.txt"),
+		"/etc/toolgate-secrets/billing/ca.crt", abs("ca.pem"),
+		"/etc/toolgate-secrets/billing/tls.crt", abs("client.pem"),
+		"/etc/toolgate-secrets/billing/tls.key", abs("client-key.pem"),
+	).Replace(block)
+	env := map[string]string{"TWILIO_ACCOUNT_SID": "AC1", "SLACK_BOT_TOKEN": "xoxb-1", "FCM_CLIENT_ID": "fcm", "MAPS_API_KEY": "k"}
+	snap, err := CompileSource("policy.md", []byte(doc), Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	for name, kind := range map[string]policy.AuthKind{"twilio": policy.AuthBasic, "slack": policy.AuthBearer, "fcm": policy.AuthOAuth2, "maps": policy.AuthAPIKey} {
+		if up := snap.Upstreams[name]; up == nil || up.Auth == nil || up.Auth.Kind != kind {
+			t.Errorf("upstream %s: %+v, want %s auth", name, up, kind)
+		}
+	}
+	if up := snap.Upstreams["billing"]; up == nil || up.TLS == nil || up.TLS.CertFile == "" {
+		t.Errorf("billing: %+v", up)
+	}
+	if up := snap.Upstreams["crm"]; up == nil || len(up.ForwardHeaders) != 2 {
+		t.Errorf("crm: %+v", up)
+	}
+}
