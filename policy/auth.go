@@ -237,9 +237,17 @@ func ParseKeyPair(cert, key []byte) (tls.Certificate, error) {
 	return pair, nil
 }
 
-// readBounded reads at most limit bytes of a file; a longer file is an
-// error.
+// readBounded reads at most limit bytes of a regular file (through
+// symlinks); a longer file is an error, and so is anything else that can
+// be opened: a FIFO or a device could block the read, or never end.
 func readBounded(path string, limit int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
