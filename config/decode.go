@@ -28,6 +28,7 @@ type decoder struct {
 	file   string
 	env    func(string) (string, bool)
 	errs   Errors
+	warns  Errors
 	pos    map[string]nodePos
 	expand bool
 	nodes  int // values decoded, aliases expanded: bounds "billion laughs" documents
@@ -49,6 +50,32 @@ func (d *decoder) budget(n *yaml.Node, path string) bool {
 type nodePos struct {
 	Pos
 	style yaml.Style
+}
+
+// bareEnvReference returns NAME when s holds "$NAME" outside "${…}", an
+// upper-case name as environment variables are written: a secret that would
+// be sent as the literal text "$NAME". "$$" escapes, and a "$" that ends a
+// pattern, are not references.
+func bareEnvReference(s string) string {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != '$' {
+			continue
+		}
+		if s[i+1] == '$' {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(s) && (s[j] == '_' || 'A' <= s[j] && s[j] <= 'Z' || j > i+1 && '0' <= s[j] && s[j] <= '9') {
+			j++
+		}
+		// At least two characters and not the start of a longer word in
+		// lower case ("$Total"), which is more likely text than a variable.
+		if j-i > 2 && (j == len(s) || !('a' <= s[j] && s[j] <= 'z')) {
+			return s[i+1 : j]
+		}
+	}
+	return ""
 }
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -237,6 +264,10 @@ func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
 	}
 	if !d.expand || !strings.Contains(n.Value, "$") {
 		return n.Value, true
+	}
+	if name := bareEnvReference(n.Value); name != "" {
+		d.warns = append(d.warns, &Error{Pos: Pos{File: d.file, Line: n.Line, Column: n.Column}, Path: path,
+			Msg: fmt.Sprintf("$%s is sent as written: toolgate expands only ${%s}", name, name)})
 	}
 	out, err := expandEnv(n.Value, d.env)
 	if err != nil {

@@ -273,6 +273,7 @@ func (c *compiler) decodeFile(src source, lookup func(string) (string, bool)) (*
 	root := doc.Content[0]
 	d.decode(root, "", reflect.ValueOf(spec).Elem())
 	c.errs = append(c.errs, d.errs...)
+	c.warns = append(c.warns, d.warns...)
 	if len(d.errs) > 0 {
 		return nil, false
 	}
@@ -927,6 +928,7 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 	if spec.Args == nil {
 		spec.Args = map[string]any{"type": "object", "additionalProperties": false}
 	}
+	c.requiredDeclared(base+".args", spec.Args)
 	if spec.Timeout == 0 && ok && up != nil {
 		spec.Timeout = time.Duration(up.Timeout)
 	}
@@ -1090,4 +1092,32 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// requiredDeclared refuses a `required` name that no property declares in
+// an object schema that admits no other properties: no call could ever
+// satisfy it, so every call would be bad_args. It looks into nested
+// properties and array items, where such schemas also occur.
+func (c *compiler) requiredDeclared(path string, schema any) {
+	m, ok := schema.(map[string]any)
+	if !ok {
+		return
+	}
+	props, _ := m["properties"].(map[string]any)
+	if closed, _ := m["additionalProperties"].(bool); m["additionalProperties"] != nil && !closed && m["patternProperties"] == nil {
+		required, _ := m["required"].([]any)
+		for i, r := range required {
+			if name, ok := r.(string); ok {
+				if _, declared := props[name]; !declared {
+					c.errorAt(fmt.Sprintf("%s.required[%d]", path, i), "%q is required, but no property declares it and additionalProperties is false", name)
+				}
+			}
+		}
+	}
+	for _, name := range sortedKeys(props) {
+		c.requiredDeclared(path+".properties."+name, props[name])
+	}
+	if items, ok := m["items"]; ok {
+		c.requiredDeclared(path+".items", items)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -400,5 +401,36 @@ func TestStateRedis(t *testing.T) {
 				t.Fatalf("state = %+v\nwant    %+v", snap.State, want)
 			}
 		})
+	}
+}
+
+// TestBareEnvironmentReferencesWarn: "$TOKEN" is sent as the literal text;
+// only "${TOKEN}" is expanded, so check says so (the policy still loads).
+func TestBareEnvironmentReferencesWarn(t *testing.T) {
+	doc := `version: 1
+upstreams:
+  svc:
+    url: "http://127.0.0.1:7001"
+    headers: {Authorization: "Bearer $SEARCH_TOKEN", X-Price: "$5 flat", X-Ok: "${SEARCH_TOKEN}", X-Lit: "$${NOT}"}
+tools:
+  t:
+    description: T.
+    upstream: svc
+    args: {type: object, properties: {id: {type: string, pattern: "^[a-z]+$"}}}
+    request: {method: GET, path: /t}
+`
+	var warns []string
+	lookup := func(name string) (string, bool) { return "tok", name == "SEARCH_TOKEN" }
+	if _, err := CompileSource("p.yaml", []byte(doc), Options{LookupEnv: lookup, Warn: func(e *Error) { warns = append(warns, e.Error()) }}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`p.yaml:5:30: upstreams.svc.headers.Authorization: $SEARCH_TOKEN is sent as written: toolgate expands only ${SEARCH_TOKEN}`}
+	if !slices.Equal(warns, want) {
+		t.Errorf("warnings %q, want %q", warns, want)
+	}
+	for _, s := range []string{"$A", "$$HOME", "$Total", "cost $5", "^a$"} {
+		if got := bareEnvReference(s); got != "" {
+			t.Errorf("bareEnvReference(%q) = %q, want none", s, got)
+		}
 	}
 }
