@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Problem names what was wrong with an argument, or with the arguments as a
@@ -608,7 +610,7 @@ func wantsNumber(types []string) bool {
 
 // quotedNumber reports whether a JSON value is a string holding a number.
 func quotedNumber(v string) bool {
-	return len(v) > 2 && v[0] == '"' && IsJSONNumber(v[1:len(v)-1])
+	return len(v) > 2 && v[0] == '"' && jsontape.IsNumber(v[1:len(v)-1])
 }
 
 func rangeEN(e *ArgError) string {
@@ -685,7 +687,7 @@ func countGotZH(got, unit string) string {
 // gotLiteral is a number literal as data.errors shows it: itself, or a
 // JSON string of its first runes when it is too long to repeat.
 func gotLiteral(lit string) string {
-	if utf8.RuneCountInString(lit) <= 40 && IsJSONNumber(lit) {
+	if utf8.RuneCountInString(lit) <= 40 && jsontape.IsNumber(lit) {
 		return lit
 	}
 	return string(AppendJSONString(nil, shorten(lit, 40)))

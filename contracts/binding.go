@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // BindingSpec is how a tool's arguments become the backend request, as
@@ -407,7 +409,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, t), nil
 	case json.Number:
-		if !IsJSONNumber(string(t)) {
+		if !jsontape.IsNumber(string(t)) {
 			return dst, fmt.Errorf("invalid number %q", string(t))
 		}
 		return append(dst, canonicalNumber(t)...), nil
@@ -417,7 +419,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 		case !ok:
 			return dst, fmt.Errorf("%v is not a JSON number", t)
 		case t != math.Trunc(t):
-			return appendJSONFloat(dst, t), nil
+			return jsontape.AppendFloat(dst, t, 64), nil
 		}
 		return append(dst, f...), nil
 	case int64:

@@ -3,6 +3,8 @@ package contracts
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Coerce turns the text values of a query parameter or path segment into
@@ -81,7 +83,7 @@ func coerceScalar(types []string, v, ptr string) (any, error) {
 				tooBig = true
 			}
 		case "number":
-			if IsJSONNumber(v) {
+			if jsontape.IsNumber(v) {
 				if numberInBounds(v) {
 					return json.Number(v), nil
 				}

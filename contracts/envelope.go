@@ -1,13 +1,14 @@
 package contracts
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Envelope is the one result of every tool call. Its JSON form is the public
@@ -32,9 +33,9 @@ type Envelope struct {
 // without reflection, because it runs once per call.
 func (e *Envelope) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"status":`...)
-	dst = AppendJSONString(dst, string(e.Status))
+	dst = jsontape.AppendString(dst, string(e.Status))
 	dst = append(dst, `,"message":`...)
-	dst = AppendJSONString(dst, e.Message)
+	dst = jsontape.AppendString(dst, e.Message)
 	if len(e.Data) > 0 {
 		dst = append(dst, `,"data":`...)
 		dst = append(dst, e.Data...)
@@ -42,7 +43,7 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `,"retryable":`...)
 	dst = strconv.AppendBool(dst, e.Retryable)
 	dst = append(dst, `,"side_effect":`...)
-	dst = AppendJSONString(dst, string(e.SideEffect))
+	dst = jsontape.AppendString(dst, string(e.SideEffect))
 	dst = append(dst, `,"side_effect_done":`...)
 	dst = strconv.AppendBool(dst, e.SideEffectDone)
 	dst = append(dst, `,"replayed":`...)
@@ -52,13 +53,17 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 		dst = strconv.AppendInt(dst, e.RetryAfterMS, 10)
 	}
 	dst = append(dst, `,"cost":`...)
-	dst = appendJSONFloat(dst, e.Cost)
+	if math.IsNaN(e.Cost) || math.IsInf(e.Cost, 0) {
+		dst = append(dst, '0')
+	} else {
+		dst = jsontape.AppendFloat(dst, e.Cost, 64)
+	}
 	dst = append(dst, `,"tool":`...)
-	dst = AppendJSONString(dst, e.Tool)
+	dst = jsontape.AppendString(dst, e.Tool)
 	dst = append(dst, `,"call_id":`...)
-	dst = AppendJSONString(dst, e.CallID)
+	dst = jsontape.AppendString(dst, e.CallID)
 	dst = append(dst, `,"observation":`...)
-	dst = AppendJSONString(dst, e.Observation)
+	dst = jsontape.AppendString(dst, e.Observation)
 	return append(dst, '}')
 }
 
@@ -109,138 +114,108 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 // field types (a null leaves a field as it is; the last of repeated keys
 // counts), except that keys must be spelled exactly.
 func decodeEnvelopeFields(b []byte) (*Envelope, error) {
-	doc, err := parseJSONDoc(b)
+	tape, err := jsontape.Parse(b)
 	if err != nil {
 		return nil, err
 	}
-	root := &doc.nodes[0]
-	if root.kind != jsonObject {
+	defer tape.Release()
+	root := tape.Root()
+	if root.Kind() != jsontape.Object {
 		return nil, errors.New("not a JSON object")
 	}
 	e := &Envelope{}
-	k := int32(1)
-	for range root.count {
-		v := k + 1
-		name := doc.str(k)
+	for k, v := range root.Members() {
+		name := k.Text()
 		var err error
 		switch name {
 		case "status":
-			err = doc.readString(v, (*string)(&e.Status))
+			err = readString(v, (*string)(&e.Status))
 		case "message":
-			err = doc.readString(v, &e.Message)
+			err = readString(v, &e.Message)
 		case "data":
-			e.Data = bytes.Clone(doc.raw(v))
+			e.Data = v.AppendRaw(nil)
 		case "retryable":
-			err = doc.readBool(v, &e.Retryable)
+			err = readBool(v, &e.Retryable)
 		case "side_effect":
-			err = doc.readString(v, (*string)(&e.SideEffect))
+			err = readString(v, (*string)(&e.SideEffect))
 		case "side_effect_done":
-			err = doc.readBool(v, &e.SideEffectDone)
+			err = readBool(v, &e.SideEffectDone)
 		case "replayed":
-			err = doc.readBool(v, &e.Replayed)
+			err = readBool(v, &e.Replayed)
 		case "retry_after_ms":
-			err = doc.readInt(v, &e.RetryAfterMS)
+			err = readInt(v, &e.RetryAfterMS)
 		case "cost":
-			err = doc.readFloat(v, &e.Cost)
+			err = readFloat(v, &e.Cost)
 		case "tool":
-			err = doc.readString(v, &e.Tool)
+			err = readString(v, &e.Tool)
 		case "call_id":
-			err = doc.readString(v, &e.CallID)
+			err = readString(v, &e.CallID)
 		case "observation":
-			err = doc.readString(v, &e.Observation)
+			err = readString(v, &e.Observation)
 		default:
 			return nil, fmt.Errorf("unknown field %q", name)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("field %q: %v", name, err)
 		}
-		k = doc.nodes[v].next
 	}
 	return e, nil
 }
 
-// AppendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
-// so the output is always valid JSON and valid UTF-8.
-func AppendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// Runs of bytes that need nothing are copied in one append.
-		for i < len(s) && jsonPlain[s[i]] {
-			i++
-		}
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			start = i + size
-		case r == '\u2028' || r == '\u2029':
-			// Valid JSON, but they break JavaScript embedding;
-			// encoding/json escapes them too.
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			start = i + size
-		}
-		i += size
+// readString, readBool, readInt and readFloat set *dst from v as
+// encoding/json sets a field of that type: a null leaves it as it is, and
+// a value of another type is an error.
+func readString(v jsontape.Value, dst *string) error {
+	switch v.Kind() {
+	case jsontape.Null:
+	case jsontape.String:
+		*dst = v.Text()
+	default:
+		return errors.New("not a string")
 	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return nil
 }
 
-// jsonPlain marks the ASCII bytes a JSON string holds as they are.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
+func readBool(v jsontape.Value, dst *bool) error {
+	switch k := v.Kind(); k {
+	case jsontape.Null:
+	case jsontape.True, jsontape.False:
+		*dst = k == jsontape.True
+	default:
+		return errors.New("not a boolean")
 	}
-	return t
-}()
-
-// appendJSONFloat formats f the way encoding/json does.
-func appendJSONFloat(dst []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(dst, '0')
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if format == 'e' {
-		// Clean up e-09 to e-9, as encoding/json does.
-		n := len(dst)
-		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-			dst[n-2] = dst[n-1]
-			dst = dst[:n-1]
-		}
-	}
-	return dst
+	return nil
 }
+
+func readInt(v jsontape.Value, dst *int64) error {
+	switch v.Kind() {
+	case jsontape.Null:
+		return nil
+	case jsontape.Number:
+		n, err := strconv.ParseInt(v.Literal(), 10, 64)
+		if err == nil {
+			*dst = n
+		}
+		return err
+	}
+	return errors.New("not a number")
+}
+
+func readFloat(v jsontape.Value, dst *float64) error {
+	switch v.Kind() {
+	case jsontape.Null:
+		return nil
+	case jsontape.Number:
+		f, err := v.Float()
+		if err == nil {
+			*dst = f
+		}
+		return err
+	}
+	return errors.New("not a number")
+}
+
+// AppendJSONString appends s as a JSON string, as jsontape.AppendString
+// does: invalid UTF-8 becomes U+FFFD, so the output is always valid JSON
+// and valid UTF-8.
+func AppendJSONString(dst []byte, s string) []byte { return jsontape.AppendString(dst, s) }

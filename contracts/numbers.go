@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Numbers in arguments are bounded before anything computes with them.
@@ -50,7 +52,7 @@ type numberShape struct {
 // parseNumber reads a JSON number literal; ok is false when s is not one.
 // It does not allocate.
 func parseNumber(s string) (n numberShape, ok bool) {
-	if !IsJSONNumber(s) {
+	if !jsontape.IsNumber(s) {
 		return n, false
 	}
 	n.s = s

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 func TestNumberBounds(t *testing.T) {
@@ -94,7 +96,7 @@ func FuzzNumberBounds(f *testing.F) {
 			return
 		}
 		shape, ok := parseNumber(s)
-		if ok != IsJSONNumber(s) {
+		if ok != jsontape.IsNumber(s) {
 			t.Fatalf("parseNumber(%q) ok = %v", s, ok)
 		}
 		if !ok || !shape.inBounds() {

@@ -3,11 +3,12 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // DefaultObservationMaxChars is the bound Observation applies when it is given
@@ -154,13 +155,13 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 		// validating pass, no rewrite.
 		if trusted {
 			out.Write(data)
-		} else if valid, compact := validCompactJSON(data); valid && compact {
+		} else if valid, compact := jsontape.Check(data); valid && compact {
 			out.Write(data)
 		} else if err := json.Compact(out, data); err != nil {
 			// Not JSON: show it as a string. Compact has already
 			// taken back anything it wrote.
 			out.Truncate(headLen + 1)
-			out.Write(AppendJSONString(out.AvailableBuffer(), string(data)))
+			out.Write(jsontape.AppendString(out.AvailableBuffer(), string(data)))
 		}
 		compact := out.Bytes()[headLen+1:]
 		switch {
@@ -477,60 +478,53 @@ type jsonTree struct {
 	last         jsonRenderer // the limits of shrink's last answer
 }
 
-// parseJSONTree parses valid compact JSON for a room of the given size. It
-// uses the token stream so object keys keep their order and, with UseNumber,
-// numbers keep their literal form.
+// parseJSONTree parses valid compact JSON for a room of the given size,
+// through the tape: object keys keep their order and numbers their literal
+// form.
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
-	dec := json.NewDecoder(bytes.NewReader(compact))
-	dec.UseNumber()
-	p := treeParser{
-		dec:  dec,
+	tape, err := jsontape.Parse(compact)
+	if err != nil {
+		return nil, false
+	}
+	defer tape.Release()
+	p := treeBuilder{
 		room: room,
 		// Rendering room+1 runes of a string cannot fit, so nothing
 		// beyond that needs keeping.
 		keepRunes: room + 1,
 	}
-	root, err := p.value()
-	if err != nil {
-		return nil, false
-	}
+	root := p.value(tape.Root())
 	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject}, true
 }
 
-// treeParser builds a jsonNode tree from a token stream.
-type treeParser struct {
-	dec          *json.Decoder
+// treeBuilder copies the part of a tape that can be shown into a jsonNode
+// tree.
+type treeBuilder struct {
 	room         int
 	keepRunes    int
-	skipped      json.RawMessage
 	longest      int
 	widestArray  int
 	widestObject int
 }
 
-func (p *treeParser) value() (jsonNode, error) {
-	tok, err := p.dec.Token()
-	if err != nil {
-		return jsonNode{}, err
+func (p *treeBuilder) value(v jsontape.Value) jsonNode {
+	switch v.Kind() {
+	case jsontape.Array, jsontape.Object:
+		return p.container(v)
+	case jsontape.String:
+		return p.str(v.Text())
+	case jsontape.Number:
+		text := v.Literal()
+		return jsonNode{kind: 'l', text: text, least: len(text)}
+	case jsontape.True:
+		return jsonNode{kind: 'l', text: "true", least: 4}
+	case jsontape.False:
+		return jsonNode{kind: 'l', text: "false", least: 5}
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		return p.container(byte(t))
-	case string:
-		return p.str(t), nil
-	case json.Number:
-		return jsonNode{kind: 'l', text: string(t), least: len(t)}, nil
-	case bool:
-		text := strconv.FormatBool(t)
-		return jsonNode{kind: 'l', text: text, least: len(text)}, nil
-	case nil:
-		return jsonNode{kind: 'l', text: "null", least: 4}, nil
-	}
-	// With UseNumber, Token returns no other type.
-	return jsonNode{}, fmt.Errorf("unexpected JSON token %T", tok)
+	return jsonNode{kind: 'l', text: "null", least: 4}
 }
 
-func (p *treeParser) str(s string) jsonNode {
+func (p *treeBuilder) str(s string) jsonNode {
 	n := jsonNode{kind: '"', text: prefixRunes(s, p.keepRunes), runes: utf8.RuneCountInString(s), least: 2}
 	if n.runes > 0 {
 		n.least = 3 // at least one character or the ellipsis
@@ -539,64 +533,52 @@ func (p *treeParser) str(s string) jsonNode {
 	return n
 }
 
-// container parses an array or object. The rendering keeps at least one
+// container copies an array or object. The rendering keeps at least one
 // element or key of every container, so a container takes at least its
 // delimiters and its first element. An element can only be shown after all
 // those before it, so once their lower bounds fill the room, the rest are
 // only counted.
-func (p *treeParser) container(open byte) (jsonNode, error) {
-	n := jsonNode{kind: open, least: 2}
-	used := 0
-	for p.dec.More() {
-		var key jsonNode
-		if open == '{' {
-			tok, err := p.dec.Token()
-			if err != nil {
-				return jsonNode{}, err
-			}
-			k, ok := tok.(string)
-			if !ok {
-				return jsonNode{}, fmt.Errorf("object key is %T, not a string", tok)
-			}
-			key = p.str(k)
-		}
-		if used <= p.room {
-			kid, err := p.value()
-			if err != nil {
-				return jsonNode{}, err
-			}
-			least := kid.least
-			if open == '{' {
-				least += key.least + 1 // and the colon
-			}
-			if len(n.kids) == 0 {
-				n.least += least
-			}
-			used += least + 1 // and the comma
-			n.kids = append(n.kids, kid)
-			if open == '{' {
-				n.keys = append(n.keys, key)
-			}
-		} else if err := p.skip(); err != nil {
-			return jsonNode{}, err
-		}
-		n.count++
+func (p *treeBuilder) container(v jsontape.Value) jsonNode {
+	open := byte('[')
+	if v.Kind() == jsontape.Object {
+		open = '{'
 	}
-	if _, err := p.dec.Token(); err != nil { // the closing delimiter
-		return jsonNode{}, err
+	n := jsonNode{kind: open, least: 2, count: v.Len()}
+	used := 0
+	for c := v.Cursor(); c.More(); {
+		var key jsonNode
+		var val jsontape.Value
+		if open == '{' {
+			// Every key counts toward the longest string, shown or not.
+			var k jsontape.Value
+			k, val = c.Member()
+			key = p.str(k.Text())
+		} else {
+			val = c.Element()
+		}
+		if used > p.room {
+			continue
+		}
+		kid := p.value(val)
+		least := kid.least
+		if open == '{' {
+			least += key.least + 1 // and the colon
+		}
+		if len(n.kids) == 0 {
+			n.least += least
+		}
+		used += least + 1 // and the comma
+		n.kids = append(n.kids, kid)
+		if open == '{' {
+			n.keys = append(n.keys, key)
+		}
 	}
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
 	}
-	return n, nil
-}
-
-// skip consumes one value without keeping it. Decoding into a reused
-// RawMessage scans the value in one call instead of one call per token.
-func (p *treeParser) skip() error {
-	return p.dec.Decode(&p.skipped)
+	return n
 }
 
 // shrink searches for the most informative rendering within room runes, or
@@ -714,10 +696,10 @@ func (r *jsonRenderer) literal(s string) bool {
 func (r *jsonRenderer) str(text string, runes, limit int) bool {
 	start := len(r.buf)
 	if runes <= limit {
-		r.buf = AppendJSONString(r.buf, text)
+		r.buf = jsontape.AppendString(r.buf, text)
 	} else {
 		r.cut.strings = r.cut.strings || r.track
-		r.buf = AppendJSONString(r.buf, prefixRunes(text, limit))
+		r.buf = jsontape.AppendString(r.buf, prefixRunes(text, limit))
 		r.buf = append(r.buf[:len(r.buf)-1], `…"`...)
 	}
 	r.runes += utf8.RuneCount(r.buf[start:])

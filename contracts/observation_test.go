@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // markerRE matches the end of every observation that was cut.
@@ -395,7 +397,7 @@ func FuzzObservation(f *testing.F) {
 		}
 		zh, _ := observe(status, Message{Text: message, ActionAt: at}, json.RawMessage(data), maxChars, false, markerWordsFor("zh"), "如需更多，请缩小范围")
 		checkBound(t, zh, maxChars)
-		if valid, compact := validCompactJSON(data); valid && compact && utf8.Valid(data) {
+		if valid, compact := jsontape.Check(data); valid && compact && utf8.Valid(data) {
 			// Data the envelope vouches for takes the trusted paths.
 			if trusted, tcut := observation(status, message, json.RawMessage(data), maxChars, true); trusted != got || tcut != cut {
 				t.Fatalf("trusted %q (cut %d), untrusted %q (cut %d)", trusted, tcut, got, cut)

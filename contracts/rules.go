@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -19,6 +18,8 @@ import (
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // RulesSpec holds a tool's response rules as written in the policy: CEL
@@ -266,41 +267,37 @@ type RuleInput struct {
 
 // Body is a backend answer parsed once for the rules and the envelope.
 type Body struct {
-	doc jsonDoc
+	tape *jsontape.Tape
 }
-
-// bodies recycles parsed answers (see Body.Release).
-var bodies = sync.Pool{New: func() any { return &Body{doc: jsonDoc{nodes: make([]tapeNode, 0, 128)}} }}
 
 // ParseBody parses a JSON answer. It fails on anything that is not one
-// JSON value (surrounding whitespace allowed). The Body reads raw in place.
+// JSON value (surrounding whitespace allowed). The Body reads raw in place:
+// raw must not change until the Body is released.
 func ParseBody(raw []byte) (*Body, error) {
-	b := bodies.Get().(*Body)
-	if err := b.doc.parse(raw); err != nil {
-		b.Release()
+	t, err := jsontape.Parse(raw)
+	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	return &Body{tape: t}, nil
 }
 
-// Release hands the parsed answer back for reuse once every rule has run
-// on it: nothing read from it through the rules (their views of the body)
-// may be used after. The data, members and messages made from it are
-// copies and stay valid.
+// Release hands the parsed answer's tape back for reuse once every rule
+// has run on it: nothing read from it through the rules (their views of
+// the body) may be used after, and any use panics. The data, members and
+// messages made from it are copies and stay valid. Releasing twice, or a
+// nil Body, does nothing.
 func (b *Body) Release() {
-	if b == nil || cap(b.doc.nodes) > 1<<14 {
-		return
+	if b != nil {
+		b.tape.Release()
 	}
-	b.doc = jsonDoc{nodes: b.doc.nodes[:0]}
-	bodies.Put(b)
 }
 
 // AppendCompact appends the whole answer as compact, valid-UTF-8 JSON in
 // the backend's key order.
-func (b *Body) AppendCompact(dst []byte) []byte { return b.doc.appendRaw(dst, 0) }
+func (b *Body) AppendCompact(dst []byte) []byte { return b.tape.Root().AppendCompact(dst) }
 
 // Empty reports whether the answer is null, "", [] or {}.
-func (b *Body) Empty() bool { return b.doc.isEmpty(0) }
+func (b *Body) Empty() bool { return b.tape.Root().IsEmpty() }
 
 // activation resolves rule variables lazily, so an unused header map is
 // never built, and once per answer: every rule run on the same input
@@ -327,7 +324,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return types.NullValue, true
 		}
 		if a.body == nil || a.bodyOf != a.in.Body {
-			a.body, a.bodyOf = a.in.Body.doc.celValue(0), a.in.Body
+			a.body, a.bodyOf = celValue(a.in.Body.tape.Root()), a.in.Body
 		}
 		return a.body, true
 	case "args":
@@ -526,15 +523,15 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 			return strconv.AppendInt(dst, int64(f), 10), nil
 		}
-		return appendJSONFloat(dst, f), nil
+		return jsontape.AppendFloat(dst, f, 64), nil
 	case types.String:
-		return AppendJSONString(dst, string(t)), nil
+		return jsontape.AppendString(dst, string(t)), nil
 	case types.Bytes:
-		return AppendJSONString(dst, base64.StdEncoding.EncodeToString([]byte(t))), nil
+		return jsontape.AppendString(dst, base64.StdEncoding.EncodeToString([]byte(t))), nil
 	case types.Timestamp:
-		return AppendJSONString(dst, t.Time.UTC().Format(time.RFC3339Nano)), nil
+		return jsontape.AppendString(dst, t.Time.UTC().Format(time.RFC3339Nano)), nil
 	case types.Duration:
-		return AppendJSONString(dst, t.Duration.String()), nil
+		return jsontape.AppendString(dst, t.Duration.String()), nil
 	}
 	if types.IsError(v) || types.IsUnknown(v) {
 		return dst, fmt.Errorf("%v", v)
@@ -543,10 +540,10 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 	switch t := v.(type) {
 	case *celJSONMap:
 		if order == nil {
-			return t.d.appendRaw(dst, t.i), nil
+			return t.v.AppendCompact(dst), nil
 		}
 	case *celJSONList:
-		return t.d.appendRaw(dst, t.i), nil
+		return t.v.AppendCompact(dst), nil
 	}
 	if m, ok := v.(traits.Mapper); ok {
 		return appendCELMap(dst, m, order, depth)
@@ -583,7 +580,7 @@ func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Me
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendJSONString(dst, k)
+		dst = jsontape.AppendString(dst, k)
 		dst = append(dst, ':')
 		start := len(dst)
 		var err error
@@ -617,7 +614,7 @@ func appendCELMap(dst []byte, m traits.Mapper, order []string, depth int) ([]byt
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendJSONString(dst, k)
+		dst = jsontape.AppendString(dst, k)
 		dst = append(dst, ':')
 		var err error
 		if dst, err = appendCEL(dst, m.Get(types.String(k)), nil, depth+1); err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Schema is a tool's compiled argument schema (JSON Schema 2020-12).
@@ -451,7 +453,7 @@ func gotValue(v any) string {
 func numberText(v any) string {
 	switch n := v.(type) {
 	case json.Number:
-		if IsJSONNumber(string(n)) {
+		if jsontape.IsNumber(string(n)) {
 			return string(n)
 		}
 	case int:

@@ -12,6 +12,8 @@ import (
 	"text/template/parse"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // maxTemplateBytes is how much a message template may write before it is
@@ -275,23 +277,54 @@ func (mt *messageTemplate) decodeData(data json.RawMessage, members []Member) an
 		m := make(map[string]any, len(mt.dataKeys))
 		for _, k := range mt.dataKeys {
 			if raw, ok := memberValue(data, members, k); ok {
-				if doc, err := parseJSONDoc(raw); err == nil {
-					m[k] = doc.native(0)
+				if v, ok := decodeJSON(raw); ok {
+					m[k] = v
 				}
 			}
 		}
 		return m
 	case !mt.whole:
-		// Only the keys the template reads are decoded; the rest of the
-		// data is skipped, not parsed into a tree.
-		if m, ok := topLevelMembers(data, mt.dataKeys); ok {
+		// Only the keys the template reads are decoded into Go values;
+		// the rest of the data stays on the tape.
+		if m, ok := dataMembers(data, mt.dataKeys); ok {
 			return m
 		}
 	}
-	if doc, err := parseJSONDoc(data); err == nil {
-		return doc.native(0)
+	v, _ := decodeJSON(data)
+	return v
+}
+
+// decodeJSON decodes JSON text as encoding/json decodes it into an any;
+// ok is false when it is not one JSON value.
+func decodeJSON(raw []byte) (any, bool) {
+	tape, err := jsontape.Parse(raw)
+	if err != nil {
+		return nil, false
 	}
-	return nil
+	defer tape.Release()
+	return tape.Root().Native(), true
+}
+
+// dataMembers decodes only the named members of a JSON object (as
+// encoding/json would, numbers as float64; of repeated keys the last
+// counts). ok is false when data is not a valid JSON object.
+func dataMembers(data []byte, keys []string) (map[string]any, bool) {
+	tape, err := jsontape.Parse(data)
+	if err != nil {
+		return nil, false
+	}
+	defer tape.Release()
+	root := tape.Root()
+	if root.Kind() != jsontape.Object {
+		return nil, false
+	}
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		if v, ok := root.Lookup(k); ok {
+			out[k] = v.Native()
+		}
+	}
+	return out, true
 }
 
 // renderFast renders a template of text and field references. An

@@ -1,10 +1,13 @@
 package contracts
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
@@ -86,11 +89,10 @@ func TestFastTemplatesMatchTextTemplate(t *testing.T) {
 		var want strings.Builder
 		var decoded any
 		if data != "" {
-			doc, err := parseJSONDoc([]byte(data))
-			if err != nil {
-				t.Fatal(err)
+			var ok bool
+			if decoded, ok = decodeJSON([]byte(data)); !ok {
+				t.Fatal("data is not JSON")
 			}
-			decoded = doc.native(0)
 		}
 		if err := mt.tpl.Execute(&want, map[string]any{"args": args, "data": decoded}); err != nil {
 			t.Fatal(err)
@@ -109,19 +111,28 @@ func TestFastTemplatesMatchTextTemplate(t *testing.T) {
 	}
 }
 
-// testMembers locates the top-level members of a compact JSON object.
+// testMembers locates the top-level members of a compact JSON object: the
+// object written again member by member is the same bytes.
 func testMembers(t *testing.T, data string) []Member {
 	t.Helper()
-	doc, err := parseJSONDoc([]byte(data))
+	tape, err := jsontape.Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tape.Release()
 	var out []Member
-	for i := int32(1); i < int32(len(doc.nodes)); {
-		key, val := &doc.nodes[i], &doc.nodes[i+1]
-		out = append(out, Member{Key: doc.str(i), Start: int(val.start), End: int(val.end)})
-		_ = key
-		i = val.next
+	again := []byte{'{'}
+	for k, v := range tape.Root().Members() {
+		if len(again) > 1 {
+			again = append(again, ',')
+		}
+		again = append(k.AppendRaw(again), ':')
+		start := len(again)
+		again = v.AppendRaw(again)
+		out = append(out, Member{Key: k.Text(), Start: start, End: len(again)})
+	}
+	if string(append(again, '}')) != data {
+		t.Fatalf("%s is not compact", data)
 	}
 	return out
 }
@@ -205,5 +216,21 @@ func checkBounded(t *testing.T, msg string) {
 	}
 	if !strings.HasSuffix(msg, "…") {
 		t.Errorf("a cut message does not end with an ellipsis: %q", msg[len(msg)-20:])
+	}
+}
+
+func TestDataMembersDecodesOnlyWhatIsAsked(t *testing.T) {
+	src := []byte(` {"items":[{"total":99}],"t\u006ftal":3,"x":{"a":[1,2]},"s":"v"} `)
+	got, ok := dataMembers(src, []string{"total", "x", "missing"})
+	if !ok {
+		t.Fatal("not an object?")
+	}
+	if !reflect.DeepEqual(got, map[string]any{"total": 3.0, "x": map[string]any{"a": []any{1.0, 2.0}}}) {
+		t.Errorf("members = %#v", got)
+	}
+	for _, bad := range []string{`[1]`, `{"a":}`, `{"a":1`, `"s"`, ``} {
+		if _, ok := dataMembers([]byte(bad), []string{"a"}); ok {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }
