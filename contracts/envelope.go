@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/jsontape"
@@ -32,38 +30,17 @@ type Envelope struct {
 // document encoding/json would (Data is copied as is and must be valid JSON),
 // without reflection, because it runs once per call.
 func (e *Envelope) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"status":`...)
-	dst = jsontape.AppendString(dst, string(e.Status))
-	dst = append(dst, `,"message":`...)
-	dst = jsontape.AppendString(dst, e.Message)
-	if len(e.Data) > 0 {
-		dst = append(dst, `,"data":`...)
-		dst = append(dst, e.Data...)
+	sep := byte('{')
+	for i := range envelopeFields {
+		if envelopeFields[i].optional && e.omits(i) {
+			continue
+		}
+		dst = append(dst, sep, '"')
+		dst = append(dst, envelopeFields[i].name...)
+		dst = append(dst, '"', ':')
+		dst = e.appendValue(dst, i)
+		sep = ','
 	}
-	dst = append(dst, `,"retryable":`...)
-	dst = strconv.AppendBool(dst, e.Retryable)
-	dst = append(dst, `,"side_effect":`...)
-	dst = jsontape.AppendString(dst, string(e.SideEffect))
-	dst = append(dst, `,"side_effect_done":`...)
-	dst = strconv.AppendBool(dst, e.SideEffectDone)
-	dst = append(dst, `,"replayed":`...)
-	dst = strconv.AppendBool(dst, e.Replayed)
-	if e.RetryAfterMS != 0 {
-		dst = append(dst, `,"retry_after_ms":`...)
-		dst = strconv.AppendInt(dst, e.RetryAfterMS, 10)
-	}
-	dst = append(dst, `,"cost":`...)
-	if math.IsNaN(e.Cost) || math.IsInf(e.Cost, 0) {
-		dst = append(dst, '0')
-	} else {
-		dst = jsontape.AppendFloat(dst, e.Cost, 64)
-	}
-	dst = append(dst, `,"tool":`...)
-	dst = jsontape.AppendString(dst, e.Tool)
-	dst = append(dst, `,"call_id":`...)
-	dst = jsontape.AppendString(dst, e.CallID)
-	dst = append(dst, `,"observation":`...)
-	dst = jsontape.AppendString(dst, e.Observation)
 	return append(dst, '}')
 }
 
@@ -125,94 +102,15 @@ func decodeEnvelopeFields(b []byte) (*Envelope, error) {
 	}
 	e := &Envelope{}
 	for k, v := range root.Members() {
-		name := k.Text()
-		var err error
-		switch name {
-		case "status":
-			err = readString(v, (*string)(&e.Status))
-		case "message":
-			err = readString(v, &e.Message)
-		case "data":
-			e.Data = v.AppendRaw(nil)
-		case "retryable":
-			err = readBool(v, &e.Retryable)
-		case "side_effect":
-			err = readString(v, (*string)(&e.SideEffect))
-		case "side_effect_done":
-			err = readBool(v, &e.SideEffectDone)
-		case "replayed":
-			err = readBool(v, &e.Replayed)
-		case "retry_after_ms":
-			err = readInt(v, &e.RetryAfterMS)
-		case "cost":
-			err = readFloat(v, &e.Cost)
-		case "tool":
-			err = readString(v, &e.Tool)
-		case "call_id":
-			err = readString(v, &e.CallID)
-		case "observation":
-			err = readString(v, &e.Observation)
-		default:
-			return nil, fmt.Errorf("unknown field %q", name)
+		field := envelopeFieldNamed(k)
+		if field < 0 {
+			return nil, fmt.Errorf("unknown field %q", k.Text())
 		}
-		if err != nil {
-			return nil, fmt.Errorf("field %q: %v", name, err)
+		if err := e.readValue(field, v); err != nil {
+			return nil, fmt.Errorf("field %q: %v", envelopeFields[field].name, err)
 		}
 	}
 	return e, nil
-}
-
-// readString, readBool, readInt and readFloat set *dst from v as
-// encoding/json sets a field of that type: a null leaves it as it is, and
-// a value of another type is an error.
-func readString(v jsontape.Value, dst *string) error {
-	switch v.Kind() {
-	case jsontape.Null:
-	case jsontape.String:
-		*dst = v.Text()
-	default:
-		return errors.New("not a string")
-	}
-	return nil
-}
-
-func readBool(v jsontape.Value, dst *bool) error {
-	switch k := v.Kind(); k {
-	case jsontape.Null:
-	case jsontape.True, jsontape.False:
-		*dst = k == jsontape.True
-	default:
-		return errors.New("not a boolean")
-	}
-	return nil
-}
-
-func readInt(v jsontape.Value, dst *int64) error {
-	switch v.Kind() {
-	case jsontape.Null:
-		return nil
-	case jsontape.Number:
-		n, err := strconv.ParseInt(v.Literal(), 10, 64)
-		if err == nil {
-			*dst = n
-		}
-		return err
-	}
-	return errors.New("not a number")
-}
-
-func readFloat(v jsontape.Value, dst *float64) error {
-	switch v.Kind() {
-	case jsontape.Null:
-		return nil
-	case jsontape.Number:
-		f, err := v.Float()
-		if err == nil {
-			*dst = f
-		}
-		return err
-	}
-	return errors.New("not a number")
 }
 
 // AppendJSONString appends s as a JSON string, as jsontape.AppendString
