@@ -470,7 +470,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 // calls them integers, and a legacy backend parsing an integer parameter
 // would choke on the exponent or read a float. Other numbers keep their
 // spelling. Validation has refused numbers beyond the argument bounds, so
-// an integer here has at most MaxNumberExponent digits; one beyond them
+// an integer here has at most maxNumberExponent digits; one beyond them
 // (never validated) is returned as written.
 func canonicalNumber(n json.Number) string {
 	s := string(n)

@@ -14,7 +14,7 @@ import (
 // the argument.
 func (s *Schema) Coerce(arg string, raw []string) (any, error) {
 	ptr := "/" + escapePointer(arg)
-	sub := s.PropertySchema(arg)
+	sub := s.propertySchema(arg)
 	types := schemaTypes(sub)
 	if contains(types, "array") {
 		items, _ := sub["items"].(map[string]any)

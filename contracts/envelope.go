@@ -52,9 +52,9 @@ func (e *Envelope) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(nil), nil
 }
 
-// ErrInvalidEnvelope is wrapped by DecodeEnvelope for documents that are not a
+// errInvalidEnvelope is wrapped by DecodeEnvelope for documents that are not a
 // well-formed envelope.
-var ErrInvalidEnvelope = errors.New("invalid envelope")
+var errInvalidEnvelope = errors.New("invalid envelope")
 
 // DecodeEnvelope parses an envelope strictly: unknown fields, a status or
 // side effect outside the closed sets, or trailing data are errors. Stored
@@ -63,20 +63,20 @@ var ErrInvalidEnvelope = errors.New("invalid envelope")
 func DecodeEnvelope(b []byte) (*Envelope, error) {
 	if !utf8.Valid(b) {
 		// encoding/json would pass invalid UTF-8 through in Data.
-		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalidEnvelope)
+		return nil, fmt.Errorf("%w: not valid UTF-8", errInvalidEnvelope)
 	}
 	e, err := decodeEnvelopeFields(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
+		return nil, fmt.Errorf("%w: %v", errInvalidEnvelope, err)
 	}
-	if _, ok := ParseStatus(string(e.Status)); !ok {
-		return nil, fmt.Errorf("%w: status %q", ErrInvalidEnvelope, e.Status)
+	if _, ok := parseStatus(string(e.Status)); !ok {
+		return nil, fmt.Errorf("%w: status %q", errInvalidEnvelope, e.Status)
 	}
 	if _, ok := ParseSideEffect(string(e.SideEffect)); !ok {
-		return nil, fmt.Errorf("%w: side_effect %q", ErrInvalidEnvelope, e.SideEffect)
+		return nil, fmt.Errorf("%w: side_effect %q", errInvalidEnvelope, e.SideEffect)
 	}
 	if e.SideEffectDone != (e.SideEffect == SideEffectDone) {
-		return nil, fmt.Errorf("%w: side_effect_done disagrees with side_effect", ErrInvalidEnvelope)
+		return nil, fmt.Errorf("%w: side_effect_done disagrees with side_effect", errInvalidEnvelope)
 	}
 	if len(e.Data) > 0 && string(e.Data) == "null" {
 		e.Data = nil

@@ -16,7 +16,7 @@ import (
 )
 
 func TestCatalogMessages(t *testing.T) {
-	for _, lang := range Languages() {
+	for _, lang := range languages() {
 		c, err := NewCatalog(lang)
 		if err != nil {
 			t.Fatal(err)
@@ -30,7 +30,7 @@ func TestCatalogMessages(t *testing.T) {
 			{Status: StatusOK, Reason: ReasonOK, Effect: SideEffectDone},
 		} {
 			for _, se := range []bool{false, true} {
-				msg := c.Message("send", se, &o)
+				msg := c.message("send", se, &o)
 				if msg == "" || strings.ContainsAny(msg, "{}\n") {
 					t.Errorf("%s %s se=%v: %q", lang, o.Reason, se, msg)
 				}
@@ -39,11 +39,11 @@ func TestCatalogMessages(t *testing.T) {
 	}
 	c, _ := NewCatalog("en")
 	o := Outcome{Status: StatusUpstream, Reason: ReasonServerError, HTTPCode: 500, Effect: SideEffectUnknown}
-	if msg := c.Message("send", true, &o); !strings.Contains(msg, "may or may not") || !strings.Contains(msg, "new idempotency key") {
+	if msg := c.message("send", true, &o); !strings.Contains(msg, "may or may not") || !strings.Contains(msg, "new idempotency key") {
 		t.Errorf("unknown outcome message = %q", msg)
 	}
 	o.Retryable = true
-	if msg := c.Message("send", true, &o); !strings.Contains(msg, "same idempotency key") {
+	if msg := c.message("send", true, &o); !strings.Contains(msg, "same idempotency key") {
 		t.Errorf("dedupe message = %q", msg)
 	}
 	if _, err := NewCatalog("fr"); err == nil {
@@ -108,7 +108,7 @@ func producedOutcomes() []producedOutcome {
 		}
 		for _, err := range []error{
 			&ArgError{Pointer: "/q", Problem: ProblemRequired},
-			NewArgErrors(&ArgError{Pointer: "/q", Problem: ProblemRequired}, &ArgError{Pointer: "/limit", Problem: ProblemMaximum, Max: "20", Got: "50"}),
+			newArgErrors(&ArgError{Pointer: "/q", Problem: ProblemRequired}, &ArgError{Pointer: "/limit", Problem: ProblemMaximum, Max: "20", Got: "50"}),
 			&ArgError{Problem: ProblemDuplicateKey, Got: `"q"`},
 			&ArgError{Problem: ProblemIncomplete},
 		} {
@@ -266,7 +266,7 @@ var phrasesByLang = map[string]messagePhrases{
 //     same key;
 //   - replayed: says so.
 func TestMessagesAgreeWithTheEnvelope(t *testing.T) {
-	for _, name := range Languages() {
+	for _, name := range languages() {
 		c, err := NewCatalog(name)
 		if err != nil {
 			t.Fatal(err)
@@ -379,7 +379,7 @@ func checkMessage(c *Catalog, p messagePhrases, r producedRow, m Message, templa
 	}
 	// A template speaks only for what its status normally means.
 	if templated {
-		row, _ := RowOf(o.Reason)
+		row, _ := rowOf(o.Reason)
 		check(row.Gateway, "a status template spoke for the gateway reason %s", o.Reason)
 		check(!o.Status.Success() && o.Retryable != statusRetryable(o.Status), "a status template spoke for an outcome its status does not usually mean")
 		check(effect == SideEffectUnknown, "a status template spoke for an unknown outcome")
@@ -563,12 +563,12 @@ func TestChineseMessagesHaveNoEnglish(t *testing.T) {
 // policy may set, the whole action clause of every message survives, with
 // the tag and the truncation marker, however long what happened is.
 func TestMinObservationMaxCharsKeepsEveryAction(t *testing.T) {
-	long := NewArgErrors()
+	long := newArgErrors()
 	for i := range 30 {
 		long.List = append(long.List, &ArgError{Pointer: "/argument_with_a_long_name_" + strconv.Itoa(i), Problem: ProblemRequired})
 	}
 	long.Total = len(long.List)
-	for _, lang := range Languages() {
+	for _, lang := range languages() {
 		c, _ := NewCatalog(lang)
 		for _, r := range producedRows(c) {
 			o := r.o
@@ -599,7 +599,7 @@ func TestMinObservationMaxCharsKeepsEveryAction(t *testing.T) {
 // a producer; the HTTP column and the waits read as DESIGN section 7 says.
 func TestReasonTable(t *testing.T) {
 	declared := declaredReasons(t)
-	rows := ReasonTable()
+	rows := reasonTable[:]
 	seen := map[Reason]bool{}
 	for _, r := range rows {
 		if seen[r.Reason] {
@@ -616,7 +616,7 @@ func TestReasonTable(t *testing.T) {
 		}
 	}
 	produced := producedReasons(t)
-	for _, lang := range Languages() {
+	for _, lang := range languages() {
 		c, _ := NewCatalog(lang)
 		for _, r := range rows {
 			var keys []string

@@ -208,8 +208,8 @@ func TestNumberBombsAreRefusedBeforeTheSchemaLibrary(t *testing.T) {
 			if !errors.As(err, &ae) || ae.Problem != ProblemNumber || ae.Pointer != tt.pointer {
 				t.Fatalf("error = %v, want a number bound error at %s", err, tt.pointer)
 			}
-			if !strings.Contains(ae.Text("en"), "Argument "+argName(tt.pointer)+" must be a number with at most 100 significant digits") {
-				t.Errorf("message = %q", ae.Text("en"))
+			if !strings.Contains(ae.text("en"), "Argument "+argName(tt.pointer)+" must be a number with at most 100 significant digits") {
+				t.Errorf("message = %q", ae.text("en"))
 			}
 			// The library would allocate hundreds of megabytes and take
 			// seconds; the bounds make it a few kilobytes.

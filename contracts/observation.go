@@ -11,9 +11,9 @@ import (
 	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
-// DefaultObservationMaxChars is the bound Observation applies when it is given
-// none, the default of observation_max_chars.
-const DefaultObservationMaxChars = 1800
+// defaultObservationMaxChars is the bound an observation has when it is
+// given none, the default of observation_max_chars.
+const defaultObservationMaxChars = 1800
 
 // MinObservationMaxChars is the smallest observation_max_chars a policy may
 // set: at it, an observation of any status keeps its whole status tag and
@@ -29,49 +29,11 @@ const MinObservationMaxChars = 256
 // begins with the ellipsis so a cut message reads "…" then "[truncated]".
 const shortMarker = "…[truncated]"
 
-// Observation renders the string fed back to the model: the status tag, a
-// space and the message, then, when there is data, a newline and the data as
-// compact JSON. Key order and number literals are kept as the backend sent
-// them. A data value of JSON null is left out, and data that is not valid JSON
-// is shown as a JSON string rather than dropped, since it is still what the
-// backend said.
-//
-// maxChars bounds the whole string in Unicode code points; zero or less means
-// DefaultObservationMaxChars. The result is always valid UTF-8 (invalid bytes
-// become U+FFFD) and is never cut inside a rune.
-//
-// When the data does not fit, Observation shrinks it by structure rather than
-// by bytes, so the model can still tell what it holds: long strings are
-// shortened with "…", arrays keep their first elements and end with an
-// element "…(+N more)", and objects keep their first keys and end with a key
-// "…" whose value counts the keys left out. The shrunk data is valid JSON and
-// is followed by the marker "\n…[truncated: full data is N chars]", N counted
-// in code points of the compact data, or by "\n…[truncated]" where the longer
-// marker would take more room than it leaves. Only when no shrunk form fits is
-// the compact JSON cut at a rune boundary, followed by the marker. When the
-// message itself does not fit, it is cut and the string ends with
-// "…[truncated]". At bounds below MinObservationMaxChars the bound wins over
-// the tag and the marker.
-//
-// Data that fits costs one compaction pass; only data that does not is parsed.
-func Observation(status Status, message string, data json.RawMessage, maxChars int) string {
-	s, _ := observation(status, message, data, maxChars, false)
-	return s
-}
-
-// ObservationOfCompact is Observation for data known to be compact,
-// valid UTF-8 JSON, as an envelope's data always is: the common path skips
-// re-validating it.
-func ObservationOfCompact(status Status, message string, data json.RawMessage, maxChars int) string {
-	s, _ := observation(status, message, data, maxChars, true)
-	return s
-}
-
 // ObservationOptions are what an envelope's observation knows beyond its
 // status, message and data.
 type ObservationOptions struct {
 	// MaxChars bounds the observation in code points; zero or less means
-	// DefaultObservationMaxChars.
+	// defaultObservationMaxChars.
 	MaxChars int
 	// Lang is the language of the truncation marker: "en" or "zh".
 	Lang string
@@ -86,7 +48,8 @@ type ObservationOptions struct {
 // compact, valid UTF-8 JSON. When the data is cut, the marker says what was
 // cut ("items shows 8 of 14, long strings shortened") and how to get more;
 // when the message itself does not fit, what happened is cut and its action
-// clause (from m.ActionAt) is kept whole.
+// clause (from m.ActionAt) is kept whole. How data is shrunk to fit, and
+// what the bound promises, is said at observe.
 func EnvelopeObservation(status Status, m Message, data json.RawMessage, opt ObservationOptions) string {
 	s, _ := observe(status, m, data, opt.MaxChars, true, markerWordsFor(opt.Lang), opt.Hint)
 	return s
@@ -105,13 +68,43 @@ const (
 	cutMessage                         // the message was cut and any data dropped
 )
 
+// observation is observe for a message without an action clause, with the
+// English marker and no hint.
 func observation(status Status, message string, data json.RawMessage, maxChars int, trusted bool) (string, observationCut) {
 	return observe(status, Message{Text: message, ActionAt: len(message)}, data, maxChars, trusted, markerWordsFor("en"), "")
 }
 
+// observe renders the string fed back to the model: the status tag, a
+// space and the message, then, when there is data, a newline and the data as
+// compact JSON. Key order and number literals are kept as the backend sent
+// them. A data value of JSON null is left out, and data that is not valid JSON
+// is shown as a JSON string rather than dropped, since it is still what the
+// backend said.
+//
+// maxChars bounds the whole string in Unicode code points; zero or less means
+// defaultObservationMaxChars. The result is always valid UTF-8 (invalid bytes
+// become U+FFFD) and is never cut inside a rune.
+//
+// When the data does not fit, observe shrinks it by structure rather than
+// by bytes, so the model can still tell what it holds: long strings are
+// shortened with "…", arrays keep their first elements and end with an
+// element "…(+N more)", and objects keep their first keys and end with a key
+// "…" whose value counts the keys left out. The shrunk data is valid JSON and
+// is followed by the marker "\n…[truncated: full data is N chars]", N counted
+// in code points of the compact data, or by "\n…[truncated]" where the longer
+// marker would take more room than it leaves. Only when no shrunk form fits is
+// the compact JSON cut at a rune boundary, followed by the marker. When the
+// message itself does not fit, it is cut and the string ends with
+// "…[truncated]". At bounds below MinObservationMaxChars the bound wins over
+// the tag and the marker.
+//
+// Data that fits costs one compaction pass; only data that does not is parsed.
+// trusted says data is compact, valid UTF-8 JSON, as an envelope's data
+// always is: the common path skips re-validating it. words and hint are the
+// marker's language and the tool's truncation hint.
 func observe(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
 	if maxChars <= 0 {
-		maxChars = DefaultObservationMaxChars
+		maxChars = defaultObservationMaxChars
 	}
 	tag := validUTF8(status.Tag())
 	message := m.Text

@@ -163,7 +163,7 @@ func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 		if e.When == "" {
 			return nil, &RuleError{Field: field, Msg: "an error rule needs a when expression"}
 		}
-		if _, ok := ParseStatus(string(e.Status)); !ok {
+		if _, ok := parseStatus(string(e.Status)); !ok {
 			return nil, &RuleError{Field: fmt.Sprintf("errors[%d].status", i), Msg: fmt.Sprintf("%q is not a status", e.Status)}
 		}
 		prg, ast, err := re.compile(field, e.When, cel.BoolType)
@@ -248,9 +248,6 @@ func mapLiteralOrder(ast *cel.Ast) []string {
 // NeedsBody reports whether any rule reads the parsed body.
 func (r *Rules) NeedsBody() bool { return r != nil && r.uses.body }
 
-// HasData reports whether a data expression shapes the envelope's data.
-func (r *Rules) HasData() bool { return r != nil && r.data != nil }
-
 // RuleInput is what rules see of one backend answer. The rules run on one
 // input share what they resolved (the body's view, the lower-cased
 // headers), so an input serves one answer: make a new one for another.
@@ -295,9 +292,6 @@ func (b *Body) Release() {
 // AppendCompact appends the whole answer as compact, valid-UTF-8 JSON in
 // the backend's key order.
 func (b *Body) AppendCompact(dst []byte) []byte { return b.tape.Root().AppendCompact(dst) }
-
-// Empty reports whether the answer is null, "", [] or {}.
-func (b *Body) Empty() bool { return b.tape.Root().IsEmpty() }
 
 // activation resolves rule variables lazily, so an unused header map is
 // never built, and once per answer: every rule run on the same input
@@ -380,7 +374,7 @@ type MatchedRule struct {
 //
 // Any other failure (the cost limit, the call's deadline, a value of the
 // wrong type for an operator, a division by zero, a number out of range)
-// is returned as an error wrapping ErrRuleEval, and no later rule is
+// is returned as an error wrapping errRuleEval, and no later rule is
 // tried: whether the failing rule would have matched is unknown, so the
 // answer cannot be read (see Unreadable), never "no match".
 func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool, error) {
@@ -394,16 +388,16 @@ func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool, error) {
 			if rule.prg.loops && in.Ctx != nil && in.Ctx.Err() != nil {
 				// Past the deadline, the error CEL kept of two (a || b)
 				// may be an absent field: the interrupt decides.
-				return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: interrupted: %w", ErrRuleEval, i, context.Cause(in.Ctx))
+				return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: interrupted: %w", errRuleEval, i, context.Cause(in.Ctx))
 			}
 			if absentPath(err) {
 				continue
 			}
-			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: %v", ErrRuleEval, i, err)
+			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: %v", errRuleEval, i, err)
 		}
 		b, ok := out.(types.Bool)
 		if !ok {
-			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: not a bool", ErrRuleEval, i)
+			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: not a bool", errRuleEval, i)
 		}
 		if b {
 			return MatchedRule{Status: rule.status, Retryable: rule.retryable, SideEffect: rule.sideEffect}, true, nil
@@ -431,16 +425,9 @@ func absentPath(err error) bool {
 	return false
 }
 
-// ErrRuleEval wraps a data or empty rule that failed on a 2xx answer: the
+// errRuleEval wraps a data or empty rule that failed on a 2xx answer: the
 // answer does not have the shape the contract promises.
-var ErrRuleEval = errors.New("response rule failed")
-
-// Data evaluates the data expression and appends its JSON to dst. Without a
-// data expression it returns ok=false and the caller uses the body as is.
-func (r *Rules) Data(dst []byte, in *RuleInput) ([]byte, bool, error) {
-	dst, _, shaped, err := r.DataMembers(dst, in)
-	return dst, shaped, err
-}
+var errRuleEval = errors.New("response rule failed")
 
 // Member is where a top-level member of the data lies in its JSON, so a
 // message template can read it without parsing the data again.
@@ -449,8 +436,10 @@ type Member struct {
 	Start, End int // data[Start:End] is the member's value
 }
 
-// DataMembers is Data that also returns the top-level members of a data
-// expression that is a map literal.
+// DataMembers evaluates the data expression and appends its JSON to dst,
+// with the top-level members of a data expression that is a map literal.
+// Without a data expression it returns shaped=false and the caller uses the
+// body as is.
 func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, error) {
 	if r == nil || r.data == nil {
 		return dst, nil, false, nil
@@ -463,10 +452,10 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 	}
 	out, err := eval(r.data, in, act)
 	if err != nil {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, err)
 	}
 	if types.IsError(out) {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, out)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, out)
 	}
 	var members []Member
 	if m, ok := out.(traits.Mapper); ok && r.dataOrder != nil {
@@ -476,7 +465,7 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 		dst, err = appendCEL(dst, out, r.dataOrder, 0)
 	}
 	if err != nil {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, err)
 	}
 	return dst, members, true, nil
 }
@@ -488,11 +477,11 @@ func (r *Rules) Empty(in *RuleInput) (empty bool, ok bool, err error) {
 	}
 	out, err := eval(r.empty, in, in.activation())
 	if err != nil {
-		return false, true, fmt.Errorf("%w: empty: %v", ErrRuleEval, err)
+		return false, true, fmt.Errorf("%w: empty: %v", errRuleEval, err)
 	}
 	b, isBool := out.(types.Bool)
 	if !isBool {
-		return false, true, fmt.Errorf("%w: empty: not a bool", ErrRuleEval)
+		return false, true, fmt.Errorf("%w: empty: not a bool", errRuleEval)
 	}
 	return bool(b), true, nil
 }

@@ -19,7 +19,7 @@ func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := &RuleInput{Status: 200, Body: mustBody(t, `{"results": [{"b": 1, "a": "x"}], "total": 1}`), Args: map[string]any{"q": "go"}}
-	data, shaped, err := r.Data(nil, in)
+	data, _, shaped, err := r.DataMembers(nil, in)
 	if err != nil || !shaped {
 		t.Fatal(err, shaped)
 	}
@@ -32,7 +32,7 @@ func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
 		t.Errorf("empty = %v %v %v", empty, ok, err)
 	}
 	in.Body = mustBody(t, `{"total": 0}`)
-	if _, _, err := r.Data(nil, in); err == nil {
+	if _, _, _, err := r.DataMembers(nil, in); err == nil {
 		t.Error("data over a body without results did not fail")
 	}
 }
@@ -120,8 +120,8 @@ func TestDataMembersLocateTopLevelValues(t *testing.T) {
 		}
 	}
 	tpls, _ := CompileTemplates(map[string]string{"ok": "{{.data.total}} found"})
-	a, _ := tpls.RenderMembers(StatusOK, nil, data, members)
-	b, _ := tpls.Render(StatusOK, nil, data)
+	a, _ := tpls.renderMembers(StatusOK, nil, data, members)
+	b, _ := tpls.render(StatusOK, nil, data)
 	if a != "7 found" || a != b {
 		t.Errorf("with members %q, without %q", a, b)
 	}
@@ -183,7 +183,7 @@ func TestErrorRulesTellAbsentFieldsFromUnreadableAnswers(t *testing.T) {
 					t.Errorf("match = %v %v %v, want the first rule", m.Status, ok, err)
 				}
 			case unreadable:
-				if err == nil || !errors.Is(err, ErrRuleEval) || ok {
+				if err == nil || !errors.Is(err, errRuleEval) || ok {
 					t.Errorf("match = %v %v %v, want an unreadable answer", m.Status, ok, err)
 				}
 			}
@@ -223,7 +223,7 @@ func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
 	in := func() *RuleInput { return &RuleInput{Ctx: context.Background(), Status: 200, Body: mustBody(t, items)} }
 	check := func(t *testing.T, err error) {
 		t.Helper()
-		if !errors.Is(err, ErrRuleEval) || !strings.Contains(err.Error(), "cost limit exceeded") {
+		if !errors.Is(err, errRuleEval) || !strings.Contains(err.Error(), "cost limit exceeded") {
 			t.Errorf("err = %v, want the cost limit", err)
 		}
 	}
@@ -242,7 +242,7 @@ func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
 		check(t, err)
 	})
 	t.Run("data", func(t *testing.T) {
-		_, _, err := smallRules.Data(nil, in())
+		_, _, _, err := smallRules.DataMembers(nil, in())
 		check(t, err)
 	})
 	t.Run("empty", func(t *testing.T) {
@@ -281,7 +281,7 @@ func TestRulesStopAtTheDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, ok, err := r.MatchError(&RuleInput{Ctx: ctx, Status: 200, Body: mustBody(t, body)})
-			if ok || !errors.Is(err, ErrRuleEval) || !strings.Contains(err.Error(), "interrupted") {
+			if ok || !errors.Is(err, errRuleEval) || !strings.Contains(err.Error(), "interrupted") {
 				t.Errorf("match = %v, %v; want an interrupted evaluation", ok, err)
 			}
 		})

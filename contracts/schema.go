@@ -118,15 +118,12 @@ func (s *Schema) HasProperty(name string) bool {
 	return i < len(s.props) && s.props[i] == name
 }
 
-// PropertySchema returns the subschema of a top-level property, or nil.
-func (s *Schema) PropertySchema(name string) map[string]any {
+// propertySchema returns the subschema of a top-level property, or nil.
+func (s *Schema) propertySchema(name string) map[string]any {
 	props, _ := s.doc["properties"].(map[string]any)
 	sub, _ := props[name].(map[string]any)
 	return sub
 }
-
-// Properties returns the declared top-level property names, sorted.
-func (s *Schema) Properties() []string { return s.props }
 
 // Validate applies defaults to args (in place) and validates them. The
 // returned error, when not nil, is an *ArgErrors listing every violation in
@@ -138,7 +135,7 @@ func (s *Schema) Properties() []string { return s.props }
 func (s *Schema) Validate(args map[string]any) error {
 	applyDefaults(s.doc, args)
 	if err := checkNumbers(args); err != nil {
-		return NewArgErrors(err)
+		return newArgErrors(err)
 	}
 	if s.quick != nil && s.quick.accepts(args) {
 		return nil
@@ -147,10 +144,10 @@ func (s *Schema) Validate(args map[string]any) error {
 		var verr *jsonschema.ValidationError
 		if errors.As(err, &verr) {
 			if leaves := s.collect(verr, args, nil); len(leaves) > 0 {
-				return NewArgErrors(leaves...)
+				return newArgErrors(leaves...)
 			}
 		}
-		return NewArgErrors(&ArgError{Problem: ProblemInvalid})
+		return newArgErrors(&ArgError{Problem: ProblemInvalid})
 	}
 	return nil
 }
@@ -296,7 +293,7 @@ func (s *Schema) leaf(v *jsonschema.ValidationError, args map[string]any) []*Arg
 		e.Problem, e.Want, e.Got = ProblemPattern, shorten(k.Want, 80), quoteShort(k.Got)
 	case *kind.Enum:
 		e.Problem, e.Got = ProblemEnum, gotValue(k.Got)
-		for _, w := range k.Want[:min(len(k.Want), MaxArgErrors)] {
+		for _, w := range k.Want[:min(len(k.Want), maxArgErrors)] {
 			e.Values = append(e.Values, gotValue(w))
 		}
 	case *kind.Const:

@@ -75,7 +75,7 @@ func trimPartialRune(b []byte) []byte {
 //
 // A template named after a reason ("budget", "throttled") speaks for that
 // reason wherever it occurs. A template named after a status speaks only
-// for what the status normally means (see Templates.For): never for a
+// for what the status normally means (see Templates.forOutcome): never for a
 // gateway reason of the table (access, budget, rate limit, circuit,
 // bulkhead, connect, TLS, store, key, schema), nor for an outcome whose
 // retryability or side effect differs from the status's usual ones.
@@ -143,10 +143,10 @@ func CompileTemplates(specs map[string]string) (Templates, error) {
 // words of their own: a rule's outcome speaks through its status, a replay
 // through the stored result).
 func templateName(name string) string {
-	if _, ok := ParseStatus(name); ok {
+	if _, ok := parseStatus(name); ok {
 		return ""
 	}
-	switch r, ok := ParseReason(name); {
+	switch r, ok := parseReason(name); {
 	case !ok:
 		return fmt.Sprintf("%q is not a status or a reason", name)
 	case r == ReasonRule:
@@ -159,9 +159,9 @@ func templateName(name string) string {
 	return ""
 }
 
-// For returns the template that speaks for an outcome, or nil. effect is
+// forOutcome returns the template that speaks for an outcome, or nil. effect is
 // the side effect the envelope shows (none for a read-only tool).
-func (t Templates) For(o *Outcome, effect SideEffect) *messageTemplate {
+func (t Templates) forOutcome(o *Outcome, effect SideEffect) *messageTemplate {
 	if len(t) == 0 {
 		return nil
 	}
@@ -170,7 +170,7 @@ func (t Templates) For(o *Outcome, effect SideEffect) *messageTemplate {
 			return mt
 		}
 	}
-	row, ok := RowOf(o.Reason)
+	row, ok := rowOf(o.Reason)
 	if !ok || row.Gateway {
 		return nil
 	}
@@ -233,16 +233,16 @@ func walkBranch(b *parse.BranchNode, visit func([]string)) {
 	walkTemplate(b.ElseList, visit)
 }
 
-// Render executes the template named after status, if any. A template that
+// render executes the template named after status, if any. A template that
 // fails at run time yields ok=false so the catalogue message is used
 // instead.
-func (t Templates) Render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
-	return t.RenderMembers(status, args, data, nil)
+func (t Templates) render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
+	return t.renderMembers(status, args, data, nil)
 }
 
-// RenderMembers is Render with the data's top-level members already
+// renderMembers is render with the data's top-level members already
 // located (see Rules.DataMembers), so the data is not scanned again.
-func (t Templates) RenderMembers(status Status, args map[string]any, data json.RawMessage, members []Member) (string, bool) {
+func (t Templates) renderMembers(status Status, args map[string]any, data json.RawMessage, members []Member) (string, bool) {
 	mt := t[string(status)]
 	if mt == nil {
 		return "", false

@@ -27,12 +27,12 @@ func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
 	}
 	data := []byte(`{"items":[1,2,3],"total":3}`)
 	for st, want := range map[Status]string{StatusOK: "Found 3 for go.", StatusEmpty: "Nothing: map[items:[1 2 3] total:3]", StatusTimeout: "3 items"} {
-		got, ok := tpls.Render(st, map[string]any{"q": "go"}, data)
+		got, ok := tpls.render(st, map[string]any{"q": "go"}, data)
 		if !ok || got != want {
 			t.Errorf("%s: %q %v, want %q", st, got, ok, want)
 		}
 	}
-	if _, ok := tpls.Render(StatusUpstream, nil, data); ok {
+	if _, ok := tpls.render(StatusUpstream, nil, data); ok {
 		t.Error("rendered a status without a template")
 	}
 }
@@ -48,16 +48,16 @@ func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
 	if tpls["ok"].fast == nil || tpls["empty"].fast != nil {
 		t.Fatal("fast path chosen wrongly")
 	}
-	got, ok := tpls.Render(StatusOK, map[string]any{"q": "go"}, []byte(`{"n":1.5,"x":{"y":true}}`))
+	got, ok := tpls.render(StatusOK, map[string]any{"q": "go"}, []byte(`{"n":1.5,"x":{"y":true}}`))
 	if !ok || got != "q=go missing= deep=true n=1.5" {
 		t.Errorf("fast: %q", got)
 	}
-	got, ok = tpls.Render(StatusEmpty, map[string]any{"q": "go"}, nil)
+	got, ok = tpls.render(StatusEmpty, map[string]any{"q": "go"}, nil)
 	if !ok || got != "q=go missing=" {
 		t.Errorf("slow: %q", got)
 	}
 	// Without data, a data field renders empty rather than failing.
-	got, ok = tpls.Render(StatusOK, map[string]any{"q": "go"}, nil)
+	got, ok = tpls.render(StatusOK, map[string]any{"q": "go"}, nil)
 	if !ok || got != "q=go missing= deep= n=" {
 		t.Errorf("no data: %q", got)
 	}
@@ -103,7 +103,7 @@ func TestFastTemplatesMatchTextTemplate(t *testing.T) {
 			members = testMembers(t, data)
 		}
 		for _, m := range [][]Member{members, nil} {
-			got, ok := tpls.RenderMembers(StatusOK, args, []byte(data), m)
+			got, ok := tpls.renderMembers(StatusOK, args, []byte(data), m)
 			if !ok || got != wantText {
 				t.Errorf("data %s (members %v):\n got %q\nwant %q", data, m != nil, got, wantText)
 			}
@@ -175,7 +175,7 @@ func TestMessagesAreBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			msg, ok := tpls.Render(StatusOK, nil, data)
+			msg, ok := tpls.render(StatusOK, nil, data)
 			if !ok {
 				t.Fatal("not rendered")
 			}
@@ -189,7 +189,7 @@ func TestMessagesAreBounded(t *testing.T) {
 		c, _ := NewCatalog("zh")
 		o := Reject(ReasonTooLarge)
 		o.Detail = text
-		msg := c.Message("send", false, &o)
+		msg := c.message("send", false, &o)
 		if n := utf8.RuneCountInString(msg); n > MaxMessageChars || n < MaxMessageChars/2 {
 			t.Errorf("message has %d characters, want at most %d", n, MaxMessageChars)
 		}
@@ -200,7 +200,7 @@ func TestMessagesAreBounded(t *testing.T) {
 	})
 	t.Run("a short message is left as it is", func(t *testing.T) {
 		tpls, _ := CompileTemplates(map[string]string{"ok": "Found {{.data.n}}."})
-		if msg, _ := tpls.Render(StatusOK, nil, []byte(`{"n":3}`)); msg != "Found 3." {
+		if msg, _ := tpls.render(StatusOK, nil, []byte(`{"n":3}`)); msg != "Found 3." {
 			t.Errorf("message = %q", msg)
 		}
 	})

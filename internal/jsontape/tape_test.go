@@ -109,13 +109,6 @@ func TestValueReaders(t *testing.T) {
 			t.Errorf("keys = %v", keys)
 		}
 	})
-	t.Run("empty values are null, empty strings and empty containers", func(t *testing.T) {
-		for src, want := range map[string]bool{`null`: true, `""`: true, `[]`: true, `{}`: true, ` [ ] `: true, `0`: false, `false`: false, `" "`: false, `[0]`: false, `{"a":null}`: false} {
-			if got := mustParse(t, src).Root().IsEmpty(); got != want {
-				t.Errorf("IsEmpty(%s) = %v", src, got)
-			}
-		}
-	})
 	t.Run("readers of another kind return their zero", func(t *testing.T) {
 		code, _ := root.Lookup("code")
 		if code.Text() != "" || code.Literal() != "" || code.Equals("") || code.Len() != 0 {

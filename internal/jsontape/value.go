@@ -35,20 +35,6 @@ func (v Value) Kind() Kind { return v.node().kind }
 // 0 for any other value.
 func (v Value) Len() int { return int(v.node().count) }
 
-// IsEmpty reports whether the value is null, "", [] or {}.
-func (v Value) IsEmpty() bool {
-	n := v.node()
-	switch n.kind {
-	case Null:
-		return true
-	case String:
-		return n.end-n.start == 2
-	case Array, Object:
-		return n.count == 0
-	}
-	return false
-}
-
 // Text returns the value of a string, decoded as encoding/json decodes it:
 // a lone or broken surrogate escape and an invalid UTF-8 byte each become
 // U+FFFD. It returns "" for any other value.
