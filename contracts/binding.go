@@ -53,42 +53,42 @@ type bindParam struct {
 	arg  string
 }
 
-// BindError is a binding that cannot be compiled; Field names the part of the
+// bindError is a binding that cannot be compiled; Field names the part of the
 // spec at fault ("method", "path", "query.<name>", "body.<name>").
-type BindError struct {
+type bindError struct {
 	Field string
 	Msg   string
 }
 
-func (e *BindError) Error() string { return e.Field + ": " + e.Msg }
+func (e *bindError) Error() string { return e.Field + ": " + e.Msg }
 
-// CompileBinding checks spec against the argument schema and compiles it.
-func CompileBinding(spec BindingSpec, schema *Schema) (*Binding, error) {
+// compileBinding checks spec against the argument schema and compiles it.
+func compileBinding(spec BindingSpec, schema *Schema) (*Binding, error) {
 	b := &Binding{method: strings.ToUpper(spec.Method)}
 	if b.method == "" {
 		b.method = http.MethodGet
 	}
 	if !validMethod(b.method) {
-		return nil, &BindError{"method", fmt.Sprintf("%q is not an HTTP method", spec.Method)}
+		return nil, &bindError{"method", fmt.Sprintf("%q is not an HTTP method", spec.Method)}
 	}
 	if !strings.HasPrefix(spec.Path, "/") {
-		return nil, &BindError{"path", "must start with /"}
+		return nil, &bindError{"path", "must start with /"}
 	}
 	if strings.ContainsAny(spec.Path, "?#") {
-		return nil, &BindError{"path", "must not contain ? or #; bind query parameters with query"}
+		return nil, &bindError{"path", "must not contain ? or #; bind query parameters with query"}
 	}
 	seen := map[string]bool{}
 	for _, raw := range strings.Split(spec.Path[1:], "/") {
 		seg, err := parseSegment(raw)
 		if err != nil {
-			return nil, &BindError{"path", err.Error()}
+			return nil, &bindError{"path", err.Error()}
 		}
 		for _, p := range seg.parts {
 			if p.arg == "" {
 				continue
 			}
-			if !schema.HasProperty(p.arg) {
-				return nil, &BindError{"path", fmt.Sprintf("placeholder {%s} is not an argument", p.arg)}
+			if !schema.hasProperty(p.arg) {
+				return nil, &bindError{"path", fmt.Sprintf("placeholder {%s} is not an argument", p.arg)}
 			}
 			seen[p.arg] = true
 		}
@@ -175,10 +175,10 @@ func compileParams(field string, spec map[string]string, schema *Schema, seen ma
 	for _, name := range names {
 		arg := spec[name]
 		if name == "" {
-			return nil, &BindError{field, "empty parameter name"}
+			return nil, &bindError{field, "empty parameter name"}
 		}
-		if !schema.HasProperty(arg) {
-			return nil, &BindError{field + "." + name, fmt.Sprintf("%q is not an argument", arg)}
+		if !schema.hasProperty(arg) {
+			return nil, &bindError{field + "." + name, fmt.Sprintf("%q is not an argument", arg)}
 		}
 		seen[arg] = true
 		params = append(params, bindParam{name: name, arg: arg})
@@ -192,8 +192,8 @@ func (b *Binding) Method() string { return b.method }
 // Args returns every argument name the binding reads, sorted.
 func (b *Binding) Args() []string { return b.args }
 
-// PathArgs returns the arguments whose values go into the path, in order.
-func (b *Binding) PathArgs() []string {
+// pathArgs returns the arguments whose values go into the path, in order.
+func (b *Binding) pathArgs() []string {
 	var out []string
 	for _, seg := range b.segments {
 		for _, p := range seg.parts {

@@ -26,7 +26,7 @@ const bindSchema = `{"type":"object","properties":{"id":{"type":"string"},"n":{"
 
 func TestBindEscapesEachPlaceholderAsOneSegment(t *testing.T) {
 	s := mustSchema(t, bindSchema)
-	b, err := CompileBinding(BindingSpec{Method: "post", Path: "/v1/users/{id}/items", Query: map[string]string{"n": "n", "tag": "tags"}, Body: map[string]string{"text": "text", "flag": "flag"}}, s)
+	b, err := compileBinding(BindingSpec{Method: "post", Path: "/v1/users/{id}/items", Query: map[string]string{"n": "n", "tag": "tags"}, Body: map[string]string{"text": "text", "flag": "flag"}}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestBindEscapesEachPlaceholderAsOneSegment(t *testing.T) {
 
 func TestBindRefusesEmptyAndNonScalarSegments(t *testing.T) {
 	s := mustSchema(t, bindSchema)
-	b, err := CompileBinding(BindingSpec{Method: "GET", Path: "/items/{id}"}, s)
+	b, err := compileBinding(BindingSpec{Method: "GET", Path: "/items/{id}"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestBindRefusesEmptyAndNonScalarSegments(t *testing.T) {
 
 func TestBindQueryAndBody(t *testing.T) {
 	s := mustSchema(t, bindSchema)
-	b, err := CompileBinding(BindingSpec{Method: "POST", Path: "/x", Query: map[string]string{"n": "n", "tag": "tags"}, Body: map[string]string{"text": "text", "flag": "flag", "missing": "id"}}, s)
+	b, err := compileBinding(BindingSpec{Method: "POST", Path: "/x", Query: map[string]string{"n": "n", "tag": "tags"}, Body: map[string]string{"text": "text", "flag": "flag", "missing": "id"}}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestCompileBindingErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := CompileBinding(tt.spec, s)
+			_, err := compileBinding(tt.spec, s)
 			if err == nil {
 				t.Fatal("compiled")
 			}
@@ -140,7 +140,7 @@ func TestCompileBindingErrors(t *testing.T) {
 // nothing carries CR/LF.
 func FuzzValidateAndBind(f *testing.F) {
 	s := mustSchema(f, `{"type":"object","required":["id"],"properties":{"id":{"type":"string","maxLength":300},"q":{"type":"string"},"n":{"type":"integer","default":5}}}`)
-	b, err := CompileBinding(BindingSpec{Method: "POST", Path: "/api/{id}/x", Query: map[string]string{"q": "q", "n": "n"}, Body: map[string]string{"q": "q"}}, s)
+	b, err := compileBinding(BindingSpec{Method: "POST", Path: "/api/{id}/x", Query: map[string]string{"q": "q", "n": "n"}, Body: map[string]string{"q": "q"}}, s)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 // side-effecting tools and stripped before validation and binding.
 const IdempotencyKeyArg = "idempotency_key"
 
-// MaxToolNameLength is the longest tool name: MCP clients refuse longer ones.
-const MaxToolNameLength = 64
+// maxToolNameLength is the longest tool name: MCP clients refuse longer ones.
+const maxToolNameLength = 64
 
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
@@ -39,9 +39,9 @@ type ContractSpec struct {
 	Idempotency    IdempotencySpec
 }
 
-// MaxTruncationHintChars bounds a tool's truncation_hint: it shares the
+// maxTruncationHintChars bounds a tool's truncation_hint: it shares the
 // observation's room with the data.
-const MaxTruncationHintChars = 200
+const maxTruncationHintChars = 200
 
 // IdempotencySpec tunes idempotency for a side-effecting tool.
 type IdempotencySpec struct {
@@ -82,16 +82,16 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 
-// DefaultIdempotencyTTL is how long idempotency records are kept by default.
-const DefaultIdempotencyTTL = 24 * time.Hour
+// defaultIdempotencyTTL is how long idempotency records are kept by default.
+const defaultIdempotencyTTL = 24 * time.Hour
 
 // Compile compiles spec. The error, when not nil, is a *FieldError.
 func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 	if !toolNamePattern.MatchString(spec.Name) {
 		return nil, &FieldError{Field: "", Msg: fmt.Sprintf("tool name %q may only contain letters, digits, '_', '.' and '-'", spec.Name)}
 	}
-	if len(spec.Name) > MaxToolNameLength {
-		return nil, &FieldError{Field: "", Msg: fmt.Sprintf("tool name %q is longer than %d characters", spec.Name, MaxToolNameLength)}
+	if len(spec.Name) > maxToolNameLength {
+		return nil, &FieldError{Field: "", Msg: fmt.Sprintf("tool name %q is longer than %d characters", spec.Name, maxToolNameLength)}
 	}
 	c := &Contract{
 		Name:        spec.Name,
@@ -107,33 +107,33 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 	if c.Cost < 0 {
 		return nil, &FieldError{Field: "cost", Msg: "must not be negative"}
 	}
-	if utf8.RuneCountInString(c.TruncationHint) > MaxTruncationHintChars || strings.ContainsFunc(c.TruncationHint, unicode.IsControl) {
-		return nil, &FieldError{Field: "truncation_hint", Msg: fmt.Sprintf("must be one line of at most %d characters", MaxTruncationHintChars)}
+	if utf8.RuneCountInString(c.TruncationHint) > maxTruncationHintChars || strings.ContainsFunc(c.TruncationHint, unicode.IsControl) {
+		return nil, &FieldError{Field: "truncation_hint", Msg: fmt.Sprintf("must be one line of at most %d characters", maxTruncationHintChars)}
 	}
 	if c.Idempotency.TTL == 0 {
-		c.Idempotency.TTL = DefaultIdempotencyTTL
+		c.Idempotency.TTL = defaultIdempotencyTTL
 	}
 	var err error
 	if c.Schema, err = CompileSchema(spec.Args); err != nil {
 		field := "args"
-		var se *SchemaError
+		var se *schemaError
 		if errors.As(err, &se) && len(se.Location) > 0 {
 			field += "." + strings.Join(se.Location, ".")
 		}
 		return nil, &FieldError{Field: field, Msg: err.Error()}
 	}
-	if spec.SideEffect && c.Schema.HasProperty(IdempotencyKeyArg) {
+	if spec.SideEffect && c.Schema.hasProperty(IdempotencyKeyArg) {
 		return nil, &FieldError{Field: "args", Msg: IdempotencyKeyArg + " is reserved: toolgate adds it to side-effecting tools"}
 	}
-	if c.Binding, err = CompileBinding(spec.Request, c.Schema); err != nil {
-		var be *BindError
+	if c.Binding, err = compileBinding(spec.Request, c.Schema); err != nil {
+		var be *bindError
 		if errors.As(err, &be) {
 			return nil, &FieldError{Field: "request." + be.Field, Msg: be.Msg}
 		}
 		return nil, &FieldError{Field: "request", Msg: err.Error()}
 	}
-	if c.Rules, err = CompileRules(env, spec.Response); err != nil {
-		var re *RuleError
+	if c.Rules, err = compileRules(env, spec.Response); err != nil {
+		var re *ruleError
 		if errors.As(err, &re) {
 			field := re.Field
 			if field == "data" || field == "empty" {
@@ -143,8 +143,8 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		}
 		return nil, &FieldError{Field: "response", Msg: err.Error()}
 	}
-	if c.Templates, err = CompileTemplates(spec.Messages); err != nil {
-		var re *RuleError
+	if c.Templates, err = compileTemplates(spec.Messages); err != nil {
+		var re *ruleError
 		if errors.As(err, &re) {
 			return nil, &FieldError{Field: "messages." + re.Field, Msg: re.Msg}
 		}
@@ -162,10 +162,10 @@ func (c *Contract) PublishedSchema() json.RawMessage { return c.published }
 
 func publishSchema(s *Schema, sideEffect bool) (json.RawMessage, error) {
 	if !sideEffect {
-		return s.JSON(), nil
+		return s.rawJSON(), nil
 	}
-	doc := make(map[string]any, len(s.Document())+2)
-	for k, v := range s.Document() {
+	doc := make(map[string]any, len(s.document())+2)
+	for k, v := range s.document() {
 		doc[k] = v
 	}
 	props := map[string]any{}

@@ -382,7 +382,7 @@ func (c *Catalog) pathValues(s *Said) []string {
 		return nil
 	}
 	var out []string
-	for _, name := range s.Contract.Binding.PathArgs() {
+	for _, name := range s.Contract.Binding.pathArgs() {
 		if v, ok := s.Args[name]; ok {
 			if text, ok := scalarString(v); ok {
 				out = append(out, name+" "+quoteShort(text))

@@ -227,7 +227,7 @@ func TestIntegersAreForwardedAsPlainDigits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := CompileBinding(BindingSpec{Method: "POST", Path: "/items/{n}", Query: map[string]string{"q": "n"}, Body: map[string]string{"n": "n"}}, schema)
+	b, err := compileBinding(BindingSpec{Method: "POST", Path: "/items/{n}", Query: map[string]string{"q": "n"}, Body: map[string]string{"n": "n"}}, schema)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,16 +74,16 @@ type usage struct {
 	headers, body, args bool
 }
 
-// RuleError is a rule that does not compile. Field is "data", "empty" or
+// ruleError is a rule that does not compile. Field is "data", "empty" or
 // "errors[i].when"; Line and Column are 1-based within the expression.
-type RuleError struct {
+type ruleError struct {
 	Field  string
 	Line   int
 	Column int
 	Msg    string
 }
 
-func (e *RuleError) Error() string { return e.Field + ": " + e.Msg }
+func (e *ruleError) Error() string { return e.Field + ": " + e.Msg }
 
 // RuleEnv is the CEL environment rules are compiled in. Build it once per
 // policy load and share it between tools.
@@ -135,9 +135,9 @@ func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 // comprehension have no loop to interrupt: the cost limit bounds them.
 const ruleInterruptEvery = 100
 
-// CompileRules compiles and type-checks spec. The error, when not nil, is a
-// *RuleError.
-func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
+// compileRules compiles and type-checks spec. The error, when not nil, is a
+// *ruleError.
+func compileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 	r := &Rules{}
 	var err error
 	if spec.Data != "" {
@@ -161,10 +161,10 @@ func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 	for i, e := range spec.Errors {
 		field := fmt.Sprintf("errors[%d].when", i)
 		if e.When == "" {
-			return nil, &RuleError{Field: field, Msg: "an error rule needs a when expression"}
+			return nil, &ruleError{Field: field, Msg: "an error rule needs a when expression"}
 		}
 		if _, ok := parseStatus(string(e.Status)); !ok {
-			return nil, &RuleError{Field: fmt.Sprintf("errors[%d].status", i), Msg: fmt.Sprintf("%q is not a status", e.Status)}
+			return nil, &ruleError{Field: fmt.Sprintf("errors[%d].status", i), Msg: fmt.Sprintf("%q is not a status", e.Status)}
 		}
 		prg, ast, err := re.compile(field, e.When, cel.BoolType)
 		if err != nil {
@@ -180,20 +180,20 @@ func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.A
 	ast, iss := re.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		first := iss.Errors()[0]
-		e := &RuleError{Field: field, Msg: strings.TrimPrefix(first.Message, "ERROR: ")}
+		e := &ruleError{Field: field, Msg: strings.TrimPrefix(first.Message, "ERROR: ")}
 		if first.Location != nil {
 			e.Line, e.Column = first.Location.Line(), first.Location.Column()+1
 		}
 		return nil, nil, e
 	}
 	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
-		return nil, nil, &RuleError{Field: field, Line: 1, Column: 1,
+		return nil, nil, &ruleError{Field: field, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType())}
 	}
 	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize),
 		cel.InterruptCheckFrequency(ruleInterruptEvery), cel.CostLimit(re.costLimit))
 	if err != nil {
-		return nil, nil, &RuleError{Field: field, Msg: err.Error()}
+		return nil, nil, &ruleError{Field: field, Msg: err.Error()}
 	}
 	loops := false
 	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {

@@ -14,7 +14,7 @@ func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := CompileRules(env, RulesSpec{Data: `{"total": body.total, "items": body.results, "q": args.q}`, Empty: `size(body.results) == 0`})
+	r, err := compileRules(env, RulesSpec{Data: `{"total": body.total, "items": body.results, "q": args.q}`, Empty: `size(body.results) == 0`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
 
 func TestErrorRulesMatchInOrderAndSkipFailingExpressions(t *testing.T) {
 	env, _ := NewRuleEnv(RuleOptions{})
-	r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{
+	r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{
 		{When: `body.code == "E_NOPERM"`, Status: StatusForbidden},
 		{When: `status == 200 && headers["x-legacy-error"] == "throttle"`, Status: StatusUpstream},
 		{When: `status == 404`, Status: StatusEmpty},
@@ -84,7 +84,7 @@ func TestCompileRulesTypeChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := CompileRules(env, tt.spec)
+			_, err := compileRules(env, tt.spec)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want it to contain %q", err, tt.want)
 			}
@@ -103,7 +103,7 @@ func mustBody(t testing.TB, s string) *Body {
 
 func TestDataMembersLocateTopLevelValues(t *testing.T) {
 	env, _ := NewRuleEnv(RuleOptions{})
-	r, err := CompileRules(env, RulesSpec{Data: `{"items": body.results, "total": body.total}`})
+	r, err := compileRules(env, RulesSpec{Data: `{"items": body.results, "total": body.total}`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestDataMembersLocateTopLevelValues(t *testing.T) {
 			t.Errorf("member %s = %s, want %s", m.Key, got, want)
 		}
 	}
-	tpls, _ := CompileTemplates(map[string]string{"ok": "{{.data.total}} found"})
+	tpls, _ := compileTemplates(map[string]string{"ok": "{{.data.total}} found"})
 	a, _ := tpls.renderMembers(StatusOK, nil, data, members)
 	b, _ := tpls.render(StatusOK, nil, data)
 	if a != "7 found" || a != b {
@@ -163,7 +163,7 @@ func TestErrorRulesTellAbsentFieldsFromUnreadableAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: tt.when, Status: StatusForbidden}, {When: `true`, Status: StatusNotFound}}})
+			r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: tt.when, Status: StatusForbidden}, {When: `true`, Status: StatusNotFound}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,11 +212,11 @@ func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
 		Empty:  quadratic,
 		Errors: []ErrorRuleSpec{{When: quadratic, Status: StatusBadArgs}},
 	}
-	rules, err := CompileRules(env, spec)
+	rules, err := compileRules(env, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	smallRules, err := CompileRules(small, spec)
+	smallRules, err := compileRules(small, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
 		check(t, err)
 	})
 	t.Run("a linear pass over the same list fits the default", func(t *testing.T) {
-		r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: `body.items.exists(x, x == 2)`, Status: StatusBadArgs}}})
+		r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: `body.items.exists(x, x == 2)`, Status: StatusBadArgs}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +276,7 @@ func TestRulesStopAtTheDeadline(t *testing.T) {
 		`body.missing == 1 || body.items.exists(x, x == 3)`,
 	} {
 		t.Run(when, func(t *testing.T) {
-			r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: when, Status: StatusBadArgs}}})
+			r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: when, Status: StatusBadArgs}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -85,9 +85,9 @@ func schemaCompileError(err error) error {
 				leaf = pickCause(leaf.Causes)
 			}
 			msg := leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English))
-			return &SchemaError{Location: leaf.InstanceLocation, Msg: "invalid argument schema: " + msg}
+			return &schemaError{Location: leaf.InstanceLocation, Msg: "invalid argument schema: " + msg}
 		}
-		return &SchemaError{Msg: "invalid argument schema: " + strings.Join(strings.Fields(verr.Err.Error()), " ")}
+		return &schemaError{Msg: "invalid argument schema: " + strings.Join(strings.Fields(verr.Err.Error()), " ")}
 	}
 	var lerr *jsonschema.LoadURLError
 	if errors.As(err, &lerr) {
@@ -96,24 +96,24 @@ func schemaCompileError(err error) error {
 	return fmt.Errorf("invalid argument schema: %s", strings.Join(strings.Fields(err.Error()), " "))
 }
 
-// SchemaError is a schema that does not compile; Location is the path of
+// schemaError is a schema that does not compile; Location is the path of
 // the faulty keyword inside the schema document.
-type SchemaError struct {
+type schemaError struct {
 	Location []string
 	Msg      string
 }
 
-func (e *SchemaError) Error() string { return e.Msg }
+func (e *schemaError) Error() string { return e.Msg }
 
-// JSON returns the schema document as published to agents (GET /v1/tools,
+// rawJSON returns the schema document as published to agents (GET /v1/tools,
 // MCP tools/list). Callers must not modify it.
-func (s *Schema) JSON() json.RawMessage { return s.json }
+func (s *Schema) rawJSON() json.RawMessage { return s.json }
 
-// Document returns the decoded schema document. Callers must not modify it.
-func (s *Schema) Document() map[string]any { return s.doc }
+// document returns the decoded schema document. Callers must not modify it.
+func (s *Schema) document() map[string]any { return s.doc }
 
-// HasProperty reports whether the schema declares a top-level property.
-func (s *Schema) HasProperty(name string) bool {
+// hasProperty reports whether the schema declares a top-level property.
+func (s *Schema) hasProperty(name string) bool {
 	i := sort.SearchStrings(s.props, name)
 	return i < len(s.props) && s.props[i] == name
 }

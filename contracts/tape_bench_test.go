@@ -49,7 +49,7 @@ func BenchmarkTapeReaders(b *testing.B) {
 		{"rules, CEL", RulesSpec{Data: `{"items": body.results.filter(r, r.score > 0.1), "total": body.total}`, Empty: `body.results.all(r, r.score < 0.1)`,
 			Errors: []ErrorRuleSpec{{When: `body.results.exists(r, "c" in r.tags)`, Status: StatusForbidden}}}},
 	} {
-		rules, err := CompileRules(renv, tc.rules)
+		rules, err := compileRules(renv, tc.rules)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -98,10 +98,10 @@ type templatePart struct {
 	path []string
 }
 
-// CompileTemplates parses message templates keyed by status or reason.
+// compileTemplates parses message templates keyed by status or reason.
 // Templates run with missingkey=zero, so a missing argument renders empty
 // instead of failing.
-func CompileTemplates(specs map[string]string) (Templates, error) {
+func compileTemplates(specs map[string]string) (Templates, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
@@ -114,11 +114,11 @@ func CompileTemplates(specs map[string]string) (Templates, error) {
 	for _, name := range names {
 		text := specs[name]
 		if msg := templateName(name); msg != "" {
-			return nil, &RuleError{Field: name, Msg: msg}
+			return nil, &ruleError{Field: name, Msg: msg}
 		}
 		tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
 		if err != nil {
-			return nil, &RuleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+			return nil, &ruleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
 		}
 		mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
 		keys := map[string]bool{}
