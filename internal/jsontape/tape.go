@@ -204,9 +204,9 @@ func (p *parser) value(depth int) error {
 	}
 	switch c := p.src[p.i]; {
 	case c == '{':
-		return p.object(depth)
+		return p.container(depth, Object, '}')
 	case c == '[':
-		return p.array(depth)
+		return p.container(depth, Array, ']')
 	case c == '"':
 		return p.str()
 	case c == 't':
@@ -341,26 +341,51 @@ func (p *parser) str() error {
 	}
 }
 
-func (p *parser) array(depth int) error {
+// container parses an array (kind Array, closer ']') or an object (kind
+// Object, closer '}'): its elements, or its members (a key, a colon, a
+// value), separated by commas.
+func (p *parser) container(depth int, kind Kind, closer byte) error {
 	if depth >= MaxDepth {
 		return ErrSyntax
 	}
-	idx := p.push(Array)
+	idx := p.push(kind)
 	p.i++
 	p.skipSpace()
-	if p.i < len(p.src) && p.src[p.i] == ']' {
+	if p.i < len(p.src) && p.src[p.i] == closer {
 		p.i++
 		p.close(idx)
 		return nil
 	}
 	for {
+		if kind == Object {
+			if err := p.key(); err != nil {
+				return err
+			}
+		}
 		if err := p.value(depth + 1); err != nil {
 			return err
 		}
-		if done, err := p.member(idx, ']'); done || err != nil {
+		if done, err := p.member(idx, closer); done || err != nil {
 			return err
 		}
 	}
+}
+
+// key parses an object's key and the colon after it.
+func (p *parser) key() error {
+	if p.i >= len(p.src) || p.src[p.i] != '"' {
+		return ErrSyntax
+	}
+	if err := p.str(); err != nil {
+		return err
+	}
+	p.skipSpace()
+	if p.i >= len(p.src) || p.src[p.i] != ':' {
+		return ErrSyntax
+	}
+	p.i++
+	p.skipSpace()
+	return nil
 }
 
 // member counts the element or member just parsed into node idx and takes
@@ -385,38 +410,4 @@ func (p *parser) member(idx int, closer byte) (done bool, err error) {
 		return true, nil
 	}
 	return false, ErrSyntax
-}
-
-func (p *parser) object(depth int) error {
-	if depth >= MaxDepth {
-		return ErrSyntax
-	}
-	idx := p.push(Object)
-	p.i++
-	p.skipSpace()
-	if p.i < len(p.src) && p.src[p.i] == '}' {
-		p.i++
-		p.close(idx)
-		return nil
-	}
-	for {
-		if p.i >= len(p.src) || p.src[p.i] != '"' {
-			return ErrSyntax
-		}
-		if err := p.str(); err != nil {
-			return err
-		}
-		p.skipSpace()
-		if p.i >= len(p.src) || p.src[p.i] != ':' {
-			return ErrSyntax
-		}
-		p.i++
-		p.skipSpace()
-		if err := p.value(depth + 1); err != nil {
-			return err
-		}
-		if done, err := p.member(idx, '}'); done || err != nil {
-			return err
-		}
-	}
 }
