@@ -74,15 +74,19 @@ var (
 	_ traits.Lister = (*celJSONList)(nil)
 )
 
-func (m *celJSONMap) ConvertToType(t ref.Type) ref.Val {
+// convertView is ConvertToType of a view of type own: to own it is
+// itself, to a type it is own; nothing else.
+func convertView(view ref.Val, own *types.Type, t ref.Type) ref.Val {
 	switch t {
-	case types.MapType:
-		return m
+	case own:
+		return view
 	case types.TypeType:
-		return types.MapType
+		return own
 	}
-	return types.NewErr("type conversion error from map to '%s'", t)
+	return types.NewErr("type conversion error from %s to '%s'", own.TypeName(), t)
 }
+
+func (m *celJSONMap) ConvertToType(t ref.Type) ref.Val { return convertView(m, types.MapType, t) }
 
 func (m *celJSONMap) Type() ref.Type { return types.MapType }
 
@@ -161,15 +165,7 @@ func (l *celJSONList) index() []jsontape.Value {
 	return l.elems
 }
 
-func (l *celJSONList) ConvertToType(t ref.Type) ref.Val {
-	switch t {
-	case types.ListType:
-		return l
-	case types.TypeType:
-		return types.ListType
-	}
-	return types.NewErr("type conversion error from list to '%s'", t)
-}
+func (l *celJSONList) ConvertToType(t ref.Type) ref.Val { return convertView(l, types.ListType, t) }
 
 func (l *celJSONList) Type() ref.Type { return types.ListType }
 

@@ -363,23 +363,11 @@ func (s *Schema) subschema(url string) map[string]any {
 	if frag[0] != '/' {
 		return nil // an anchor
 	}
-	var cur any = s.doc
-	for _, tok := range strings.Split(frag[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			cur = c[tok]
-		case []any:
-			n, err := strconv.Atoi(tok)
-			if err != nil || n < 0 || n >= len(c) {
-				return nil
-			}
-			cur = c[n]
-		default:
-			return nil
-		}
+	toks := strings.Split(frag[1:], "/")
+	for i, tok := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 	}
-	m, _ := cur.(map[string]any)
+	m, _ := valueAt(s.doc, toks).(map[string]any)
 	return m
 }
 
@@ -397,9 +385,10 @@ func propertyNames(sub map[string]any) []string {
 	return names
 }
 
-// valueAt returns the argument value at an instance location, or nil.
-func valueAt(args map[string]any, loc []string) any {
-	var cur any = args
+// valueAt returns the value at a location (JSON pointer tokens, unescaped)
+// in decoded JSON, or nil: an argument, or a part of the schema document.
+func valueAt(doc map[string]any, loc []string) any {
+	var cur any = doc
 	for _, tok := range loc {
 		switch c := cur.(type) {
 		case map[string]any:
