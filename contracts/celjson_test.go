@@ -50,3 +50,27 @@ func TestJSONViewsInCEL(t *testing.T) {
 		t.Errorf("equal = %v", eq)
 	}
 }
+
+// TestViewOfAReleasedBodyPanics: a rule's view of an answer must not
+// outlive the Body. Used after Release, once another answer has taken the
+// pooled tape, it panics instead of reading that other call's answer.
+func TestViewOfAReleasedBodyPanics(t *testing.T) {
+	first, err := ParseBody([]byte(`{"secret":"first caller's"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := celValue(first.tape.Root()).(*celJSONMap)
+	first.Release()
+	second, err := ParseBody([]byte(`{"secret":"second caller's"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Release()
+	defer func() {
+		if r := recover(); r != jsontape.ErrReleased {
+			t.Fatalf("recovered %v, want jsontape.ErrReleased", r)
+		}
+	}()
+	got := view.Get(types.String("secret"))
+	t.Fatalf("a released view read %v", got)
+}
