@@ -55,8 +55,8 @@ func decodeArg(v jsontape.Value, depth, maxDepth int) (any, error) {
 	}
 	if v.Kind() == jsontape.Array {
 		out := make([]any, 0, v.Len())
-		for e := range v.Elements() {
-			ev, err := decodeArg(e, depth+1, maxDepth)
+		for c := v.Cursor(); c.More(); {
+			ev, err := decodeArg(c.Element(), depth+1, maxDepth)
 			if err != nil {
 				return nil, err
 			}
@@ -65,7 +65,8 @@ func decodeArg(v jsontape.Value, depth, maxDepth int) (any, error) {
 		return out, nil
 	}
 	out := make(map[string]any, v.Len())
-	for k, e := range v.Members() {
+	for c := v.Cursor(); c.More(); {
+		k, e := c.Member()
 		key := k.Text()
 		if _, dup := out[key]; dup {
 			if len(key) > 40 {

@@ -3,7 +3,6 @@ package contracts
 import (
 	"fmt"
 	"reflect"
-	"slices"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
@@ -160,7 +159,10 @@ type celJSONList struct {
 
 func (l *celJSONList) index() []jsontape.Value {
 	if l.elems == nil {
-		l.elems = slices.AppendSeq(make([]jsontape.Value, 0, l.v.Len()), l.v.Elements())
+		l.elems = make([]jsontape.Value, 0, l.v.Len())
+		for c := l.v.Cursor(); c.More(); {
+			l.elems = append(l.elems, c.Element())
+		}
 	}
 	return l.elems
 }

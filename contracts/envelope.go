@@ -101,7 +101,8 @@ func decodeEnvelopeFields(b []byte) (*Envelope, error) {
 		return nil, errors.New("not a JSON object")
 	}
 	e := &Envelope{}
-	for k, v := range root.Members() {
+	for c := root.Cursor(); c.More(); {
+		k, v := c.Member()
 		field := envelopeFieldNamed(k)
 		if field < 0 {
 			return nil, fmt.Errorf("unknown field %q", k.Text())

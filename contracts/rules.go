@@ -264,7 +264,7 @@ type RuleInput struct {
 
 // Body is a backend answer parsed once for the rules and the envelope.
 type Body struct {
-	tape *jsontape.Tape
+	tape jsontape.Tape
 }
 
 // ParseBody parses a JSON answer. It fails on anything that is not one

@@ -122,7 +122,8 @@ func testMembers(t *testing.T, data string) []Member {
 	defer tape.Release()
 	var out []Member
 	again := []byte{'{'}
-	for k, v := range tape.Root().Members() {
+	for c := tape.Root().Cursor(); c.More(); {
+		k, v := c.Member()
 		if len(again) > 1 {
 			again = append(again, ',')
 		}

@@ -14,13 +14,16 @@
 // JSON toolgate writes by hand comes from one place, fuzzed against
 // encoding/json.
 //
-// Lifetime: a Tape's node buffer is pooled. Release hands it back, after
-// which the Tape and every Value read from it are dead: any use panics
-// (ErrReleased), in every build, instead of reading nodes that may by then
-// describe another document. Nothing a Value returns aliases the tape or
-// the source (strings, literals and appended bytes are copies), so results
-// stay valid after Release. A Tape that is never released is collected as
-// any other value; releasing only saves the allocation of the next tape.
+// Lifetime: tapes are pooled, so parsing allocates nothing once the pool is
+// warm. Release hands a tape back, after which the Tape and every Value
+// read from it are dead: each carries the generation of the tape it was
+// issued for, Release moves the tape to the next one, and any later use
+// panics (ErrReleased), in every build, instead of reading nodes that may
+// by then describe another document. Nothing a Value returns aliases the
+// tape or the source (strings, literals and appended bytes are copies), so
+// results stay valid after Release. A Tape that is never released is
+// collected as any other value; releasing only saves the next parse its
+// allocations.
 package jsontape
 
 import (
@@ -69,12 +72,20 @@ type node struct {
 	escaped    bool // a string that holds escapes
 }
 
-// Tape is a parsed JSON document. It is safe for concurrent reads until it
-// is released.
+// Tape is a parsed JSON document: a handle to a pooled tape, stamped with
+// the generation of the tape it was issued for. It is safe for concurrent
+// reads until it is released. The zero Tape is not a document.
 type Tape struct {
+	t   *tape
+	gen uint32
+}
+
+// tape is the pooled storage of a document. Release bumps gen, which kills
+// every handle and Value stamped with the old one.
+type tape struct {
 	src   []byte
 	nodes []node
-	buf   *[]node // the pooled buffer nodes came from, handed back by Release
+	gen   uint32
 	// valid: the source is valid UTF-8, so a string without escapes is
 	// its own text. compact: also no insignificant white space anywhere,
 	// so any subtree can be copied out verbatim.
@@ -85,18 +96,17 @@ type Tape struct {
 // document of a few hundred kilobytes. Larger ones go to the collector.
 const maxPooledNodes = 1 << 14
 
-// nodeBufs recycles node buffers between tapes. Tapes themselves are never
-// reused, so a released Tape (and its Values) stays dead.
-var nodeBufs = sync.Pool{New: func() any { b := make([]node, 0, 64); return &b }}
+// tapes recycles tapes, node buffers included.
+var tapes = sync.Pool{New: func() any { return &tape{nodes: make([]node, 0, 64)} }}
 
 // Parse parses src, one JSON value with white space around it allowed.
 // The tape reads src in place: src must not change while the tape lives.
-func Parse(src []byte) (*Tape, error) {
+func Parse(src []byte) (Tape, error) {
 	if len(src) > maxSource {
-		return nil, errTooLarge
+		return Tape{}, errTooLarge
 	}
-	buf := nodeBufs.Get().(*[]node)
-	nodes := (*buf)[:0]
+	t := tapes.Get().(*tape)
+	nodes := t.nodes[:0]
 	if want := 16 + len(src)/24; cap(nodes) < want {
 		nodes = make([]node, 0, want)
 	}
@@ -109,37 +119,47 @@ func Parse(src []byte) (*Tape, error) {
 			err = ErrSyntax
 		}
 	}
-	t := &Tape{nodes: p.nodes, buf: buf}
+	t.nodes = p.nodes
+	h := Tape{t: t, gen: t.gen}
 	if err != nil {
-		t.Release()
-		return nil, err
+		h.Release()
+		return Tape{}, err
 	}
 	t.src, t.valid = src, utf8.Valid(src)
 	t.compact = p.compact && t.valid
-	return t, nil
+	return h, nil
 }
 
-// Release hands the tape's node buffer back for reuse. The tape and its
-// Values must not be used after: any use panics with ErrReleased. What was
-// read from them (strings, literals, appended bytes, Native values) stays
-// valid. Releasing twice, or a nil tape, does nothing.
-func (t *Tape) Release() {
-	if t == nil || t.buf == nil {
+// Release hands the tape back for reuse. The Tape, its copies and its
+// Values must not be used after: any use panics with ErrReleased, even once
+// the tape holds another document. What was read from them (strings,
+// literals, appended bytes, Native values) stays valid. Releasing twice, or
+// the zero Tape, does nothing.
+func (h Tape) Release() {
+	t := h.t
+	if t == nil || t.gen != h.gen {
 		return
 	}
-	if cap(t.nodes) <= maxPooledNodes {
-		*t.buf = t.nodes[:0]
-		nodeBufs.Put(t.buf)
+	t.gen++
+	t.src = nil
+	if cap(t.nodes) > maxPooledNodes {
+		t.nodes = nil
 	}
-	t.src, t.nodes, t.buf = nil, nil, nil
+	t.nodes = t.nodes[:0]
+	tapes.Put(t)
 }
 
 // Root returns the document's value.
-func (t *Tape) Root() Value {
-	if t.nodes == nil {
+func (h Tape) Root() Value {
+	h.t.check(h.gen)
+	return Value{t: h.t, i: 0, gen: h.gen}
+}
+
+// check panics with ErrReleased unless the tape still holds generation gen.
+func (t *tape) check(gen uint32) {
+	if t.gen != gen {
 		panic(ErrReleased)
 	}
-	return Value{t: t}
 }
 
 // Check reports whether src is one valid JSON value, and whether it is

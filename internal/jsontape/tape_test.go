@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-func mustParse(t testing.TB, src string) *Tape {
+func mustParse(t testing.TB, src string) Tape {
 	t.Helper()
 	tape, err := Parse([]byte(src))
 	if err != nil {
@@ -77,8 +77,8 @@ func TestValueReaders(t *testing.T) {
 	t.Run("numbers read as ints only when written as ints that fit", func(t *testing.T) {
 		results, _ := root.Lookup("results")
 		var ids []int64
-		for e := range results.Elements() {
-			id, _ := e.Lookup("id")
+		for c := results.Cursor(); c.More(); {
+			id, _ := c.Element().Lookup("id")
 			n, ok := id.Int()
 			if !ok {
 				t.Fatalf("id %s is not an int", id.Literal())
@@ -102,7 +102,8 @@ func TestValueReaders(t *testing.T) {
 	})
 	t.Run("members come in document order", func(t *testing.T) {
 		var keys []string
-		for k := range root.Members() {
+		for c := root.Cursor(); c.More(); {
+			k, _ := c.Member()
 			keys = append(keys, k.Text())
 		}
 		if strings.Join(keys, ",") != "z,results,total,ratio,code,key,k,k,big,s" {
@@ -125,19 +126,16 @@ func TestValueReaders(t *testing.T) {
 // every later use of the tape or of a value read from it panics rather than
 // read another document's nodes; what was read before stays valid.
 func TestReleasedTapeIsDead(t *testing.T) {
-	uses := map[string]func(*Tape, Value){
-		"Root":          func(tp *Tape, _ Value) { tp.Root() },
-		"Kind":          func(_ *Tape, v Value) { v.Kind() },
-		"Len":           func(_ *Tape, v Value) { v.Len() },
-		"Lookup":        func(_ *Tape, v Value) { v.Lookup("a") },
-		"Text":          func(_ *Tape, v Value) { v.Text() },
-		"Native":        func(_ *Tape, v Value) { v.Native() },
-		"AppendCompact": func(_ *Tape, v Value) { v.AppendCompact(nil) },
-		"Members": func(_ *Tape, v Value) {
-			for range v.Members() { /* nothing */
-			}
-		},
-		"Cursor": func(_ *Tape, v Value) { v.Cursor() },
+	uses := map[string]func(Tape, Value){
+		"Root":          func(tp Tape, _ Value) { tp.Root() },
+		"Kind":          func(_ Tape, v Value) { v.Kind() },
+		"Len":           func(_ Tape, v Value) { v.Len() },
+		"Lookup":        func(_ Tape, v Value) { v.Lookup("a") },
+		"Text":          func(_ Tape, v Value) { v.Text() },
+		"Native":        func(_ Tape, v Value) { v.Native() },
+		"AppendCompact": func(_ Tape, v Value) { v.AppendCompact(nil) },
+		"Cursor":        func(_ Tape, v Value) { v.Cursor() },
+		"Release":       func(tp Tape, _ Value) { tp.Release(); tp.Root() },
 	}
 	for name, use := range uses {
 		t.Run(name+" after Release panics", func(t *testing.T) {

@@ -1,7 +1,6 @@
 package jsontape
 
 import (
-	"iter"
 	"strconv"
 	"unicode/utf8"
 )
@@ -10,15 +9,14 @@ import (
 // every Value comes from Tape.Root, a lookup or an iteration. A Value is
 // valid while its Tape is (see Tape.Release).
 type Value struct {
-	t *Tape
-	i int32
+	t   *tape
+	i   int32
+	gen uint32
 }
 
 // node returns the value's node, or panics once the tape was released.
 func (v Value) node() *node {
-	if v.t.nodes == nil {
-		panic(ErrReleased)
-	}
+	v.t.check(v.gen)
 	return &v.t.nodes[v.i]
 }
 
@@ -107,41 +105,16 @@ func (v Value) Lookup(key string) (val Value, ok bool) {
 	return val, ok
 }
 
-// Members yields an object's members in document order: the key (a
-// string Value) and the value. It yields nothing for any other value.
-func (v Value) Members() iter.Seq2[Value, Value] {
-	return func(yield func(Value, Value) bool) {
-		if v.node().kind != Object {
-			return
-		}
-		for c := v.Cursor(); c.More(); {
-			if !yield(c.Member()) {
-				return
-			}
-		}
-	}
-}
-
-// Elements yields an array's elements in order. It yields nothing for any
-// other value.
-func (v Value) Elements() iter.Seq[Value] {
-	return func(yield func(Value) bool) {
-		if v.node().kind != Array {
-			return
-		}
-		for c := v.Cursor(); c.More(); {
-			if !yield(c.Element()) {
-				return
-			}
-		}
-	}
-}
-
-// Cursor walks an array's elements or an object's members one at a time,
-// for callers that cannot use a range loop (an iterator handed to another
-// library). Use Element on an array's cursor and Member on an object's.
+// Cursor walks an array's elements or an object's members in document
+// order: for c := v.Cursor(); c.More(); { e := c.Element() }. Use Element
+// on an array's cursor and Member on an object's. It is a cursor rather
+// than a range-over-func iterator because the fast paths walk many small
+// objects, and an iterator that is not inlined allocates its loop body on
+// every call; a cursor allocates nothing, and can be handed to another
+// library's iterator (CEL's).
 type Cursor struct {
-	t    *Tape
+	t    *tape
+	gen  uint32
 	next int32 // the node of the next element or key
 	left int32
 }
@@ -151,9 +124,9 @@ type Cursor struct {
 func (v Value) Cursor() Cursor {
 	n := v.node()
 	if n.kind != Array && n.kind != Object {
-		return Cursor{t: v.t}
+		return Cursor{t: v.t, gen: v.gen}
 	}
-	return Cursor{t: v.t, next: v.i + 1, left: n.count}
+	return Cursor{t: v.t, gen: v.gen, next: v.i + 1, left: n.count}
 }
 
 // More reports whether an element or member is left.
@@ -162,7 +135,7 @@ func (c *Cursor) More() bool { return c.left > 0 }
 // Element returns the next element of an array and moves past it. It must
 // only be called while More is true.
 func (c *Cursor) Element() Value {
-	e := Value{c.t, c.next}
+	e := Value{c.t, c.next, c.gen}
 	c.next = e.node().next
 	c.left--
 	return e
@@ -171,7 +144,7 @@ func (c *Cursor) Element() Value {
 // Member returns the next member of an object and moves past it. It must
 // only be called while More is true.
 func (c *Cursor) Member() (key, val Value) {
-	key, val = Value{c.t, c.next}, Value{c.t, c.next + 1}
+	key, val = Value{c.t, c.next, c.gen}, Value{c.t, c.next + 1, c.gen}
 	c.next = val.node().next
 	c.left--
 	return key, val
@@ -196,13 +169,14 @@ func (v Value) Native() any {
 		return v.Text()
 	case Array:
 		out := make([]any, 0, n.count)
-		for e := range v.Elements() {
-			out = append(out, e.Native())
+		for c := v.Cursor(); c.More(); {
+			out = append(out, c.Element().Native())
 		}
 		return out
 	default:
 		out := make(map[string]any, n.count)
-		for k, e := range v.Members() {
+		for c := v.Cursor(); c.More(); {
+			k, e := c.Member()
 			out[k.Text()] = e.Native()
 		}
 		return out
