@@ -278,19 +278,13 @@ func (p *parser) number() error {
 	case i < len(s) && s[i] == '0':
 		i++
 	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
+		i = digits(s, i)
 	default:
 		return ErrSyntax
 	}
 	if i < len(s) && s[i] == '.' {
-		i++
-		d := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == d {
+		d := i + 1
+		if i = digits(s, d); i == d {
 			return ErrSyntax
 		}
 	}
@@ -300,16 +294,21 @@ func (p *parser) number() error {
 			i++
 		}
 		d := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(s, d); i == d {
 			return ErrSyntax
 		}
 	}
 	p.i = i
 	p.close(idx)
 	return nil
+}
+
+// digits returns the index after the run of decimal digits at s[i:].
+func digits(s []byte, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 func (p *parser) str() error {

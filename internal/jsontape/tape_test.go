@@ -281,3 +281,26 @@ func TestParseRefusesTooDeep(t *testing.T) {
 		t.Fatalf("nesting %d: err %v, want ErrSyntax", MaxDepth+1, err)
 	}
 }
+
+// BenchmarkParse parses a backend answer of about 1 KiB, pretty-printed as
+// many backends send it, and reads one member: the tape's own cost per
+// call, once its pool is warm.
+func BenchmarkParse(b *testing.B) {
+	var items []string
+	for i := range 8 {
+		items = append(items, `{"id": "kb-000`+string(rune('0'+i))+`", "title": "Article about tool calling", "score": 0.5e1, "tags": ["a", "b"], "n": -12}`)
+	}
+	src := []byte("{\n  \"results\": [" + strings.Join(items, ", ") + "],\n  \"total\": 8\n}")
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tape, err := Parse(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := tape.Root().Lookup("total"); !ok {
+			b.Fatal("no total")
+		}
+		tape.Release()
+	}
+}
