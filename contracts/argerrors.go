@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Problem names what was wrong with an argument, or with the arguments as a
@@ -61,8 +63,8 @@ func (p Problem) body() bool {
 }
 
 // ArgError says what is wrong with one argument, and what is allowed, in
-// terms fit for a model. Its fields are language-neutral: Text renders it in
-// a catalogue's language, AppendJSON as an entry of data.errors.
+// terms fit for a model. Its fields are language-neutral: text renders it in
+// a catalogue's language, appendJSON as an entry of data.errors.
 type ArgError struct {
 	Pointer string  // JSON pointer of the argument, e.g. "/limit"; "" for the arguments as a whole
 	Problem Problem // what kind of check failed
@@ -90,12 +92,12 @@ type ArgError struct {
 	Detail string
 }
 
-func (e *ArgError) Error() string { return e.Text("en") }
+func (e *ArgError) Error() string { return e.text("en") }
 
-// Text renders the error as a message clause in language lang ("en" or
+// text renders the error as a message clause in language lang ("en" or
 // "zh"), as a message gives a single error: "Argument limit must be between
 // 1 and 20 (got 50)".
-func (e *ArgError) Text(lang string) string {
+func (e *ArgError) text(lang string) string {
 	return e.clause(lang, true)
 }
 
@@ -103,32 +105,32 @@ func (e *ArgError) Text(lang string) string {
 // order: by argument (array positions in numeric order), then by problem.
 // The same arguments always give the same list.
 type ArgErrors struct {
-	// List holds at most MaxArgErrors violations.
+	// List holds at most maxArgErrors violations.
 	List []*ArgError
 	// Total counts every violation found, listed or not.
 	Total int
 }
 
-// MaxArgErrors bounds the violations bad_args data lists; the message names
+// maxArgErrors bounds the violations bad_args data lists; the message names
 // the first messageArgErrors of them and counts the rest.
 const (
-	MaxArgErrors     = 20
+	maxArgErrors     = 20
 	messageArgErrors = 5
 )
 
-// NewArgErrors sorts errs, drops duplicates and keeps at most MaxArgErrors.
-func NewArgErrors(errs ...*ArgError) *ArgErrors {
+// newArgErrors sorts errs, drops duplicates and keeps at most maxArgErrors.
+func newArgErrors(errs ...*ArgError) *ArgErrors {
 	list := slices.Clone(errs)
 	slices.SortStableFunc(list, compareArgErrors)
 	list = slices.CompactFunc(list, func(a, b *ArgError) bool { return compareArgErrors(a, b) == 0 })
 	out := &ArgErrors{List: list, Total: len(list)}
-	if len(out.List) > MaxArgErrors {
-		out.List = out.List[:MaxArgErrors:MaxArgErrors]
+	if len(out.List) > maxArgErrors {
+		out.List = out.List[:maxArgErrors:maxArgErrors]
 	}
 	return out
 }
 
-func (e *ArgErrors) Error() string { return e.Text("en") }
+func (e *ArgErrors) Error() string { return e.text("en") }
 
 // Unwrap lets errors.As find the first violation as an *ArgError.
 func (e *ArgErrors) Unwrap() []error {
@@ -139,9 +141,9 @@ func (e *ArgErrors) Unwrap() []error {
 	return out
 }
 
-// Text renders the violations as a message's what-happened clause: one
+// text renders the violations as a message's what-happened clause: one
 // error as Text gives it, several as a count and a list.
-func (e *ArgErrors) Text(lang string) string {
+func (e *ArgErrors) text(lang string) string {
 	if len(e.List) == 1 && e.Total == 1 {
 		return e.List[0].clause(lang, true)
 	}
@@ -175,15 +177,15 @@ func semicolon(lang string) string {
 	return "; "
 }
 
-// AppendJSON appends the bad_args data: {"errors":[...]} with "more" when
+// appendJSON appends the bad_args data: {"errors":[...]} with "more" when
 // violations were left out of the list. See README, "The envelope".
-func (e *ArgErrors) AppendJSON(dst []byte) []byte {
+func (e *ArgErrors) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"errors":[`...)
 	for i, a := range e.List {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = a.AppendJSON(dst)
+		dst = a.appendJSON(dst)
 	}
 	dst = append(dst, ']')
 	if more := e.Total - len(e.List); more > 0 {
@@ -193,11 +195,11 @@ func (e *ArgErrors) AppendJSON(dst []byte) []byte {
 	return append(dst, '}')
 }
 
-// AppendJSON appends the error as one entry of data.errors:
+// appendJSON appends the error as one entry of data.errors:
 // {"argument","problem"} and, where known, "allowed" (an object of bounds
 // or of the pattern, format or divisor; an array of the allowed values or
 // type names), "accepted" (argument names) and "got".
-func (e *ArgError) AppendJSON(dst []byte) []byte {
+func (e *ArgError) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"argument":`...)
 	dst = AppendJSONString(dst, e.Pointer)
 	dst = append(dst, `,"problem":`...)
@@ -404,8 +406,8 @@ func (e *ArgError) en(name string, single bool) string {
 	case ProblemSegment:
 		rest = `must be a non-empty value that is not "." or ".."`
 	case ProblemNumber:
-		rest = "must be a number with at most " + strconv.Itoa(MaxNumberDigits) + " significant digits, zero or between 1e-" +
-			strconv.Itoa(MaxNumberExponent) + " and 1e" + strconv.Itoa(MaxNumberExponent) + " in magnitude" + got
+		rest = "must be a number with at most " + strconv.Itoa(maxNumberDigits) + " significant digits, zero or between 1e-" +
+			strconv.Itoa(maxNumberExponent) + " and 1e" + strconv.Itoa(maxNumberExponent) + " in magnitude" + got
 	case ProblemRepeated:
 		rest = "takes one value" + got
 	case ProblemQuery:
@@ -503,8 +505,8 @@ func (e *ArgError) zh(name string, single bool) string {
 	case ProblemSegment:
 		return subject + `必须是非空值，且不能是 "." 或 ".."`
 	case ProblemNumber:
-		return subject + "必须是有效数字不超过 " + strconv.Itoa(MaxNumberDigits) + " 位、为零或绝对值在 1e-" +
-			strconv.Itoa(MaxNumberExponent) + " 与 1e" + strconv.Itoa(MaxNumberExponent) + " 之间的数" + got
+		return subject + "必须是有效数字不超过 " + strconv.Itoa(maxNumberDigits) + " 位、为零或绝对值在 1e-" +
+			strconv.Itoa(maxNumberExponent) + " 与 1e" + strconv.Itoa(maxNumberExponent) + " 之间的数" + got
 	case ProblemRepeated:
 		return subject + "只能有一个值" + countGotZH(e.Got, "个")
 	case ProblemQuery:
@@ -619,7 +621,7 @@ func wantsNumber(types []string) bool {
 
 // quotedNumber reports whether a JSON value is a string holding a number.
 func quotedNumber(v string) bool {
-	return len(v) > 2 && v[0] == '"' && IsJSONNumber(v[1:len(v)-1])
+	return len(v) > 2 && v[0] == '"' && jsontape.IsNumber(v[1:len(v)-1])
 }
 
 func rangeEN(e *ArgError) string {
@@ -696,7 +698,7 @@ func countGotZH(got, unit string) string {
 // gotLiteral is a number literal as data.errors shows it: itself, or a
 // JSON string of its first runes when it is too long to repeat.
 func gotLiteral(lit string) string {
-	if utf8.RuneCountInString(lit) <= 40 && IsJSONNumber(lit) {
+	if utf8.RuneCountInString(lit) <= 40 && jsontape.IsNumber(lit) {
 		return lit
 	}
 	return string(AppendJSONString(nil, shorten(lit, 40)))
@@ -712,7 +714,7 @@ func ArgOutcome(err error) Outcome {
 		if !errors.As(err, &one) {
 			one = &ArgError{Problem: ProblemInvalid}
 		}
-		list = NewArgErrors(one)
+		list = newArgErrors(one)
 	}
 	r := ReasonSchema
 	if len(list.List) == 1 && list.List[0].Problem.body() {
@@ -720,6 +722,6 @@ func ArgOutcome(err error) Outcome {
 	}
 	o := Reject(r)
 	o.Args = list
-	o.Data = list.AppendJSON(make([]byte, 0, 64*len(list.List)+16))
+	o.Data = list.appendJSON(make([]byte, 0, 64*len(list.List)+16))
 	return o
 }

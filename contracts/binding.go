@@ -1,6 +1,8 @@
 package contracts
 
 import (
+	"github.com/toolgate/toolgate/internal/jsontape"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,7 +112,7 @@ func CompileBinding(env *RuleEnv, spec BindingSpec, schema *Schema) (*Binding, e
 			if p.arg == "" {
 				continue
 			}
-			if !schema.HasProperty(p.arg) {
+			if !schema.hasProperty(p.arg) {
 				return nil, &BindError{Field: "path", Msg: fmt.Sprintf("placeholder {%s} is not an argument", p.arg)}
 			}
 			sc.use(p.arg, "path", true)
@@ -220,8 +222,8 @@ func (b *Binding) Method() string { return b.method }
 // Args returns every argument name the binding reads, sorted.
 func (b *Binding) Args() []string { return b.args }
 
-// PathArgs returns the arguments whose values go into the path, in order.
-func (b *Binding) PathArgs() []string {
+// pathArgs returns the arguments whose values go into the path, in order.
+func (b *Binding) pathArgs() []string {
 	var out []string
 	for _, seg := range b.segments {
 		for _, p := range seg.parts {
@@ -477,7 +479,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 	case bool:
 		return strconv.AppendBool(dst, t), nil
 	case json.Number:
-		if !IsJSONNumber(string(t)) {
+		if !jsontape.IsNumber(string(t)) {
 			return dst, fmt.Errorf("invalid number %q", string(t))
 		}
 		return append(dst, canonicalNumber(t)...), nil
@@ -487,7 +489,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 		case !ok:
 			return dst, fmt.Errorf("%v is not a JSON number", t)
 		case t != math.Trunc(t):
-			return appendJSONFloat(dst, t), nil
+			return jsontape.AppendFloat(dst, t, 64), nil
 		}
 		return append(dst, f...), nil
 	case int64:

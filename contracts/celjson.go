@@ -3,66 +3,65 @@ package contracts
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // CEL values over a parsed backend answer. Objects and arrays stay views
-// into the jsonDoc tape: selecting `body.results` costs a scan of the
-// object's keys, and handing it to the data expression's output copies its
-// raw bytes. Scalars become ordinary CEL values; integer literals that fit
+// into the tape: selecting `body.results` costs a scan of the object's
+// keys, and handing it to the data expression's output copies its raw
+// bytes. Scalars become ordinary CEL values; integer literals that fit
 // int64 are ints, other numbers doubles (rules compare them across types).
+// A view lives as long as its tape: the Body is released only after every
+// rule has run, and a view used later panics (see jsontape.Tape.Release).
 
-func (d *jsonDoc) celValue(i int32) ref.Val {
-	n := &d.nodes[i]
-	switch n.kind {
-	case jsonNull:
+func celValue(v jsontape.Value) ref.Val {
+	switch v.Kind() {
+	case jsontape.Null:
 		return types.NullValue
-	case jsonFalse:
+	case jsontape.False:
 		return types.False
-	case jsonTrue:
+	case jsontape.True:
 		return types.True
-	case jsonNumber:
-		raw := string(d.raw(i))
-		if v, err := strconv.ParseInt(raw, 10, 64); err == nil {
-			return types.Int(v)
+	case jsontape.Number:
+		if n, ok := v.Int(); ok {
+			return types.Int(n)
 		}
-		f, err := strconv.ParseFloat(raw, 64)
+		f, err := v.Float()
 		if err != nil {
-			return types.NewErr("number %s out of range", raw)
+			return types.NewErr("number %s out of range", v.Literal())
 		}
 		return types.Double(f)
-	case jsonString:
-		return types.String(d.str(i))
-	case jsonArray:
-		return &celJSONList{jsonView: jsonView{d, i}}
+	case jsontape.String:
+		return types.String(v.Text())
+	case jsontape.Array:
+		return &celJSONList{jsonView: jsonView{v}}
 	default:
-		return &celJSONMap{jsonView: jsonView{d, i}}
+		return &celJSONMap{jsonView: jsonView{v}}
 	}
 }
 
-// standard converts a view into cel-go's own value, for the operations a
-// view does not implement itself (equality, conversion, concatenation).
-func standard(d *jsonDoc, i int32) ref.Val {
-	return types.DefaultTypeAdapter.NativeToValue(d.native(i))
+// jsonView is what an object and an array view share: the value they
+// show, and the operations answered by cel-go's own value for it
+// (equality, conversion, concatenation), which a view does not implement
+// itself.
+type jsonView struct {
+	v jsontape.Value
 }
 
-// jsonView is what an object and an array view share: the node they show,
-// and the operations answered by cel-go's own value for it.
-type jsonView struct {
-	d *jsonDoc
-	i int32
-}
+// standard converts the view into cel-go's own value.
+func (v jsonView) standard() ref.Val { return types.DefaultTypeAdapter.NativeToValue(v.v.Native()) }
 
 func (v jsonView) ConvertToNative(t reflect.Type) (any, error) {
-	return standard(v.d, v.i).ConvertToNative(t)
+	return v.standard().ConvertToNative(t)
 }
-func (v jsonView) Equal(other ref.Val) ref.Val { return standard(v.d, v.i).Equal(other) }
-func (v jsonView) Value() any                  { return v.d.native(v.i) }
-func (v jsonView) Size() ref.Val               { return types.Int(v.d.nodes[v.i].count) }
+func (v jsonView) Equal(other ref.Val) ref.Val { return v.standard().Equal(other) }
+func (v jsonView) Value() any                  { return v.v.Native() }
+func (v jsonView) Size() ref.Val               { return types.Int(v.v.Len()) }
 
 // celJSONMap is a JSON object as a CEL map.
 type celJSONMap struct {
@@ -74,15 +73,19 @@ var (
 	_ traits.Lister = (*celJSONList)(nil)
 )
 
-func (m *celJSONMap) ConvertToType(t ref.Type) ref.Val {
+// convertView is ConvertToType of a view of type own: to own it is
+// itself, to a type it is own; nothing else.
+func convertView(view ref.Val, own *types.Type, t ref.Type) ref.Val {
 	switch t {
-	case types.MapType:
-		return m
+	case own:
+		return view
 	case types.TypeType:
-		return types.MapType
+		return own
 	}
-	return types.NewErr("type conversion error from map to '%s'", t)
+	return types.NewErr("type conversion error from %s to '%s'", own.TypeName(), t)
 }
+
+func (m *celJSONMap) ConvertToType(t ref.Type) ref.Val { return convertView(m, types.MapType, t) }
 
 func (m *celJSONMap) Type() ref.Type { return types.MapType }
 
@@ -110,39 +113,34 @@ func (m *celJSONMap) Find(key ref.Val) (ref.Val, bool) {
 		}
 		return nil, false
 	}
-	at, found := m.d.member(m.i, string(k))
+	at, found := m.v.Lookup(string(k))
 	if !found {
 		return nil, false
 	}
-	return m.d.celValue(at), true
+	return celValue(at), true
 }
 
 func (m *celJSONMap) Iterator() traits.Iterator {
-	return &celJSONIter{d: m.d, next: m.i + 1, left: m.d.nodes[m.i].count, keys: true}
+	return &celJSONIter{c: m.v.Cursor(), keys: true}
 }
 
 // celJSONIter iterates an object's keys or an array's elements.
 type celJSONIter struct {
-	d    *jsonDoc
-	next int32 // the node of the next key or element
-	left int32
+	c    jsontape.Cursor
 	keys bool
 }
 
-func (it *celJSONIter) HasNext() ref.Val { return types.Bool(it.left > 0) }
+func (it *celJSONIter) HasNext() ref.Val { return types.Bool(it.c.More()) }
 
 func (it *celJSONIter) Next() ref.Val {
-	if it.left <= 0 {
+	if !it.c.More() {
 		return nil
 	}
-	n := it.next
-	it.left--
 	if it.keys {
-		it.next = it.d.nodes[n+1].next // skip the member's value
-		return types.String(it.d.str(n))
+		k, _ := it.c.Member()
+		return types.String(k.Text())
 	}
-	it.next = it.d.nodes[n].next
-	return it.d.celValue(n)
+	return celValue(it.c.Element())
 }
 
 func (it *celJSONIter) ConvertToNative(reflect.Type) (any, error) {
@@ -156,35 +154,30 @@ func (it *celJSONIter) Value() any                     { return nil }
 // celJSONList is a JSON array as a CEL list.
 type celJSONList struct {
 	jsonView
-	elems []int32 // node indices, found on first indexed access
+	elems []jsontape.Value // found on first indexed access
 }
 
-func (l *celJSONList) index() []int32 {
+func (l *celJSONList) index() []jsontape.Value {
 	if l.elems == nil {
-		l.elems = l.d.elements(l.i)
+		l.elems = make([]jsontape.Value, 0, l.v.Len())
+		for c := l.v.Cursor(); c.More(); {
+			l.elems = append(l.elems, c.Element())
+		}
 	}
 	return l.elems
 }
 
-func (l *celJSONList) ConvertToType(t ref.Type) ref.Val {
-	switch t {
-	case types.ListType:
-		return l
-	case types.TypeType:
-		return types.ListType
-	}
-	return types.NewErr("type conversion error from list to '%s'", t)
-}
+func (l *celJSONList) ConvertToType(t ref.Type) ref.Val { return convertView(l, types.ListType, t) }
 
 func (l *celJSONList) Type() ref.Type { return types.ListType }
 
 func (l *celJSONList) Add(other ref.Val) ref.Val {
-	return standard(l.d, l.i).(traits.Adder).Add(other)
+	return l.standard().(traits.Adder).Add(other)
 }
 
 func (l *celJSONList) Contains(v ref.Val) ref.Val {
 	for _, e := range l.index() {
-		if eq := l.d.celValue(e).Equal(v); eq == types.True {
+		if eq := celValue(e).Equal(v); eq == types.True {
 			return types.True
 		}
 	}
@@ -213,9 +206,9 @@ func (l *celJSONList) Get(index ref.Val) ref.Val {
 	if i < 0 || i >= int64(len(elems)) {
 		return types.NewErr("index out of range: %d", i)
 	}
-	return l.d.celValue(elems[i])
+	return celValue(elems[i])
 }
 
 func (l *celJSONList) Iterator() traits.Iterator {
-	return &celJSONIter{d: l.d, next: l.i + 1, left: l.d.nodes[l.i].count}
+	return &celJSONIter{c: l.v.Cursor()}
 }

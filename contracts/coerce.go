@@ -3,6 +3,8 @@ package contracts
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Coerce turns the text values of a query parameter or path segment into
@@ -12,7 +14,7 @@ import (
 // the argument.
 func (s *Schema) Coerce(arg string, raw []string) (any, error) {
 	ptr := "/" + escapePointer(arg)
-	sub := s.PropertySchema(arg)
+	sub := s.propertySchema(arg)
 	types := schemaTypes(sub)
 	if contains(types, "array") {
 		items, _ := sub["items"].(map[string]any)
@@ -81,7 +83,7 @@ func coerceScalar(types []string, v, ptr string) (any, error) {
 				tooBig = true
 			}
 		case "number":
-			if IsJSONNumber(v) {
+			if jsontape.IsNumber(v) {
 				if numberInBounds(v) {
 					return json.Number(v), nil
 				}

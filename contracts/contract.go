@@ -118,13 +118,13 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 	var err error
 	if c.Schema, err = CompileSchema(spec.Args); err != nil {
 		field := "args"
-		var se *SchemaError
+		var se *schemaError
 		if errors.As(err, &se) && len(se.Location) > 0 {
 			field += "." + strings.Join(se.Location, ".")
 		}
 		return nil, &FieldError{Field: field, Msg: err.Error()}
 	}
-	if spec.SideEffect && c.Schema.HasProperty(IdempotencyKeyArg) {
+	if spec.SideEffect && c.Schema.hasProperty(IdempotencyKeyArg) {
 		return nil, &FieldError{Field: "args", Msg: IdempotencyKeyArg + " is reserved: toolgate adds it to side-effecting tools"}
 	}
 	bspec := spec.Request
@@ -142,8 +142,8 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		}
 		return nil, &FieldError{Field: "request", Msg: err.Error()}
 	}
-	if c.Rules, err = CompileRules(env, spec.Response); err != nil {
-		var re *RuleError
+	if c.Rules, err = compileRules(env, spec.Response); err != nil {
+		var re *ruleError
 		if errors.As(err, &re) {
 			field := re.Field
 			if field == "data" || field == "empty" {
@@ -153,8 +153,8 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		}
 		return nil, &FieldError{Field: "response", Msg: err.Error()}
 	}
-	if c.Templates, err = CompileTemplates(spec.Messages); err != nil {
-		var re *RuleError
+	if c.Templates, err = compileTemplates(spec.Messages); err != nil {
+		var re *ruleError
 		if errors.As(err, &re) {
 			return nil, &FieldError{Field: "messages." + re.Field, Msg: re.Msg}
 		}
@@ -172,10 +172,10 @@ func (c *Contract) PublishedSchema() json.RawMessage { return c.published }
 
 func publishSchema(s *Schema, sideEffect bool) (json.RawMessage, error) {
 	if !sideEffect {
-		return s.JSON(), nil
+		return s.rawJSON(), nil
 	}
-	doc := make(map[string]any, len(s.Document())+2)
-	for k, v := range s.Document() {
+	doc := make(map[string]any, len(s.document())+2)
+	for k, v := range s.document() {
 		doc[k] = v
 	}
 	props := map[string]any{}

@@ -1,13 +1,12 @@
 package contracts
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Envelope is the one result of every tool call. Its JSON form is the public
@@ -31,34 +30,17 @@ type Envelope struct {
 // document encoding/json would (Data is copied as is and must be valid JSON),
 // without reflection, because it runs once per call.
 func (e *Envelope) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"status":`...)
-	dst = AppendJSONString(dst, string(e.Status))
-	dst = append(dst, `,"message":`...)
-	dst = AppendJSONString(dst, e.Message)
-	if len(e.Data) > 0 {
-		dst = append(dst, `,"data":`...)
-		dst = append(dst, e.Data...)
+	sep := byte('{')
+	for i := range envelopeFields {
+		if envelopeFields[i].optional && e.omits(i) {
+			continue
+		}
+		dst = append(dst, sep, '"')
+		dst = append(dst, envelopeFields[i].name...)
+		dst = append(dst, '"', ':')
+		dst = e.appendValue(dst, i)
+		sep = ','
 	}
-	dst = append(dst, `,"retryable":`...)
-	dst = strconv.AppendBool(dst, e.Retryable)
-	dst = append(dst, `,"side_effect":`...)
-	dst = AppendJSONString(dst, string(e.SideEffect))
-	dst = append(dst, `,"side_effect_done":`...)
-	dst = strconv.AppendBool(dst, e.SideEffectDone)
-	dst = append(dst, `,"replayed":`...)
-	dst = strconv.AppendBool(dst, e.Replayed)
-	if e.RetryAfterMS != 0 {
-		dst = append(dst, `,"retry_after_ms":`...)
-		dst = strconv.AppendInt(dst, e.RetryAfterMS, 10)
-	}
-	dst = append(dst, `,"cost":`...)
-	dst = appendJSONFloat(dst, e.Cost)
-	dst = append(dst, `,"tool":`...)
-	dst = AppendJSONString(dst, e.Tool)
-	dst = append(dst, `,"call_id":`...)
-	dst = AppendJSONString(dst, e.CallID)
-	dst = append(dst, `,"observation":`...)
-	dst = AppendJSONString(dst, e.Observation)
 	return append(dst, '}')
 }
 
@@ -70,9 +52,9 @@ func (e *Envelope) MarshalJSON() ([]byte, error) {
 	return e.AppendJSON(nil), nil
 }
 
-// ErrInvalidEnvelope is wrapped by DecodeEnvelope for documents that are not a
+// errInvalidEnvelope is wrapped by DecodeEnvelope for documents that are not a
 // well-formed envelope.
-var ErrInvalidEnvelope = errors.New("invalid envelope")
+var errInvalidEnvelope = errors.New("invalid envelope")
 
 // DecodeEnvelope parses an envelope strictly: unknown fields, a status or
 // side effect outside the closed sets, or trailing data are errors. Stored
@@ -81,20 +63,20 @@ var ErrInvalidEnvelope = errors.New("invalid envelope")
 func DecodeEnvelope(b []byte) (*Envelope, error) {
 	if !utf8.Valid(b) {
 		// encoding/json would pass invalid UTF-8 through in Data.
-		return nil, fmt.Errorf("%w: not valid UTF-8", ErrInvalidEnvelope)
+		return nil, fmt.Errorf("%w: not valid UTF-8", errInvalidEnvelope)
 	}
 	e, err := decodeEnvelopeFields(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEnvelope, err)
+		return nil, fmt.Errorf("%w: %v", errInvalidEnvelope, err)
 	}
-	if _, ok := ParseStatus(string(e.Status)); !ok {
-		return nil, fmt.Errorf("%w: status %q", ErrInvalidEnvelope, e.Status)
+	if _, ok := parseStatus(string(e.Status)); !ok {
+		return nil, fmt.Errorf("%w: status %q", errInvalidEnvelope, e.Status)
 	}
 	if _, ok := ParseSideEffect(string(e.SideEffect)); !ok {
-		return nil, fmt.Errorf("%w: side_effect %q", ErrInvalidEnvelope, e.SideEffect)
+		return nil, fmt.Errorf("%w: side_effect %q", errInvalidEnvelope, e.SideEffect)
 	}
 	if e.SideEffectDone != (e.SideEffect == SideEffectDone) {
-		return nil, fmt.Errorf("%w: side_effect_done disagrees with side_effect", ErrInvalidEnvelope)
+		return nil, fmt.Errorf("%w: side_effect_done disagrees with side_effect", errInvalidEnvelope)
 	}
 	if len(e.Data) > 0 && string(e.Data) == "null" {
 		e.Data = nil
@@ -109,138 +91,30 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 // field types (a null leaves a field as it is; the last of repeated keys
 // counts), except that keys must be spelled exactly.
 func decodeEnvelopeFields(b []byte) (*Envelope, error) {
-	doc, err := parseJSONDoc(b)
+	tape, err := jsontape.Parse(b)
 	if err != nil {
 		return nil, err
 	}
-	root := &doc.nodes[0]
-	if root.kind != jsonObject {
+	defer tape.Release()
+	root := tape.Root()
+	if root.Kind() != jsontape.Object {
 		return nil, errors.New("not a JSON object")
 	}
 	e := &Envelope{}
-	k := int32(1)
-	for range root.count {
-		v := k + 1
-		name := doc.str(k)
-		var err error
-		switch name {
-		case "status":
-			err = doc.readString(v, (*string)(&e.Status))
-		case "message":
-			err = doc.readString(v, &e.Message)
-		case "data":
-			e.Data = bytes.Clone(doc.raw(v))
-		case "retryable":
-			err = doc.readBool(v, &e.Retryable)
-		case "side_effect":
-			err = doc.readString(v, (*string)(&e.SideEffect))
-		case "side_effect_done":
-			err = doc.readBool(v, &e.SideEffectDone)
-		case "replayed":
-			err = doc.readBool(v, &e.Replayed)
-		case "retry_after_ms":
-			err = doc.readInt(v, &e.RetryAfterMS)
-		case "cost":
-			err = doc.readFloat(v, &e.Cost)
-		case "tool":
-			err = doc.readString(v, &e.Tool)
-		case "call_id":
-			err = doc.readString(v, &e.CallID)
-		case "observation":
-			err = doc.readString(v, &e.Observation)
-		default:
-			return nil, fmt.Errorf("unknown field %q", name)
+	for c := root.Cursor(); c.More(); {
+		k, v := c.Member()
+		field := envelopeFieldNamed(k)
+		if field < 0 {
+			return nil, fmt.Errorf("unknown field %q", k.Text())
 		}
-		if err != nil {
-			return nil, fmt.Errorf("field %q: %v", name, err)
+		if err := e.readValue(field, v); err != nil {
+			return nil, fmt.Errorf("field %q: %v", envelopeFields[field].name, err)
 		}
-		k = doc.nodes[v].next
 	}
 	return e, nil
 }
 
-// AppendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
-// so the output is always valid JSON and valid UTF-8.
-func AppendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// Runs of bytes that need nothing are copied in one append.
-		for i < len(s) && jsonPlain[s[i]] {
-			i++
-		}
-		if i == len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			start = i + size
-		case r == '\u2028' || r == '\u2029':
-			// Valid JSON, but they break JavaScript embedding;
-			// encoding/json escapes them too.
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			start = i + size
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
-
-// jsonPlain marks the ASCII bytes a JSON string holds as they are.
-var jsonPlain = func() (t [256]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendJSONFloat formats f the way encoding/json does.
-func appendJSONFloat(dst []byte, f float64) []byte {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(dst, '0')
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	dst = strconv.AppendFloat(dst, f, format, -1, 64)
-	if format == 'e' {
-		// Clean up e-09 to e-9, as encoding/json does.
-		n := len(dst)
-		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
-			dst[n-2] = dst[n-1]
-			dst = dst[:n-1]
-		}
-	}
-	return dst
-}
+// AppendJSONString appends s as a JSON string, as jsontape.AppendString
+// does: invalid UTF-8 becomes U+FFFD, so the output is always valid JSON
+// and valid UTF-8.
+func AppendJSONString(dst []byte, s string) []byte { return jsontape.AppendString(dst, s) }

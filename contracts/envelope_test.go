@@ -4,26 +4,97 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
-// stdEnvelope mirrors Envelope without the custom marshaller, so the test
-// can compare AppendJSON with encoding/json.
-type stdEnvelope struct {
-	Status         Status          `json:"status"`
-	Message        string          `json:"message"`
-	Data           json.RawMessage `json:"data,omitempty"`
-	Retryable      bool            `json:"retryable"`
-	SideEffect     SideEffect      `json:"side_effect"`
-	SideEffectDone bool            `json:"side_effect_done"`
-	Replayed       bool            `json:"replayed"`
-	RetryAfterMS   int64           `json:"retry_after_ms,omitempty"`
-	Cost           float64         `json:"cost"`
-	Tool           string          `json:"tool"`
-	CallID         string          `json:"call_id"`
-	Observation    string          `json:"observation"`
+// stdEnvelope is Envelope without its methods, so encoding/json writes it
+// from the struct tags: the reference AppendJSON must agree with.
+type stdEnvelope Envelope
+
+// TestEnvelopeFieldsMatchTheStruct pins the one field list the encoder,
+// the decoder and the schema walk to the Envelope struct: the same keys in
+// the same order, optional exactly when the tag says omitempty.
+func TestEnvelopeFieldsMatchTheStruct(t *testing.T) {
+	typ := reflect.TypeFor[Envelope]()
+	if typ.NumField() != len(envelopeFields) {
+		t.Fatalf("Envelope has %d fields, the list %d", typ.NumField(), len(envelopeFields))
+	}
+	for i, f := range envelopeFields {
+		name, opts, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name != f.name || (opts == "omitempty") != f.optional {
+			t.Errorf("field %d: struct %s %q, list %s optional=%v", i, typ.Field(i).Name, typ.Field(i).Tag.Get("json"), f.name, f.optional)
+		}
+		if string(jsontape.AppendString(nil, f.name)) != `"`+f.name+`"` {
+			t.Errorf("field %q needs escaping; AppendJSON writes names as they are", f.name)
+		}
+	}
+}
+
+// TestEnvelopeSchemaDescribesTheEnvelope: the published schema compiles,
+// requires exactly the fields never left out, allows no others, closes the
+// status and side_effect sets, and accepts what AppendJSON writes.
+func TestEnvelopeSchemaDescribesTheEnvelope(t *testing.T) {
+	var doc struct {
+		Type                 string                    `json:"type"`
+		Required             []string                  `json:"required"`
+		AdditionalProperties bool                      `json:"additionalProperties"`
+		Properties           map[string]map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(EnvelopeSchema(), &doc); err != nil {
+		t.Fatalf("schema is not JSON: %v\n%s", err, EnvelopeSchema())
+	}
+	var required, all []string
+	for _, f := range envelopeFields {
+		all = append(all, f.name)
+		if !f.optional {
+			required = append(required, f.name)
+		}
+	}
+	if !slices.Equal(doc.Required, required) || len(doc.Properties) != len(all) || doc.AdditionalProperties || doc.Type != "object" {
+		t.Errorf("schema requires %v of %d properties (additional %v), want %v of %v", doc.Required, len(doc.Properties), doc.AdditionalProperties, required, all)
+	}
+	var statuses []any
+	for _, s := range Statuses() {
+		statuses = append(statuses, string(s))
+	}
+	if got := doc.Properties["status"]["enum"]; !reflect.DeepEqual(got, statuses) {
+		t.Errorf("status enum %v, want %v", got, statuses)
+	}
+	if got := doc.Properties["side_effect"]["enum"]; !reflect.DeepEqual(got, []any{"none", "done", "unknown"}) {
+		t.Errorf("side_effect enum %v", got)
+	}
+	var schemaDoc map[string]any
+	dec := json.NewDecoder(bytes.NewReader(EnvelopeSchema()))
+	dec.UseNumber()
+	if err := dec.Decode(&schemaDoc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := CompileSchema(schemaDoc)
+	if err != nil {
+		t.Fatalf("schema does not compile: %v", err)
+	}
+	for name, e := range map[string]Envelope{
+		"every field":     {Status: StatusUpstream, Message: "m", Data: json.RawMessage(`{"a":[1]}`), Retryable: true, SideEffect: SideEffectUnknown, RetryAfterMS: 1000, Cost: 0.5, Tool: "t", CallID: "c", Observation: "o"},
+		"optional absent": {Status: StatusOK, SideEffect: SideEffectDone, SideEffectDone: true},
+	} {
+		args, err := DecodeArgs(e.AppendJSON(nil), 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := schema.Validate(args); err != nil {
+			t.Errorf("%s: the schema refuses what AppendJSON writes: %v", name, err)
+		}
+	}
+	args, _ := DecodeArgs([]byte(`{"status":"fine","message":"m","retryable":false,"side_effect":"none","side_effect_done":false,"replayed":false,"cost":0,"tool":"t","call_id":"c","observation":"o"}`), 32)
+	if schema.Validate(args) == nil {
+		t.Error("the schema accepts a status outside the set")
+	}
 }
 
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
@@ -51,13 +122,6 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		if back.Message != e.Message || back.Status != e.Status || back.Cost != e.Cost {
 			t.Errorf("envelope %d round trip: %+v", i, back)
 		}
-	}
-}
-
-func TestAppendJSONStringRepairsInvalidUTF8(t *testing.T) {
-	got := AppendJSONString(nil, "ok \xff\xfe end")
-	if string(got) != `"ok \ufffd\ufffd end"` {
-		t.Errorf("got %s", got)
 	}
 }
 
@@ -105,25 +169,6 @@ func FuzzDecodeEnvelope(f *testing.F) {
 	})
 }
 
-// FuzzAppendJSONString: the hand-written string encoder writes what
-// encoding/json writes (without HTML escaping), for any bytes.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"plain", "量子 \u2028\u2029 é", "a\"b\\c\n\t\x01", "bad \xff\xfe utf8", "\xe2\x80", "\xe2\x80\xa8"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			t.Fatal(err)
-		}
-		if got := string(AppendJSONString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
-			t.Fatalf("AppendJSONString(%q) = %s, encoding/json %s", s, got, want.String())
-		}
-	})
-}
-
 // decodeEnvelopeStd is the encoding/json decoding DecodeEnvelope replaced,
 // kept as the reference it must agree with.
 func decodeEnvelopeStd(b []byte) (*Envelope, error) {
@@ -137,13 +182,6 @@ func decodeEnvelopeStd(b []byte) (*Envelope, error) {
 		return nil, errors.New("trailing data")
 	}
 	return &e, nil
-}
-
-// envelopeFieldNames are the envelope's JSON keys as spelled.
-var envelopeFieldNames = map[string]bool{
-	"status": true, "message": true, "data": true, "retryable": true, "side_effect": true,
-	"side_effect_done": true, "replayed": true, "retry_after_ms": true, "cost": true,
-	"tool": true, "call_id": true, "observation": true,
 }
 
 // FuzzDecodeEnvelopeMatchesEncodingJSON: the tape decoder reads every field
@@ -181,7 +219,7 @@ func FuzzDecodeEnvelopeMatchesEncodingJSON(f *testing.F) {
 			return // not an object: encoding/json takes null as "no change"
 		}
 		for k := range keys {
-			if !envelopeFieldNames[k] {
+			if !slices.ContainsFunc(envelopeFields[:], func(f envelopeField) bool { return f.name == k }) {
 				return // a case variant encoding/json folds
 			}
 		}

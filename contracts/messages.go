@@ -23,8 +23,8 @@ func boundMessage(s string) string {
 	return shorten(strings.ToValidUTF8(s, "\ufffd"), MaxMessageChars)
 }
 
-// Languages are the built-in message catalogues.
-func Languages() []string { return []string{"en", "zh"} }
+// languages are the built-in message catalogues.
+func languages() []string { return []string{"en", "zh"} }
 
 // Catalog renders the built-in messages in one language.
 //
@@ -97,10 +97,10 @@ type Said struct {
 	Tools []string
 }
 
-// Message renders the catalogue's message for an outcome of a tool, with
+// message renders the catalogue's message for an outcome of a tool, with
 // no template, bounded to MaxMessageChars. sideEffect says the tool has
 // side effects.
-func (c *Catalog) Message(tool string, sideEffect bool, o *Outcome) string {
+func (c *Catalog) message(tool string, sideEffect bool, o *Outcome) string {
 	var ct *Contract
 	if sideEffect {
 		ct = &Contract{SideEffect: true}
@@ -156,7 +156,7 @@ func actionOf(o *Outcome, effect SideEffect) action {
 }
 
 // Compose renders the message for an outcome: what happened, from a
-// template of the tool that speaks for the outcome (Templates.For) or from
+// template of the tool that speaks for the outcome (Templates.forOutcome) or from
 // the catalogue, then what to do, chosen from the envelope's fields. A
 // template stands alone where the fields ask nothing more than its status
 // usually does (a read-only success, bad arguments, nothing found); where
@@ -173,7 +173,7 @@ func (c *Catalog) Compose(s *Said, o *Outcome) Message {
 	}
 	act := actionOf(o, effect)
 	if s.Contract != nil {
-		if mt := s.Contract.Templates.For(o, effect); mt != nil {
+		if mt := s.Contract.Templates.forOutcome(o, effect); mt != nil {
 			if text, ok := mt.render(s.Args, o.Data, o.Members); ok && text != "" {
 				if act.soft() {
 					return Message{Text: text, ActionAt: len(text)}
@@ -354,7 +354,7 @@ func (c *Catalog) expand(msg string, s *Said, o *Outcome) string {
 			b.WriteString(strconv.Itoa(s.Attempts))
 		case "args":
 			if o.Args != nil {
-				b.WriteString(o.Args.Text(c.lang))
+				b.WriteString(o.Args.text(c.lang))
 			} else {
 				b.WriteString(c.entries["args:none"])
 			}
@@ -382,7 +382,7 @@ func (c *Catalog) pathValues(s *Said) []string {
 		return nil
 	}
 	var out []string
-	for _, name := range s.Contract.Binding.PathArgs() {
+	for _, name := range s.Contract.Binding.pathArgs() {
 		if v, ok := s.Args[name]; ok {
 			if text, ok := scalarString(v); ok {
 				out = append(out, name+" "+quoteShort(text))

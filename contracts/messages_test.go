@@ -16,7 +16,7 @@ import (
 )
 
 func TestCatalogMessages(t *testing.T) {
-	for _, lang := range Languages() {
+	for _, lang := range languages() {
 		c, err := NewCatalog(lang)
 		if err != nil {
 			t.Fatal(err)
@@ -30,7 +30,7 @@ func TestCatalogMessages(t *testing.T) {
 			{Status: StatusOK, Reason: ReasonOK, Effect: SideEffectDone},
 		} {
 			for _, se := range []bool{false, true} {
-				msg := c.Message("send", se, &o)
+				msg := c.message("send", se, &o)
 				if msg == "" || strings.ContainsAny(msg, "{}\n") {
 					t.Errorf("%s %s se=%v: %q", lang, o.Reason, se, msg)
 				}
@@ -39,11 +39,11 @@ func TestCatalogMessages(t *testing.T) {
 	}
 	c, _ := NewCatalog("en")
 	o := Outcome{Status: StatusUpstream, Reason: ReasonServerError, HTTPCode: 500, Effect: SideEffectUnknown}
-	if msg := c.Message("send", true, &o); !strings.Contains(msg, "may or may not") || !strings.Contains(msg, "new idempotency key") {
+	if msg := c.message("send", true, &o); !strings.Contains(msg, "may or may not") || !strings.Contains(msg, "new idempotency key") {
 		t.Errorf("unknown outcome message = %q", msg)
 	}
 	o.Retryable = true
-	if msg := c.Message("send", true, &o); !strings.Contains(msg, "same idempotency key") {
+	if msg := c.message("send", true, &o); !strings.Contains(msg, "same idempotency key") {
 		t.Errorf("dedupe message = %q", msg)
 	}
 	if _, err := NewCatalog("fr"); err == nil {
@@ -108,7 +108,7 @@ func producedOutcomes() []producedOutcome {
 		}
 		for _, err := range []error{
 			&ArgError{Pointer: "/q", Problem: ProblemRequired},
-			NewArgErrors(&ArgError{Pointer: "/q", Problem: ProblemRequired}, &ArgError{Pointer: "/limit", Problem: ProblemMaximum, Max: "20", Got: "50"}),
+			newArgErrors(&ArgError{Pointer: "/q", Problem: ProblemRequired}, &ArgError{Pointer: "/limit", Problem: ProblemMaximum, Max: "20", Got: "50"}),
 			&ArgError{Problem: ProblemDuplicateKey, Got: `"q"`},
 			&ArgError{Problem: ProblemIncomplete},
 		} {
@@ -266,7 +266,7 @@ var phrasesByLang = map[string]messagePhrases{
 //     same key;
 //   - replayed: says so.
 func TestMessagesAgreeWithTheEnvelope(t *testing.T) {
-	for _, name := range Languages() {
+	for _, name := range languages() {
 		c, err := NewCatalog(name)
 		if err != nil {
 			t.Fatal(err)
@@ -278,7 +278,7 @@ func TestMessagesAgreeWithTheEnvelope(t *testing.T) {
 		for _, st := range Statuses() {
 			specs[string(st)] = tplText
 		}
-		tpls, err := CompileTemplates(specs)
+		tpls, err := compileTemplates(specs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -379,7 +379,7 @@ func checkMessage(c *Catalog, p messagePhrases, r producedRow, m Message, templa
 	}
 	// A template speaks only for what its status normally means.
 	if templated {
-		row, _ := RowOf(o.Reason)
+		row, _ := rowOf(o.Reason)
 		check(row.Gateway, "a status template spoke for the gateway reason %s", o.Reason)
 		check(!o.Status.Success() && o.Retryable != statusRetryable(o.Status), "a status template spoke for an outcome its status does not usually mean")
 		check(effect == SideEffectUnknown, "a status template spoke for an unknown outcome")
@@ -404,7 +404,7 @@ func TestTheShippedTemplatesDoNotSpeakForGatewayReasons(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	tpls, err := CompileTemplates(doc.Tools["search_articles"].Messages)
+	tpls, err := compileTemplates(doc.Tools["search_articles"].Messages)
 	if err != nil || len(tpls) == 0 {
 		t.Fatalf("templates: %v (%d)", err, len(tpls))
 	}
@@ -454,7 +454,7 @@ func TestTheShippedTemplatesDoNotSpeakForGatewayReasons(t *testing.T) {
 // TestTemplatesNamedAfterAReason: a policy that names a reason speaks for
 // it, gateway reason or not, and the fields still choose what to do.
 func TestTemplatesNamedAfterAReason(t *testing.T) {
-	tpls, err := CompileTemplates(map[string]string{"budget": "The research budget is used up.", "upstream": "Search is down."})
+	tpls, err := compileTemplates(map[string]string{"budget": "The research budget is used up.", "upstream": "Search is down."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,11 +470,11 @@ func TestTemplatesNamedAfterAReason(t *testing.T) {
 	if msg := en.Compose(&Said{Contract: ct}, &rate).Text; strings.Contains(msg, "Search is down") {
 		t.Errorf("the upstream template spoke for the rate limit: %q", msg)
 	}
-	if _, err := CompileTemplates(map[string]string{"budgte": "x"}); err == nil || !strings.Contains(err.Error(), `"budgte" is not a status or a reason`) {
+	if _, err := compileTemplates(map[string]string{"budgte": "x"}); err == nil || !strings.Contains(err.Error(), `"budgte" is not a status or a reason`) {
 		t.Errorf("a misspelt reason: %v", err)
 	}
 	for _, name := range []string{"rule", "replayed", "unknown_tool"} {
-		if _, err := CompileTemplates(map[string]string{name: "x"}); err == nil {
+		if _, err := compileTemplates(map[string]string{name: "x"}); err == nil {
 			t.Errorf("a template named %s was accepted", name)
 		}
 	}
@@ -564,12 +564,12 @@ func TestChineseMessagesHaveNoEnglish(t *testing.T) {
 // policy may set, the whole action clause of every message survives, with
 // the tag and the truncation marker, however long what happened is.
 func TestMinObservationMaxCharsKeepsEveryAction(t *testing.T) {
-	long := NewArgErrors()
+	long := newArgErrors()
 	for i := range 30 {
 		long.List = append(long.List, &ArgError{Pointer: "/argument_with_a_long_name_" + strconv.Itoa(i), Problem: ProblemRequired})
 	}
 	long.Total = len(long.List)
-	for _, lang := range Languages() {
+	for _, lang := range languages() {
 		c, _ := NewCatalog(lang)
 		for _, r := range producedRows(c) {
 			o := r.o
@@ -600,7 +600,7 @@ func TestMinObservationMaxCharsKeepsEveryAction(t *testing.T) {
 // a producer; the HTTP column and the waits read as DESIGN section 7 says.
 func TestReasonTable(t *testing.T) {
 	declared := declaredReasons(t)
-	rows := ReasonTable()
+	rows := reasonTable[:]
 	seen := map[Reason]bool{}
 	for _, r := range rows {
 		if seen[r.Reason] {
@@ -617,7 +617,7 @@ func TestReasonTable(t *testing.T) {
 		}
 	}
 	produced := producedReasons(t)
-	for _, lang := range Languages() {
+	for _, lang := range languages() {
 		c, _ := NewCatalog(lang)
 		for _, r := range rows {
 			var keys []string

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Numbers in arguments are bounded before anything computes with them.
@@ -15,12 +17,12 @@ import (
 // (the library reads the items before it counts them). So a number in the
 // arguments is refused (bad_args, naming the argument) unless:
 //
-//   - it has at most MaxNumberDigits significant digits (from its first
+//   - it has at most maxNumberDigits significant digits (from its first
 //     non-zero digit to its last non-zero digit);
-//   - it is zero, or its magnitude is at least 10^-MaxNumberExponent and
-//     below 10^MaxNumberExponent (a zero may not carry an exponent beyond
-//     ±MaxNumberExponent either);
-//   - it is at most MaxNumberChars characters long as written.
+//   - it is zero, or its magnitude is at least 10^-maxNumberExponent and
+//     below 10^maxNumberExponent (a zero may not carry an exponent beyond
+//     ±maxNumberExponent either);
+//   - it is at most maxNumberChars characters long as written.
 //
 // Every int64 and uint64, and every float64 in its shortest form, in either
 // notation (1e300 spelled out has 301 characters), is within the bounds; at
@@ -30,9 +32,9 @@ import (
 
 // The bounds of an argument number.
 const (
-	MaxNumberDigits   = 100
-	MaxNumberExponent = 400
-	MaxNumberChars    = 1000
+	maxNumberDigits   = 100
+	maxNumberExponent = 400
+	maxNumberChars    = 1000
 )
 
 // numberShape is a JSON number literal in scientific form: its significant
@@ -50,7 +52,7 @@ type numberShape struct {
 // parseNumber reads a JSON number literal; ok is false when s is not one.
 // It does not allocate.
 func parseNumber(s string) (n numberShape, ok bool) {
-	if !IsJSONNumber(s) {
+	if !jsontape.IsNumber(s) {
 		return n, false
 	}
 	n.s = s
@@ -122,13 +124,13 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // inBounds reports whether the number is within the argument bounds.
 func (n *numberShape) inBounds() bool {
-	if len(n.s) > MaxNumberChars || n.count > MaxNumberDigits {
+	if len(n.s) > maxNumberChars || n.count > maxNumberDigits {
 		return false
 	}
 	if n.count == 0 {
-		return n.exp >= -MaxNumberExponent && n.exp <= MaxNumberExponent
+		return n.exp >= -maxNumberExponent && n.exp <= maxNumberExponent
 	}
-	return n.exp >= -MaxNumberExponent && n.exp < MaxNumberExponent
+	return n.exp >= -maxNumberExponent && n.exp < maxNumberExponent
 }
 
 // numberInBounds reports whether s is a JSON number within the argument

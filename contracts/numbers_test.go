@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 func TestNumberBounds(t *testing.T) {
@@ -94,7 +96,7 @@ func FuzzNumberBounds(f *testing.F) {
 			return
 		}
 		shape, ok := parseNumber(s)
-		if ok != IsJSONNumber(s) {
+		if ok != jsontape.IsNumber(s) {
 			t.Fatalf("parseNumber(%q) ok = %v", s, ok)
 		}
 		if !ok || !shape.inBounds() {
@@ -206,8 +208,8 @@ func TestNumberBombsAreRefusedBeforeTheSchemaLibrary(t *testing.T) {
 			if !errors.As(err, &ae) || ae.Problem != ProblemNumber || ae.Pointer != tt.pointer {
 				t.Fatalf("error = %v, want a number bound error at %s", err, tt.pointer)
 			}
-			if !strings.Contains(ae.Text("en"), "Argument "+argName(tt.pointer)+" must be a number with at most 100 significant digits") {
-				t.Errorf("message = %q", ae.Text("en"))
+			if !strings.Contains(ae.text("en"), "Argument "+argName(tt.pointer)+" must be a number with at most 100 significant digits") {
+				t.Errorf("message = %q", ae.text("en"))
 			}
 			// The library would allocate hundreds of megabytes and take
 			// seconds; the bounds make it a few kilobytes.

@@ -3,16 +3,17 @@ package contracts
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
-// DefaultObservationMaxChars is the bound Observation applies when it is given
-// none, the default of observation_max_chars.
-const DefaultObservationMaxChars = 1800
+// defaultObservationMaxChars is the bound an observation has when it is
+// given none, the default of observation_max_chars.
+const defaultObservationMaxChars = 1800
 
 // MinObservationMaxChars is the smallest observation_max_chars a policy may
 // set: at it, an observation of any status keeps its whole status tag and
@@ -28,49 +29,11 @@ const MinObservationMaxChars = 256
 // begins with the ellipsis so a cut message reads "…" then "[truncated]".
 const shortMarker = "…[truncated]"
 
-// Observation renders the string fed back to the model: the status tag, a
-// space and the message, then, when there is data, a newline and the data as
-// compact JSON. Key order and number literals are kept as the backend sent
-// them. A data value of JSON null is left out, and data that is not valid JSON
-// is shown as a JSON string rather than dropped, since it is still what the
-// backend said.
-//
-// maxChars bounds the whole string in Unicode code points; zero or less means
-// DefaultObservationMaxChars. The result is always valid UTF-8 (invalid bytes
-// become U+FFFD) and is never cut inside a rune.
-//
-// When the data does not fit, Observation shrinks it by structure rather than
-// by bytes, so the model can still tell what it holds: long strings are
-// shortened with "…", arrays keep their first elements and end with an
-// element "…(+N more)", and objects keep their first keys and end with a key
-// "…" whose value counts the keys left out. The shrunk data is valid JSON and
-// is followed by the marker "\n…[truncated: full data is N chars]", N counted
-// in code points of the compact data, or by "\n…[truncated]" where the longer
-// marker would take more room than it leaves. Only when no shrunk form fits is
-// the compact JSON cut at a rune boundary, followed by the marker. When the
-// message itself does not fit, it is cut and the string ends with
-// "…[truncated]". At bounds below MinObservationMaxChars the bound wins over
-// the tag and the marker.
-//
-// Data that fits costs one compaction pass; only data that does not is parsed.
-func Observation(status Status, message string, data json.RawMessage, maxChars int) string {
-	s, _ := observation(status, message, data, maxChars, false)
-	return s
-}
-
-// ObservationOfCompact is Observation for data known to be compact,
-// valid UTF-8 JSON, as an envelope's data always is: the common path skips
-// re-validating it.
-func ObservationOfCompact(status Status, message string, data json.RawMessage, maxChars int) string {
-	s, _ := observation(status, message, data, maxChars, true)
-	return s
-}
-
 // ObservationOptions are what an envelope's observation knows beyond its
 // status, message and data.
 type ObservationOptions struct {
 	// MaxChars bounds the observation in code points; zero or less means
-	// DefaultObservationMaxChars.
+	// defaultObservationMaxChars.
 	MaxChars int
 	// Lang is the language of the truncation marker: "en" or "zh".
 	Lang string
@@ -85,7 +48,8 @@ type ObservationOptions struct {
 // compact, valid UTF-8 JSON. When the data is cut, the marker says what was
 // cut ("items shows 8 of 14, long strings shortened") and how to get more;
 // when the message itself does not fit, what happened is cut and its action
-// clause (from m.ActionAt) is kept whole.
+// clause (from m.ActionAt) is kept whole. How data is shrunk to fit, and
+// what the bound promises, is said at observe.
 func EnvelopeObservation(status Status, m Message, data json.RawMessage, opt ObservationOptions) string {
 	s, _ := observe(status, m, data, opt.MaxChars, true, markerWordsFor(opt.Lang), opt.Hint)
 	return s
@@ -104,13 +68,43 @@ const (
 	cutMessage                         // the message was cut and any data dropped
 )
 
+// observation is observe for a message without an action clause, with the
+// English marker and no hint.
 func observation(status Status, message string, data json.RawMessage, maxChars int, trusted bool) (string, observationCut) {
 	return observe(status, Message{Text: message, ActionAt: len(message)}, data, maxChars, trusted, markerWordsFor("en"), "")
 }
 
+// observe renders the string fed back to the model: the status tag, a
+// space and the message, then, when there is data, a newline and the data as
+// compact JSON. Key order and number literals are kept as the backend sent
+// them. A data value of JSON null is left out, and data that is not valid JSON
+// is shown as a JSON string rather than dropped, since it is still what the
+// backend said.
+//
+// maxChars bounds the whole string in Unicode code points; zero or less means
+// defaultObservationMaxChars. The result is always valid UTF-8 (invalid bytes
+// become U+FFFD) and is never cut inside a rune.
+//
+// When the data does not fit, observe shrinks it by structure rather than
+// by bytes, so the model can still tell what it holds: long strings are
+// shortened with "…", arrays keep their first elements and end with an
+// element "…(+N more)", and objects keep their first keys and end with a key
+// "…" whose value counts the keys left out. The shrunk data is valid JSON and
+// is followed by the marker "\n…[truncated: full data is N chars]", N counted
+// in code points of the compact data, or by "\n…[truncated]" where the longer
+// marker would take more room than it leaves. Only when no shrunk form fits is
+// the compact JSON cut at a rune boundary, followed by the marker. When the
+// message itself does not fit, it is cut and the string ends with
+// "…[truncated]". At bounds below MinObservationMaxChars the bound wins over
+// the tag and the marker.
+//
+// Data that fits costs one compaction pass; only data that does not is parsed.
+// trusted says data is compact, valid UTF-8 JSON, as an envelope's data
+// always is: the common path skips re-validating it. words and hint are the
+// marker's language and the tool's truncation hint.
 func observe(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
 	if maxChars <= 0 {
-		maxChars = DefaultObservationMaxChars
+		maxChars = defaultObservationMaxChars
 	}
 	tag := validUTF8(status.Tag())
 	message := m.Text
@@ -154,13 +148,13 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 		// validating pass, no rewrite.
 		if trusted {
 			out.Write(data)
-		} else if valid, compact := validCompactJSON(data); valid && compact {
+		} else if valid, compact := jsontape.Check(data); valid && compact {
 			out.Write(data)
 		} else if err := json.Compact(out, data); err != nil {
 			// Not JSON: show it as a string. Compact has already
 			// taken back anything it wrote.
 			out.Truncate(headLen + 1)
-			out.Write(AppendJSONString(out.AvailableBuffer(), string(data)))
+			out.Write(jsontape.AppendString(out.AvailableBuffer(), string(data)))
 		}
 		compact := out.Bytes()[headLen+1:]
 		switch {
@@ -477,60 +471,53 @@ type jsonTree struct {
 	last         jsonRenderer // the limits of shrink's last answer
 }
 
-// parseJSONTree parses valid compact JSON for a room of the given size. It
-// uses the token stream so object keys keep their order and, with UseNumber,
-// numbers keep their literal form.
+// parseJSONTree parses valid compact JSON for a room of the given size,
+// through the tape: object keys keep their order and numbers their literal
+// form.
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
-	dec := json.NewDecoder(bytes.NewReader(compact))
-	dec.UseNumber()
-	p := treeParser{
-		dec:  dec,
+	tape, err := jsontape.Parse(compact)
+	if err != nil {
+		return nil, false
+	}
+	defer tape.Release()
+	p := treeBuilder{
 		room: room,
 		// Rendering room+1 runes of a string cannot fit, so nothing
 		// beyond that needs keeping.
 		keepRunes: room + 1,
 	}
-	root, err := p.value()
-	if err != nil {
-		return nil, false
-	}
+	root := p.value(tape.Root())
 	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject}, true
 }
 
-// treeParser builds a jsonNode tree from a token stream.
-type treeParser struct {
-	dec          *json.Decoder
+// treeBuilder copies the part of a tape that can be shown into a jsonNode
+// tree.
+type treeBuilder struct {
 	room         int
 	keepRunes    int
-	skipped      json.RawMessage
 	longest      int
 	widestArray  int
 	widestObject int
 }
 
-func (p *treeParser) value() (jsonNode, error) {
-	tok, err := p.dec.Token()
-	if err != nil {
-		return jsonNode{}, err
+func (p *treeBuilder) value(v jsontape.Value) jsonNode {
+	switch v.Kind() {
+	case jsontape.Array, jsontape.Object:
+		return p.container(v)
+	case jsontape.String:
+		return p.str(v.Text())
+	case jsontape.Number:
+		text := v.Literal()
+		return jsonNode{kind: 'l', text: text, least: len(text)}
+	case jsontape.True:
+		return jsonNode{kind: 'l', text: "true", least: 4}
+	case jsontape.False:
+		return jsonNode{kind: 'l', text: "false", least: 5}
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		return p.container(byte(t))
-	case string:
-		return p.str(t), nil
-	case json.Number:
-		return jsonNode{kind: 'l', text: string(t), least: len(t)}, nil
-	case bool:
-		text := strconv.FormatBool(t)
-		return jsonNode{kind: 'l', text: text, least: len(text)}, nil
-	case nil:
-		return jsonNode{kind: 'l', text: "null", least: 4}, nil
-	}
-	// With UseNumber, Token returns no other type.
-	return jsonNode{}, fmt.Errorf("unexpected JSON token %T", tok)
+	return jsonNode{kind: 'l', text: "null", least: 4}
 }
 
-func (p *treeParser) str(s string) jsonNode {
+func (p *treeBuilder) str(s string) jsonNode {
 	n := jsonNode{kind: '"', text: prefixRunes(s, p.keepRunes), runes: utf8.RuneCountInString(s), least: 2}
 	if n.runes > 0 {
 		n.least = 3 // at least one character or the ellipsis
@@ -539,64 +526,52 @@ func (p *treeParser) str(s string) jsonNode {
 	return n
 }
 
-// container parses an array or object. The rendering keeps at least one
+// container copies an array or object. The rendering keeps at least one
 // element or key of every container, so a container takes at least its
 // delimiters and its first element. An element can only be shown after all
 // those before it, so once their lower bounds fill the room, the rest are
 // only counted.
-func (p *treeParser) container(open byte) (jsonNode, error) {
-	n := jsonNode{kind: open, least: 2}
-	used := 0
-	for p.dec.More() {
-		var key jsonNode
-		if open == '{' {
-			tok, err := p.dec.Token()
-			if err != nil {
-				return jsonNode{}, err
-			}
-			k, ok := tok.(string)
-			if !ok {
-				return jsonNode{}, fmt.Errorf("object key is %T, not a string", tok)
-			}
-			key = p.str(k)
-		}
-		if used <= p.room {
-			kid, err := p.value()
-			if err != nil {
-				return jsonNode{}, err
-			}
-			least := kid.least
-			if open == '{' {
-				least += key.least + 1 // and the colon
-			}
-			if len(n.kids) == 0 {
-				n.least += least
-			}
-			used += least + 1 // and the comma
-			n.kids = append(n.kids, kid)
-			if open == '{' {
-				n.keys = append(n.keys, key)
-			}
-		} else if err := p.skip(); err != nil {
-			return jsonNode{}, err
-		}
-		n.count++
+func (p *treeBuilder) container(v jsontape.Value) jsonNode {
+	open := byte('[')
+	if v.Kind() == jsontape.Object {
+		open = '{'
 	}
-	if _, err := p.dec.Token(); err != nil { // the closing delimiter
-		return jsonNode{}, err
+	n := jsonNode{kind: open, least: 2, count: v.Len()}
+	used := 0
+	for c := v.Cursor(); c.More(); {
+		var key jsonNode
+		var val jsontape.Value
+		if open == '{' {
+			// Every key counts toward the longest string, shown or not.
+			var k jsontape.Value
+			k, val = c.Member()
+			key = p.str(k.Text())
+		} else {
+			val = c.Element()
+		}
+		if used > p.room {
+			continue
+		}
+		kid := p.value(val)
+		least := kid.least
+		if open == '{' {
+			least += key.least + 1 // and the colon
+		}
+		if len(n.kids) == 0 {
+			n.least += least
+		}
+		used += least + 1 // and the comma
+		n.kids = append(n.kids, kid)
+		if open == '{' {
+			n.keys = append(n.keys, key)
+		}
 	}
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
 	}
-	return n, nil
-}
-
-// skip consumes one value without keeping it. Decoding into a reused
-// RawMessage scans the value in one call instead of one call per token.
-func (p *treeParser) skip() error {
-	return p.dec.Decode(&p.skipped)
+	return n
 }
 
 // shrink searches for the most informative rendering within room runes, or
@@ -714,10 +689,10 @@ func (r *jsonRenderer) literal(s string) bool {
 func (r *jsonRenderer) str(text string, runes, limit int) bool {
 	start := len(r.buf)
 	if runes <= limit {
-		r.buf = AppendJSONString(r.buf, text)
+		r.buf = jsontape.AppendString(r.buf, text)
 	} else {
 		r.cut.strings = r.cut.strings || r.track
-		r.buf = AppendJSONString(r.buf, prefixRunes(text, limit))
+		r.buf = jsontape.AppendString(r.buf, prefixRunes(text, limit))
 		r.buf = append(r.buf[:len(r.buf)-1], `…"`...)
 	}
 	r.runes += utf8.RuneCount(r.buf[start:])

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // markerRE matches the end of every observation that was cut.
@@ -171,9 +173,9 @@ func TestObservationRendersExactly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Observation(tt.status, tt.message, json.RawMessage(tt.data), tt.maxChars)
+			got := plainObservation(tt.status, tt.message, json.RawMessage(tt.data), tt.maxChars)
 			if got != tt.want {
-				t.Errorf("Observation() =\n%q\nwant\n%q", got, tt.want)
+				t.Errorf("observation() =\n%q\nwant\n%q", got, tt.want)
 			}
 			checkBound(t, got, tt.maxChars)
 		})
@@ -184,9 +186,9 @@ func TestObservationUsesTheDefaultBound(t *testing.T) {
 	data := json.RawMessage(`"` + strings.Repeat("x", 5000) + `"`)
 	for _, maxChars := range []int{0, -1} {
 		t.Run("a bound of "+strconv.Itoa(maxChars)+" means the default", func(t *testing.T) {
-			got := Observation(StatusOK, "m", data, maxChars)
-			if n := utf8.RuneCountInString(got); n > DefaultObservationMaxChars || n < DefaultObservationMaxChars-10 {
-				t.Errorf("got %d chars, want close to %d", n, DefaultObservationMaxChars)
+			got := plainObservation(StatusOK, "m", data, maxChars)
+			if n := utf8.RuneCountInString(got); n > defaultObservationMaxChars || n < defaultObservationMaxChars-10 {
+				t.Errorf("got %d chars, want close to %d", n, defaultObservationMaxChars)
 			}
 			if !markerRE.MatchString(got) {
 				t.Errorf("no marker at the end of %q", got[len(got)-60:])
@@ -197,7 +199,7 @@ func TestObservationUsesTheDefaultBound(t *testing.T) {
 
 func TestObservationCountsChineseInCodePoints(t *testing.T) {
 	data := json.RawMessage(`{"title":"量子计算的基础与应用","abstract":"` + strings.Repeat("量子纠缠与量子叠加是量子计算的核心。", 10) + `"}`)
-	got := Observation(StatusOK, "找到一篇文章。", data, 50)
+	got := plainObservation(StatusOK, "找到一篇文章。", data, 50)
 	if n := utf8.RuneCountInString(got); n > 50 || n < 45 {
 		t.Errorf("got %d code points, want close to the bound of 50: %q", n, got)
 	}
@@ -395,7 +397,7 @@ func FuzzObservation(f *testing.F) {
 		}
 		zh, _ := observe(status, Message{Text: message, ActionAt: at}, json.RawMessage(data), maxChars, false, markerWordsFor("zh"), "如需更多，请缩小范围")
 		checkBound(t, zh, maxChars)
-		if valid, compact := validCompactJSON(data); valid && compact && utf8.Valid(data) {
+		if valid, compact := jsontape.Check(data); valid && compact && utf8.Valid(data) {
 			// Data the envelope vouches for takes the trusted paths.
 			if trusted, tcut := observation(status, message, json.RawMessage(data), maxChars, true); trusted != got || tcut != cut {
 				t.Fatalf("trusted %q (cut %d), untrusted %q (cut %d)", trusted, tcut, got, cut)
@@ -403,7 +405,7 @@ func FuzzObservation(f *testing.F) {
 		}
 		bound := maxChars
 		if bound <= 0 {
-			bound = DefaultObservationMaxChars
+			bound = defaultObservationMaxChars
 		}
 		if bound < MinObservationMaxChars {
 			return
@@ -447,13 +449,13 @@ func BenchmarkObservation(b *testing.B) {
 	b.Run("data that fits", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			Observation(StatusOK, "Found 1 article.", small, 0)
+			plainObservation(StatusOK, "Found 1 article.", small, 0)
 		}
 	})
 	b.Run("data that is shrunk", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			Observation(StatusOK, "Found 200 articles.", large, 0)
+			plainObservation(StatusOK, "Found 200 articles.", large, 0)
 		}
 	})
 }
@@ -462,7 +464,7 @@ func BenchmarkObservation(b *testing.B) {
 func checkBound(t *testing.T, s string, maxChars int) {
 	t.Helper()
 	if maxChars <= 0 {
-		maxChars = DefaultObservationMaxChars
+		maxChars = defaultObservationMaxChars
 	}
 	if !utf8.ValidString(s) {
 		t.Fatalf("not valid UTF-8: %q", s)
@@ -627,4 +629,11 @@ func closeJSON(p string) string {
 		p += string(stack[i])
 	}
 	return p
+}
+
+// plainObservation is the observation of a message without an action
+// clause and of data that may need compacting, in English.
+func plainObservation(status Status, message string, data json.RawMessage, maxChars int) string {
+	s, _ := observation(status, message, data, maxChars, false)
+	return s
 }

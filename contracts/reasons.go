@@ -60,66 +60,66 @@ const (
 	ReasonReplayed         Reason = "replayed"          // a stored result for a repeated idempotency key
 )
 
-// Retry says when the identical call may be retried after an outcome.
-type Retry uint8
+// retryRule says when the identical call may be retried after an outcome.
+type retryRule uint8
 
 // The retry rules of the table.
 const (
-	// RetryNever: the same call would meet the same answer.
-	RetryNever Retry = iota
-	// RetryAlways: nothing happened and a later identical call may succeed.
-	RetryAlways
-	// RetryIfSafe: yes, unless a side-effecting request may have acted (or
+	// retryNever: the same call would meet the same answer.
+	retryNever retryRule = iota
+	// retryAlways: nothing happened and a later identical call may succeed.
+	retryAlways
+	// retryIfSafe: yes, unless a side-effecting request may have acted (or
 	// did) at a backend that does not dedupe on the forwarded key.
-	RetryIfSafe
-	// RetryByRule: the matched errors rule says, or its status's default.
-	RetryByRule
-	// RetryAsStored: a replay says what the stored envelope says.
-	RetryAsStored
+	retryIfSafe
+	// retryByRule: the matched errors rule says, or its status's default.
+	retryByRule
+	// retryAsStored: a replay says what the stored envelope says.
+	retryAsStored
 )
 
-// Effect says what the backend did, as if the tool had a side effect; a
+// effectRule says what the backend did, as if the tool had a side effect; a
 // read-only tool's envelope always says none.
-type Effect uint8
+type effectRule uint8
 
 // The side-effect rules of the table.
 const (
-	EffectNone    Effect = iota // nothing happened at the backend
-	EffectDone                  // the backend acted: it answered 2xx
-	EffectUnknown               // the request reached the backend, the outcome is lost
-	// EffectIfSent: none when the request never went out whole, unknown
+	effectNone    effectRule = iota // nothing happened at the backend
+	effectDone                      // the backend acted: it answered 2xx
+	effectUnknown                   // the request reached the backend, the outcome is lost
+	// effectIfSent: none when the request never went out whole, unknown
 	// once it did (done when the backend's answer had begun).
-	EffectIfSent
-	// EffectByAnswer: done for a 2xx answer, otherwise what the answer's
+	effectIfSent
+	// effectByAnswer: done for a 2xx answer, otherwise what the answer's
 	// code says in the default table.
-	EffectByAnswer
-	EffectByRule   // the matched errors rule says, or the default for the answer
-	EffectAsStored // a replay says what the stored envelope says
+	effectByAnswer
+	effectByRule   // the matched errors rule says, or the default for the answer
+	effectAsStored // a replay says what the stored envelope says
 )
 
-// Wait says where an outcome's retry_after comes from.
-type Wait uint8
+// waitRule says where an outcome's retry_after comes from.
+type waitRule uint8
 
 // The waits of the table.
 const (
-	WaitNone       Wait = iota
-	WaitOneSecond       // 1 s when nothing was sent (DESIGN section 7)
-	WaitRetryAfter      // the backend's Retry-After, when it sent one
-	WaitStage           // the stage that decides knows it: the limiter, the breaker, the budget
+	waitNone       waitRule = iota
+	waitOneSecond           // 1 s when nothing was sent (DESIGN section 7)
+	waitRetryAfter          // the backend's Retry-After, when it sent one
+	waitStage               // the stage that decides knows it: the limiter, the breaker, the budget
 )
 
-// ReasonRow is one line of the mapping table.
-type ReasonRow struct {
+// reasonRow is one line of the mapping table.
+type reasonRow struct {
 	Reason Reason
 	// Status is the outcome's status; empty for the rows whose status
 	// comes from elsewhere (a rule's, a stored envelope's).
 	Status Status
-	Retry  Retry
-	Effect Effect
+	Retry  retryRule
+	Effect effectRule
 	// HTTP is the status in mapped mode when it is not the status's own
-	// (StatusHTTP); 0 for most rows.
+	// (statusHTTP); 0 for most rows.
 	HTTP int
-	Wait Wait
+	Wait waitRule
 	// Gateway marks the reasons toolgate decides on its own side: a tool's
 	// per-status message templates never speak for them, only a template
 	// named after the reason does.
@@ -127,78 +127,75 @@ type ReasonRow struct {
 }
 
 // reasonTable is the mapping table. It is never written.
-var reasonTable = [...]ReasonRow{
-	{Reason: ReasonOK, Status: StatusOK, Retry: RetryNever, Effect: EffectDone},
-	{Reason: ReasonEmpty, Status: StatusEmpty, Retry: RetryNever, Effect: EffectDone},
-	{Reason: ReasonRule, Retry: RetryByRule, Effect: EffectByRule},
-	{Reason: ReasonSchema, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonBadJSON, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonTooLarge, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone, HTTP: 413, Gateway: true},
-	{Reason: ReasonKeyMissing, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonKeyMalformed, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonKeyConflict, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonKeyMismatch, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonUnknownTool, Status: StatusNotFound, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonDenied, Status: StatusForbidden, Retry: RetryNever, Effect: EffectNone, Gateway: true},
+var reasonTable = [...]reasonRow{
+	{Reason: ReasonOK, Status: StatusOK, Retry: retryNever, Effect: effectDone},
+	{Reason: ReasonEmpty, Status: StatusEmpty, Retry: retryNever, Effect: effectDone},
+	{Reason: ReasonRule, Retry: retryByRule, Effect: effectByRule},
+	{Reason: ReasonSchema, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonBadJSON, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonTooLarge, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone, HTTP: 413, Gateway: true},
+	{Reason: ReasonKeyMissing, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonKeyMalformed, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonKeyConflict, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonKeyMismatch, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonUnknownTool, Status: StatusNotFound, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonDenied, Status: StatusForbidden, Retry: retryNever, Effect: effectNone, Gateway: true},
 	// A spent budget is not retryable, yet its envelope says when it resets.
-	{Reason: ReasonBudget, Status: StatusForbidden, Retry: RetryNever, Effect: EffectNone, Wait: WaitStage, Gateway: true},
-	{Reason: ReasonRateLimited, Status: StatusUpstream, Retry: RetryAlways, Effect: EffectNone, Wait: WaitStage, Gateway: true},
-	{Reason: ReasonRejected, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone},
-	{Reason: ReasonConflict, Status: StatusBadArgs, Retry: RetryNever, Effect: EffectNone},
-	{Reason: ReasonUnauthorized, Status: StatusForbidden, Retry: RetryNever, Effect: EffectNone},
-	{Reason: ReasonMissing, Status: StatusNotFound, Retry: RetryNever, Effect: EffectNone},
-	{Reason: ReasonRequestTimeout, Status: StatusTimeout, Retry: RetryAlways, Effect: EffectNone},
-	{Reason: ReasonThrottled, Status: StatusUpstream, Retry: RetryAlways, Effect: EffectNone, Wait: WaitRetryAfter},
-	{Reason: ReasonUnavailable, Status: StatusUpstream, Retry: RetryAlways, Effect: EffectNone, Wait: WaitRetryAfter},
-	{Reason: ReasonServerError, Status: StatusUpstream, Retry: RetryIfSafe, Effect: EffectUnknown},
-	{Reason: ReasonGatewayTimeout, Status: StatusTimeout, Retry: RetryIfSafe, Effect: EffectUnknown},
-	{Reason: ReasonNotImplemented, Status: StatusUpstream, Retry: RetryNever, Effect: EffectNone},
+	{Reason: ReasonBudget, Status: StatusForbidden, Retry: retryNever, Effect: effectNone, Wait: waitStage, Gateway: true},
+	{Reason: ReasonRateLimited, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitStage, Gateway: true},
+	{Reason: ReasonRejected, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone},
+	{Reason: ReasonConflict, Status: StatusBadArgs, Retry: retryNever, Effect: effectNone},
+	{Reason: ReasonUnauthorized, Status: StatusForbidden, Retry: retryNever, Effect: effectNone},
+	{Reason: ReasonMissing, Status: StatusNotFound, Retry: retryNever, Effect: effectNone},
+	{Reason: ReasonRequestTimeout, Status: StatusTimeout, Retry: retryAlways, Effect: effectNone},
+	{Reason: ReasonThrottled, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitRetryAfter},
+	{Reason: ReasonUnavailable, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitRetryAfter},
+	{Reason: ReasonServerError, Status: StatusUpstream, Retry: retryIfSafe, Effect: effectUnknown},
+	{Reason: ReasonGatewayTimeout, Status: StatusTimeout, Retry: retryIfSafe, Effect: effectUnknown},
+	{Reason: ReasonNotImplemented, Status: StatusUpstream, Retry: retryNever, Effect: effectNone},
 	// Redirects are not followed; after a POST the action may have run.
-	{Reason: ReasonUnexpectedAnswer, Status: StatusUpstream, Retry: RetryNever, Effect: EffectUnknown},
+	{Reason: ReasonUnexpectedAnswer, Status: StatusUpstream, Retry: retryNever, Effect: effectUnknown},
 	// The same answer would be as unreadable again.
-	{Reason: ReasonBadResponse, Status: StatusUpstream, Retry: RetryNever, Effect: EffectByAnswer},
-	{Reason: ReasonConnect, Status: StatusUpstream, Retry: RetryAlways, Effect: EffectNone, Wait: WaitOneSecond, Gateway: true},
-	{Reason: ReasonReset, Status: StatusUpstream, Retry: RetryIfSafe, Effect: EffectIfSent, Wait: WaitOneSecond},
-	{Reason: ReasonDeadline, Status: StatusTimeout, Retry: RetryIfSafe, Effect: EffectIfSent},
+	{Reason: ReasonBadResponse, Status: StatusUpstream, Retry: retryNever, Effect: effectByAnswer},
+	{Reason: ReasonConnect, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitOneSecond, Gateway: true},
+	{Reason: ReasonReset, Status: StatusUpstream, Retry: retryIfSafe, Effect: effectIfSent, Wait: waitOneSecond},
+	{Reason: ReasonDeadline, Status: StatusTimeout, Retry: retryIfSafe, Effect: effectIfSent},
 	// Retrying cannot fix a trust configuration.
-	{Reason: ReasonTLS, Status: StatusUpstream, Retry: RetryNever, Effect: EffectNone, Gateway: true},
-	{Reason: ReasonCircuitOpen, Status: StatusUpstream, Retry: RetryAlways, Effect: EffectNone, Wait: WaitStage, Gateway: true},
-	{Reason: ReasonBulkhead, Status: StatusUpstream, Retry: RetryAlways, Effect: EffectNone, Wait: WaitOneSecond, Gateway: true},
-	{Reason: ReasonCanceled, Status: StatusUpstream, Retry: RetryIfSafe, Effect: EffectIfSent, Gateway: true},
+	{Reason: ReasonTLS, Status: StatusUpstream, Retry: retryNever, Effect: effectNone, Gateway: true},
+	{Reason: ReasonCircuitOpen, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitStage, Gateway: true},
+	{Reason: ReasonBulkhead, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitOneSecond, Gateway: true},
+	{Reason: ReasonCanceled, Status: StatusUpstream, Retry: retryIfSafe, Effect: effectIfSent, Gateway: true},
 	// Side-effecting calls fail closed when their key cannot be checked.
-	{Reason: ReasonStoreUnavailable, Status: StatusUpstream, Retry: RetryAlways, Effect: EffectNone, Wait: WaitOneSecond, Gateway: true},
+	{Reason: ReasonStoreUnavailable, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitOneSecond, Gateway: true},
 	// The first call may still act; the same key fetches its result.
-	{Reason: ReasonInFlightTimeout, Status: StatusTimeout, Retry: RetryAlways, Effect: EffectUnknown, Gateway: true},
+	{Reason: ReasonInFlightTimeout, Status: StatusTimeout, Retry: retryAlways, Effect: effectUnknown, Gateway: true},
 	// The same key would only replay this record.
-	{Reason: ReasonOutcomeLost, Status: StatusTimeout, Retry: RetryNever, Effect: EffectUnknown, Gateway: true},
-	{Reason: ReasonReplayed, Retry: RetryAsStored, Effect: EffectAsStored, Gateway: true},
+	{Reason: ReasonOutcomeLost, Status: StatusTimeout, Retry: retryNever, Effect: effectUnknown, Gateway: true},
+	{Reason: ReasonReplayed, Retry: retryAsStored, Effect: effectAsStored, Gateway: true},
 }
 
-// ReasonTable returns the mapping table, one row per reason, in order.
-func ReasonTable() []ReasonRow { return append([]ReasonRow(nil), reasonTable[:]...) }
-
-// RowOf returns the table's row for a reason.
-func RowOf(r Reason) (ReasonRow, bool) {
+// rowOf returns the table's row for a reason.
+func rowOf(r Reason) (reasonRow, bool) {
 	for i := range reasonTable {
 		if reasonTable[i].Reason == r {
 			return reasonTable[i], true
 		}
 	}
-	return ReasonRow{}, false
+	return reasonRow{}, false
 }
 
-// ParseReason returns the reason named s, or false when s is not one.
-func ParseReason(s string) (Reason, bool) {
-	if row, ok := RowOf(Reason(s)); ok {
+// parseReason returns the reason named s, or false when s is not one.
+func parseReason(s string) (Reason, bool) {
+	if row, ok := rowOf(Reason(s)); ok {
 		return row.Reason, true
 	}
 	return "", false
 }
 
-// StatusHTTP is a status's HTTP status in mapped mode. `upstream` answers
+// statusHTTP is a status's HTTP status in mapped mode. `upstream` answers
 // 503 (with Retry-After) only when nothing happened at the backend and the
 // identical call may succeed later; the caller passes that fact in.
-func StatusHTTP(s Status, retryLater bool) int {
+func statusHTTP(s Status, retryLater bool) int {
 	switch s {
 	case StatusOK, StatusEmpty:
 		return 200
@@ -221,10 +218,10 @@ func StatusHTTP(s Status, retryLater bool) int {
 // MappedHTTP is the HTTP status of an outcome in mapped mode, and whether
 // the answer carries Retry-After (exactly when it is 503).
 func MappedHTTP(r Reason, s Status, retryLater bool) (code int, retryAfter bool) {
-	if row, ok := RowOf(r); ok && row.HTTP != 0 {
+	if row, ok := rowOf(r); ok && row.HTTP != 0 {
 		return row.HTTP, false
 	}
-	code = StatusHTTP(s, retryLater)
+	code = statusHTTP(s, retryLater)
 	return code, code == 503
 }
 
@@ -243,11 +240,11 @@ func statusRetryable(s Status) bool {
 // retryable applies a row's retry rule to an outcome with the given side
 // effect. sideEffect says the tool has one; dedupes that its backend dedupes
 // on the forwarded key, so an unknown outcome is safe to resend.
-func (row *ReasonRow) retryable(effect SideEffect, sideEffect, dedupes bool) bool {
+func (row *reasonRow) retryable(effect SideEffect, sideEffect, dedupes bool) bool {
 	switch row.Retry {
-	case RetryAlways:
+	case retryAlways:
 		return true
-	case RetryIfSafe:
+	case retryIfSafe:
 		return !sideEffect || effect == SideEffectNone || effect == SideEffectUnknown && dedupes
 	}
 	return false
@@ -255,13 +252,13 @@ func (row *ReasonRow) retryable(effect SideEffect, sideEffect, dedupes bool) boo
 
 // effect applies a row's side-effect rule: written says the request went out
 // whole, so the backend may have acted on it.
-func (row *ReasonRow) effect(written bool) SideEffect {
+func (row *reasonRow) effect(written bool) SideEffect {
 	switch row.Effect {
-	case EffectDone, EffectByAnswer:
+	case effectDone, effectByAnswer:
 		return SideEffectDone
-	case EffectUnknown:
+	case effectUnknown:
 		return SideEffectUnknown
-	case EffectIfSent:
+	case effectIfSent:
 		if written {
 			return SideEffectUnknown
 		}
@@ -270,22 +267,22 @@ func (row *ReasonRow) effect(written bool) SideEffect {
 }
 
 // outcome builds the outcome of a reason from its row.
-func (row *ReasonRow) outcome(code int, written, sideEffect, dedupes bool, retryAfter time.Duration) Outcome {
+func (row *reasonRow) outcome(code int, written, sideEffect, dedupes bool, retryAfter time.Duration) Outcome {
 	o := Outcome{Status: row.Status, Reason: row.Reason, HTTPCode: code, Effect: row.effect(written)}
 	o.Retryable = row.retryable(o.Effect, sideEffect, dedupes)
 	switch row.Wait {
-	case WaitOneSecond:
+	case waitOneSecond:
 		if o.Effect == SideEffectNone {
 			o.RetryAfter = time.Second
 		}
-	case WaitRetryAfter:
+	case waitRetryAfter:
 		o.RetryAfter = retryAfter
 	}
 	return o
 }
 
 // row returns the row of a reason the table must have.
-func row(r Reason) *ReasonRow {
+func row(r Reason) *reasonRow {
 	for i := range reasonTable {
 		if reasonTable[i].Reason == r {
 			return &reasonTable[i]
@@ -310,7 +307,7 @@ func (o *Outcome) RetryAfterMS() int64 {
 	if o.RetryAfter <= 0 {
 		return 0
 	}
-	if r, ok := RowOf(o.Reason); !o.Retryable && (!ok || r.Wait != WaitStage) {
+	if r, ok := rowOf(o.Reason); !o.Retryable && (!ok || r.Wait != waitStage) {
 		return 0
 	}
 	return max(o.RetryAfter.Milliseconds(), 1)

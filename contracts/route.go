@@ -81,7 +81,7 @@ func (b *Binding) MatchPath(segs []string) (map[string]string, bool) {
 }
 
 // matchParts matches one unescaped segment against literal and placeholder
-// parts. Placeholders are separated by literals (CompileBinding ensures it),
+// parts. Placeholders are separated by literals (compileBinding ensures it),
 // so each placeholder takes the text up to the next literal.
 func matchParts(parts []pathPart, s string) (map[string]string, bool) {
 	vals := map[string]string{}

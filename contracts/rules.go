@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -19,6 +18,8 @@ import (
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // RulesSpec holds a tool's response rules as written in the policy: CEL
@@ -73,16 +74,16 @@ type usage struct {
 	headers, body, args bool
 }
 
-// RuleError is a rule that does not compile. Field is "data", "empty" or
+// ruleError is a rule that does not compile. Field is "data", "empty" or
 // "errors[i].when"; Line and Column are 1-based within the expression.
-type RuleError struct {
+type ruleError struct {
 	Field  string
 	Line   int
 	Column int
 	Msg    string
 }
 
-func (e *RuleError) Error() string { return e.Field + ": " + e.Msg }
+func (e *ruleError) Error() string { return e.Field + ": " + e.Msg }
 
 // RuleEnv is the CEL environment rules are compiled in. Build it once per
 // policy load and share it between tools.
@@ -134,9 +135,9 @@ func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 // comprehension have no loop to interrupt: the cost limit bounds them.
 const ruleInterruptEvery = 100
 
-// CompileRules compiles and type-checks spec. The error, when not nil, is a
-// *RuleError.
-func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
+// compileRules compiles and type-checks spec. The error, when not nil, is a
+// *ruleError.
+func compileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 	r := &Rules{}
 	var err error
 	if spec.Data != "" {
@@ -160,10 +161,10 @@ func CompileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 	for i, e := range spec.Errors {
 		field := fmt.Sprintf("errors[%d].when", i)
 		if e.When == "" {
-			return nil, &RuleError{Field: field, Msg: "an error rule needs a when expression"}
+			return nil, &ruleError{Field: field, Msg: "an error rule needs a when expression"}
 		}
-		if _, ok := ParseStatus(string(e.Status)); !ok {
-			return nil, &RuleError{Field: fmt.Sprintf("errors[%d].status", i), Msg: fmt.Sprintf("%q is not a status", e.Status)}
+		if _, ok := parseStatus(string(e.Status)); !ok {
+			return nil, &ruleError{Field: fmt.Sprintf("errors[%d].status", i), Msg: fmt.Sprintf("%q is not a status", e.Status)}
 		}
 		prg, ast, err := re.compile(field, e.When, cel.BoolType)
 		if err != nil {
@@ -179,20 +180,20 @@ func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.A
 	ast, iss := re.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		first := iss.Errors()[0]
-		e := &RuleError{Field: field, Msg: strings.TrimPrefix(first.Message, "ERROR: ")}
+		e := &ruleError{Field: field, Msg: strings.TrimPrefix(first.Message, "ERROR: ")}
 		if first.Location != nil {
 			e.Line, e.Column = first.Location.Line(), first.Location.Column()+1
 		}
 		return nil, nil, e
 	}
 	if want != nil && !ast.OutputType().IsExactType(want) && !ast.OutputType().IsExactType(cel.DynType) {
-		return nil, nil, &RuleError{Field: field, Line: 1, Column: 1,
+		return nil, nil, &ruleError{Field: field, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType())}
 	}
 	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize),
 		cel.InterruptCheckFrequency(ruleInterruptEvery), cel.CostLimit(re.costLimit))
 	if err != nil {
-		return nil, nil, &RuleError{Field: field, Msg: err.Error()}
+		return nil, nil, &ruleError{Field: field, Msg: err.Error()}
 	}
 	loops := false
 	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
@@ -247,9 +248,6 @@ func mapLiteralOrder(ast *cel.Ast) []string {
 // NeedsBody reports whether any rule reads the parsed body.
 func (r *Rules) NeedsBody() bool { return r != nil && r.uses.body }
 
-// HasData reports whether a data expression shapes the envelope's data.
-func (r *Rules) HasData() bool { return r != nil && r.data != nil }
-
 // RuleInput is what rules see of one backend answer. The rules run on one
 // input share what they resolved (the body's view, the lower-cased
 // headers), so an input serves one answer: make a new one for another.
@@ -266,41 +264,34 @@ type RuleInput struct {
 
 // Body is a backend answer parsed once for the rules and the envelope.
 type Body struct {
-	doc jsonDoc
+	tape jsontape.Tape
 }
-
-// bodies recycles parsed answers (see Body.Release).
-var bodies = sync.Pool{New: func() any { return &Body{doc: jsonDoc{nodes: make([]tapeNode, 0, 128)}} }}
 
 // ParseBody parses a JSON answer. It fails on anything that is not one
-// JSON value (surrounding whitespace allowed). The Body reads raw in place.
+// JSON value (surrounding whitespace allowed). The Body reads raw in place:
+// raw must not change until the Body is released.
 func ParseBody(raw []byte) (*Body, error) {
-	b := bodies.Get().(*Body)
-	if err := b.doc.parse(raw); err != nil {
-		b.Release()
+	t, err := jsontape.Parse(raw)
+	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	return &Body{tape: t}, nil
 }
 
-// Release hands the parsed answer back for reuse once every rule has run
-// on it: nothing read from it through the rules (their views of the body)
-// may be used after. The data, members and messages made from it are
-// copies and stay valid.
+// Release hands the parsed answer's tape back for reuse once every rule
+// has run on it: nothing read from it through the rules (their views of
+// the body) may be used after, and any use panics. The data, members and
+// messages made from it are copies and stay valid. Releasing twice, or a
+// nil Body, does nothing.
 func (b *Body) Release() {
-	if b == nil || cap(b.doc.nodes) > 1<<14 {
-		return
+	if b != nil {
+		b.tape.Release()
 	}
-	b.doc = jsonDoc{nodes: b.doc.nodes[:0]}
-	bodies.Put(b)
 }
 
 // AppendCompact appends the whole answer as compact, valid-UTF-8 JSON in
 // the backend's key order.
-func (b *Body) AppendCompact(dst []byte) []byte { return b.doc.appendRaw(dst, 0) }
-
-// Empty reports whether the answer is null, "", [] or {}.
-func (b *Body) Empty() bool { return b.doc.isEmpty(0) }
+func (b *Body) AppendCompact(dst []byte) []byte { return b.tape.Root().AppendCompact(dst) }
 
 // activation resolves rule variables lazily, so an unused header map is
 // never built, and once per answer: every rule run on the same input
@@ -327,7 +318,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			return types.NullValue, true
 		}
 		if a.body == nil || a.bodyOf != a.in.Body {
-			a.body, a.bodyOf = a.in.Body.doc.celValue(0), a.in.Body
+			a.body, a.bodyOf = celValue(a.in.Body.tape.Root()), a.in.Body
 		}
 		return a.body, true
 	case "args":
@@ -383,7 +374,7 @@ type MatchedRule struct {
 //
 // Any other failure (the cost limit, the call's deadline, a value of the
 // wrong type for an operator, a division by zero, a number out of range)
-// is returned as an error wrapping ErrRuleEval, and no later rule is
+// is returned as an error wrapping errRuleEval, and no later rule is
 // tried: whether the failing rule would have matched is unknown, so the
 // answer cannot be read (see Unreadable), never "no match".
 func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool, error) {
@@ -397,16 +388,16 @@ func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool, error) {
 			if rule.prg.loops && in.Ctx != nil && in.Ctx.Err() != nil {
 				// Past the deadline, the error CEL kept of two (a || b)
 				// may be an absent field: the interrupt decides.
-				return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: interrupted: %w", ErrRuleEval, i, context.Cause(in.Ctx))
+				return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: interrupted: %w", errRuleEval, i, context.Cause(in.Ctx))
 			}
 			if absentPath(err) {
 				continue
 			}
-			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: %v", ErrRuleEval, i, err)
+			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: %v", errRuleEval, i, err)
 		}
 		b, ok := out.(types.Bool)
 		if !ok {
-			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: not a bool", ErrRuleEval, i)
+			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: not a bool", errRuleEval, i)
 		}
 		if b {
 			return MatchedRule{Status: rule.status, Retryable: rule.retryable, SideEffect: rule.sideEffect}, true, nil
@@ -434,16 +425,9 @@ func absentPath(err error) bool {
 	return false
 }
 
-// ErrRuleEval wraps a data or empty rule that failed on a 2xx answer: the
+// errRuleEval wraps a data or empty rule that failed on a 2xx answer: the
 // answer does not have the shape the contract promises.
-var ErrRuleEval = errors.New("response rule failed")
-
-// Data evaluates the data expression and appends its JSON to dst. Without a
-// data expression it returns ok=false and the caller uses the body as is.
-func (r *Rules) Data(dst []byte, in *RuleInput) ([]byte, bool, error) {
-	dst, _, shaped, err := r.DataMembers(dst, in)
-	return dst, shaped, err
-}
+var errRuleEval = errors.New("response rule failed")
 
 // Member is where a top-level member of the data lies in its JSON, so a
 // message template can read it without parsing the data again.
@@ -452,8 +436,10 @@ type Member struct {
 	Start, End int // data[Start:End] is the member's value
 }
 
-// DataMembers is Data that also returns the top-level members of a data
-// expression that is a map literal.
+// DataMembers evaluates the data expression and appends its JSON to dst,
+// with the top-level members of a data expression that is a map literal.
+// Without a data expression it returns shaped=false and the caller uses the
+// body as is.
 func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, error) {
 	if r == nil || r.data == nil {
 		return dst, nil, false, nil
@@ -466,10 +452,10 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 	}
 	out, err := eval(r.data, in, act)
 	if err != nil {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, err)
 	}
 	if types.IsError(out) {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, out)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, out)
 	}
 	var members []Member
 	if m, ok := out.(traits.Mapper); ok && r.dataOrder != nil {
@@ -479,7 +465,7 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 		dst, err = appendCEL(dst, out, r.dataOrder, 0)
 	}
 	if err != nil {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", ErrRuleEval, err)
+		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, err)
 	}
 	return dst, members, true, nil
 }
@@ -491,11 +477,11 @@ func (r *Rules) Empty(in *RuleInput) (empty bool, ok bool, err error) {
 	}
 	out, err := eval(r.empty, in, in.activation())
 	if err != nil {
-		return false, true, fmt.Errorf("%w: empty: %v", ErrRuleEval, err)
+		return false, true, fmt.Errorf("%w: empty: %v", errRuleEval, err)
 	}
 	b, isBool := out.(types.Bool)
 	if !isBool {
-		return false, true, fmt.Errorf("%w: empty: not a bool", ErrRuleEval)
+		return false, true, fmt.Errorf("%w: empty: not a bool", errRuleEval)
 	}
 	return bool(b), true, nil
 }
@@ -526,15 +512,15 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 			return strconv.AppendInt(dst, int64(f), 10), nil
 		}
-		return appendJSONFloat(dst, f), nil
+		return jsontape.AppendFloat(dst, f, 64), nil
 	case types.String:
-		return AppendJSONString(dst, string(t)), nil
+		return jsontape.AppendString(dst, string(t)), nil
 	case types.Bytes:
-		return AppendJSONString(dst, base64.StdEncoding.EncodeToString([]byte(t))), nil
+		return jsontape.AppendString(dst, base64.StdEncoding.EncodeToString([]byte(t))), nil
 	case types.Timestamp:
-		return AppendJSONString(dst, t.Time.UTC().Format(time.RFC3339Nano)), nil
+		return jsontape.AppendString(dst, t.Time.UTC().Format(time.RFC3339Nano)), nil
 	case types.Duration:
-		return AppendJSONString(dst, t.Duration.String()), nil
+		return jsontape.AppendString(dst, t.Duration.String()), nil
 	}
 	if types.IsError(v) || types.IsUnknown(v) {
 		return dst, fmt.Errorf("%v", v)
@@ -543,10 +529,10 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 	switch t := v.(type) {
 	case *celJSONMap:
 		if order == nil {
-			return t.d.appendRaw(dst, t.i), nil
+			return t.v.AppendCompact(dst), nil
 		}
 	case *celJSONList:
-		return t.d.appendRaw(dst, t.i), nil
+		return t.v.AppendCompact(dst), nil
 	}
 	if m, ok := v.(traits.Mapper); ok {
 		return appendCELMap(dst, m, order, depth)
@@ -583,7 +569,7 @@ func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Me
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendJSONString(dst, k)
+		dst = jsontape.AppendString(dst, k)
 		dst = append(dst, ':')
 		start := len(dst)
 		var err error
@@ -617,7 +603,7 @@ func appendCELMap(dst []byte, m traits.Mapper, order []string, depth int) ([]byt
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendJSONString(dst, k)
+		dst = jsontape.AppendString(dst, k)
 		dst = append(dst, ':')
 		var err error
 		if dst, err = appendCEL(dst, m.Get(types.String(k)), nil, depth+1); err != nil {

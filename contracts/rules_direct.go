@@ -8,6 +8,8 @@ import (
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // The direct evaluator answers the common rule shapes without the CEL
@@ -37,7 +39,7 @@ const (
 
 type dval struct {
 	kind dkind
-	node int32
+	node jsontape.Value
 	i    int64
 	s    string
 	b    bool
@@ -59,7 +61,7 @@ func compileDirect(e celast.Expr) directExpr {
 				if a.in.Body == nil {
 					return dval{}, false // CEL's null
 				}
-				return dval{kind: dNode, node: 0}, true
+				return dval{kind: dNode, node: a.in.Body.tape.Root()}, true
 			}
 		}
 	case celast.LiteralKind:
@@ -91,11 +93,10 @@ func compileSelect(sel celast.SelectExpr) directExpr {
 		if !ok || v.kind != dNode {
 			return dval{}, false
 		}
-		d := &a.in.Body.doc
-		if d.nodes[v.node].kind != jsonObject {
+		if v.node.Kind() != jsontape.Object {
 			return dval{}, false // CEL raises an error here
 		}
-		at, found := d.member(v.node, field)
+		at, found := v.node.Lookup(field)
 		if test {
 			return dval{kind: dBool, b: found}, true
 		}
@@ -129,11 +130,10 @@ func compileCall(call celast.CallExpr) directExpr {
 			if !ok || v.kind != dNode {
 				return dval{}, false
 			}
-			n := &a.in.Body.doc.nodes[v.node]
-			if n.kind != jsonArray && n.kind != jsonObject {
+			if k := v.node.Kind(); k != jsontape.Array && k != jsontape.Object {
 				return dval{}, false // strings count code points: CEL does it
 			}
-			return dval{kind: dInt, i: int64(n.count)}, true
+			return dval{kind: dInt, i: int64(v.node.Len())}, true
 		}
 	case fn == operators.LogicalNot && len(compiled) == 1:
 		x := compiled[0]
@@ -181,7 +181,7 @@ func compileCall(call celast.CallExpr) directExpr {
 			if !rok {
 				return dval{}, false
 			}
-			return cmp(scalar(a, lv), scalar(a, rv))
+			return cmp(scalar(lv), scalar(rv))
 		}
 	}
 	return nil
@@ -189,17 +189,16 @@ func compileCall(call celast.CallExpr) directExpr {
 
 // scalar turns a node into the int or string CEL would read from it; any
 // other node stays a node, which no comparison takes.
-func scalar(a *activation, v dval) dval {
+func scalar(v dval) dval {
 	if v.kind != dNode {
 		return v
 	}
-	d := &a.in.Body.doc
-	switch d.nodes[v.node].kind {
-	case jsonString:
-		return dval{kind: dString, s: d.str(v.node)}
-	case jsonNumber:
+	switch v.node.Kind() {
+	case jsontape.String:
+		return dval{kind: dString, s: v.node.Text()}
+	case jsontape.Number:
 		// celValue reads a number as an int when it is written as one.
-		if i, err := strconv.ParseInt(string(d.raw(v.node)), 10, 64); err == nil {
+		if i, ok := v.node.Int(); ok {
 			return dval{kind: dInt, i: i}
 		}
 	}
@@ -291,17 +290,17 @@ func appendDirectMap(dst []byte, entries []directEntry, a *activation) ([]byte, 
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendJSONString(dst, e.key)
+		dst = jsontape.AppendString(dst, e.key)
 		dst = append(dst, ':')
 		start := len(dst)
 		var err error
 		switch v := vals[i]; v.kind {
 		case dNode:
-			dst, err = appendCEL(dst, a.in.Body.doc.celValue(v.node), nil, 1)
+			dst, err = appendCEL(dst, celValue(v.node), nil, 1)
 		case dInt:
 			dst = strconv.AppendInt(dst, v.i, 10)
 		case dString:
-			dst = AppendJSONString(dst, v.s)
+			dst = jsontape.AppendString(dst, v.s)
 		case dBool:
 			dst = strconv.AppendBool(dst, v.b)
 		}

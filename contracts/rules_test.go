@@ -14,12 +14,12 @@ func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := CompileRules(env, RulesSpec{Data: `{"total": body.total, "items": body.results, "q": args.q}`, Empty: `size(body.results) == 0`})
+	r, err := compileRules(env, RulesSpec{Data: `{"total": body.total, "items": body.results, "q": args.q}`, Empty: `size(body.results) == 0`})
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := &RuleInput{Status: 200, Body: mustBody(t, `{"results": [{"b": 1, "a": "x"}], "total": 1}`), Args: map[string]any{"q": "go"}}
-	data, shaped, err := r.Data(nil, in)
+	data, _, shaped, err := r.DataMembers(nil, in)
 	if err != nil || !shaped {
 		t.Fatal(err, shaped)
 	}
@@ -32,14 +32,14 @@ func TestRulesShapeDataKeepingLiteralKeyOrder(t *testing.T) {
 		t.Errorf("empty = %v %v %v", empty, ok, err)
 	}
 	in.Body = mustBody(t, `{"total": 0}`)
-	if _, _, err := r.Data(nil, in); err == nil {
+	if _, _, _, err := r.DataMembers(nil, in); err == nil {
 		t.Error("data over a body without results did not fail")
 	}
 }
 
 func TestErrorRulesMatchInOrderAndSkipFailingExpressions(t *testing.T) {
 	env, _ := NewRuleEnv(RuleOptions{})
-	r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{
+	r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{
 		{When: `body.code == "E_NOPERM"`, Status: StatusForbidden},
 		{When: `status == 200 && headers["x-legacy-error"] == "throttle"`, Status: StatusUpstream},
 		{When: `status == 404`, Status: StatusEmpty},
@@ -84,7 +84,7 @@ func TestCompileRulesTypeChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := CompileRules(env, tt.spec)
+			_, err := compileRules(env, tt.spec)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error = %v, want it to contain %q", err, tt.want)
 			}
@@ -103,7 +103,7 @@ func mustBody(t testing.TB, s string) *Body {
 
 func TestDataMembersLocateTopLevelValues(t *testing.T) {
 	env, _ := NewRuleEnv(RuleOptions{})
-	r, err := CompileRules(env, RulesSpec{Data: `{"items": body.results, "total": body.total}`})
+	r, err := compileRules(env, RulesSpec{Data: `{"items": body.results, "total": body.total}`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,9 +119,9 @@ func TestDataMembersLocateTopLevelValues(t *testing.T) {
 			t.Errorf("member %s = %s, want %s", m.Key, got, want)
 		}
 	}
-	tpls, _ := CompileTemplates(map[string]string{"ok": "{{.data.total}} found"})
-	a, _ := tpls.RenderMembers(StatusOK, nil, data, members)
-	b, _ := tpls.Render(StatusOK, nil, data)
+	tpls, _ := compileTemplates(map[string]string{"ok": "{{.data.total}} found"})
+	a, _ := tpls.renderMembers(StatusOK, nil, data, members)
+	b, _ := tpls.render(StatusOK, nil, data)
 	if a != "7 found" || a != b {
 		t.Errorf("with members %q, without %q", a, b)
 	}
@@ -163,7 +163,7 @@ func TestErrorRulesTellAbsentFieldsFromUnreadableAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: tt.when, Status: StatusForbidden}, {When: `true`, Status: StatusNotFound}}})
+			r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: tt.when, Status: StatusForbidden}, {When: `true`, Status: StatusNotFound}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ func TestErrorRulesTellAbsentFieldsFromUnreadableAnswers(t *testing.T) {
 					t.Errorf("match = %v %v %v, want the first rule", m.Status, ok, err)
 				}
 			case unreadable:
-				if err == nil || !errors.Is(err, ErrRuleEval) || ok {
+				if err == nil || !errors.Is(err, errRuleEval) || ok {
 					t.Errorf("match = %v %v %v, want an unreadable answer", m.Status, ok, err)
 				}
 			}
@@ -212,18 +212,18 @@ func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
 		Empty:  quadratic,
 		Errors: []ErrorRuleSpec{{When: quadratic, Status: StatusBadArgs}},
 	}
-	rules, err := CompileRules(env, spec)
+	rules, err := compileRules(env, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	smallRules, err := CompileRules(small, spec)
+	smallRules, err := compileRules(small, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := func() *RuleInput { return &RuleInput{Ctx: context.Background(), Status: 200, Body: mustBody(t, items)} }
 	check := func(t *testing.T, err error) {
 		t.Helper()
-		if !errors.Is(err, ErrRuleEval) || !strings.Contains(err.Error(), "cost limit exceeded") {
+		if !errors.Is(err, errRuleEval) || !strings.Contains(err.Error(), "cost limit exceeded") {
 			t.Errorf("err = %v, want the cost limit", err)
 		}
 	}
@@ -242,7 +242,7 @@ func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
 		check(t, err)
 	})
 	t.Run("data", func(t *testing.T) {
-		_, _, err := smallRules.Data(nil, in())
+		_, _, _, err := smallRules.DataMembers(nil, in())
 		check(t, err)
 	})
 	t.Run("empty", func(t *testing.T) {
@@ -250,7 +250,7 @@ func TestEveryRuleRunsUnderTheCostLimit(t *testing.T) {
 		check(t, err)
 	})
 	t.Run("a linear pass over the same list fits the default", func(t *testing.T) {
-		r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: `body.items.exists(x, x == 2)`, Status: StatusBadArgs}}})
+		r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: `body.items.exists(x, x == 2)`, Status: StatusBadArgs}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,12 +276,12 @@ func TestRulesStopAtTheDeadline(t *testing.T) {
 		`body.missing == 1 || body.items.exists(x, x == 3)`,
 	} {
 		t.Run(when, func(t *testing.T) {
-			r, err := CompileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: when, Status: StatusBadArgs}}})
+			r, err := compileRules(env, RulesSpec{Errors: []ErrorRuleSpec{{When: when, Status: StatusBadArgs}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, ok, err := r.MatchError(&RuleInput{Ctx: ctx, Status: 200, Body: mustBody(t, body)})
-			if ok || !errors.Is(err, ErrRuleEval) || !strings.Contains(err.Error(), "interrupted") {
+			if ok || !errors.Is(err, errRuleEval) || !strings.Contains(err.Error(), "interrupted") {
 				t.Errorf("match = %v, %v; want an interrupted evaluation", ok, err)
 			}
 		})

@@ -17,6 +17,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // Schema is a tool's compiled argument schema (JSON Schema 2020-12).
@@ -83,9 +85,9 @@ func schemaCompileError(err error) error {
 				leaf = pickCause(leaf.Causes)
 			}
 			msg := leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English))
-			return &SchemaError{Location: leaf.InstanceLocation, Msg: "invalid argument schema: " + msg}
+			return &schemaError{Location: leaf.InstanceLocation, Msg: "invalid argument schema: " + msg}
 		}
-		return &SchemaError{Msg: "invalid argument schema: " + strings.Join(strings.Fields(verr.Err.Error()), " ")}
+		return &schemaError{Msg: "invalid argument schema: " + strings.Join(strings.Fields(verr.Err.Error()), " ")}
 	}
 	var lerr *jsonschema.LoadURLError
 	if errors.As(err, &lerr) {
@@ -94,37 +96,34 @@ func schemaCompileError(err error) error {
 	return fmt.Errorf("invalid argument schema: %s", strings.Join(strings.Fields(err.Error()), " "))
 }
 
-// SchemaError is a schema that does not compile; Location is the path of
+// schemaError is a schema that does not compile; Location is the path of
 // the faulty keyword inside the schema document.
-type SchemaError struct {
+type schemaError struct {
 	Location []string
 	Msg      string
 }
 
-func (e *SchemaError) Error() string { return e.Msg }
+func (e *schemaError) Error() string { return e.Msg }
 
-// JSON returns the schema document as published to agents (GET /v1/tools,
+// rawJSON returns the schema document as published to agents (GET /v1/tools,
 // MCP tools/list). Callers must not modify it.
-func (s *Schema) JSON() json.RawMessage { return s.json }
+func (s *Schema) rawJSON() json.RawMessage { return s.json }
 
-// Document returns the decoded schema document. Callers must not modify it.
-func (s *Schema) Document() map[string]any { return s.doc }
+// document returns the decoded schema document. Callers must not modify it.
+func (s *Schema) document() map[string]any { return s.doc }
 
-// HasProperty reports whether the schema declares a top-level property.
-func (s *Schema) HasProperty(name string) bool {
+// hasProperty reports whether the schema declares a top-level property.
+func (s *Schema) hasProperty(name string) bool {
 	i := sort.SearchStrings(s.props, name)
 	return i < len(s.props) && s.props[i] == name
 }
 
-// PropertySchema returns the subschema of a top-level property, or nil.
-func (s *Schema) PropertySchema(name string) map[string]any {
+// propertySchema returns the subschema of a top-level property, or nil.
+func (s *Schema) propertySchema(name string) map[string]any {
 	props, _ := s.doc["properties"].(map[string]any)
 	sub, _ := props[name].(map[string]any)
 	return sub
 }
-
-// Properties returns the declared top-level property names, sorted.
-func (s *Schema) Properties() []string { return s.props }
 
 // Validate applies defaults to args (in place) and validates them. The
 // returned error, when not nil, is an *ArgErrors listing every violation in
@@ -136,7 +135,7 @@ func (s *Schema) Properties() []string { return s.props }
 func (s *Schema) Validate(args map[string]any) error {
 	applyDefaults(s.doc, args)
 	if err := checkNumbers(args); err != nil {
-		return NewArgErrors(err)
+		return newArgErrors(err)
 	}
 	if s.quick != nil && s.quick.accepts(args) {
 		return nil
@@ -145,10 +144,10 @@ func (s *Schema) Validate(args map[string]any) error {
 		var verr *jsonschema.ValidationError
 		if errors.As(err, &verr) {
 			if leaves := s.collect(verr, args, nil); len(leaves) > 0 {
-				return NewArgErrors(leaves...)
+				return newArgErrors(leaves...)
 			}
 		}
-		return NewArgErrors(&ArgError{Problem: ProblemInvalid})
+		return newArgErrors(&ArgError{Problem: ProblemInvalid})
 	}
 	return nil
 }
@@ -294,7 +293,7 @@ func (s *Schema) leaf(v *jsonschema.ValidationError, args map[string]any) []*Arg
 		e.Problem, e.Want, e.Got = ProblemPattern, shorten(k.Want, 80), quoteShort(k.Got)
 	case *kind.Enum:
 		e.Problem, e.Got = ProblemEnum, gotValue(k.Got)
-		for _, w := range k.Want[:min(len(k.Want), MaxArgErrors)] {
+		for _, w := range k.Want[:min(len(k.Want), maxArgErrors)] {
 			e.Values = append(e.Values, gotValue(w))
 		}
 	case *kind.Const:
@@ -364,23 +363,11 @@ func (s *Schema) subschema(url string) map[string]any {
 	if frag[0] != '/' {
 		return nil // an anchor
 	}
-	var cur any = s.doc
-	for _, tok := range strings.Split(frag[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			cur = c[tok]
-		case []any:
-			n, err := strconv.Atoi(tok)
-			if err != nil || n < 0 || n >= len(c) {
-				return nil
-			}
-			cur = c[n]
-		default:
-			return nil
-		}
+	toks := strings.Split(frag[1:], "/")
+	for i, tok := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 	}
-	m, _ := cur.(map[string]any)
+	m, _ := valueAt(s.doc, toks).(map[string]any)
 	return m
 }
 
@@ -398,9 +385,10 @@ func propertyNames(sub map[string]any) []string {
 	return names
 }
 
-// valueAt returns the argument value at an instance location, or nil.
-func valueAt(args map[string]any, loc []string) any {
-	var cur any = args
+// valueAt returns the value at a location (JSON pointer tokens, unescaped)
+// in decoded JSON, or nil: an argument, or a part of the schema document.
+func valueAt(doc map[string]any, loc []string) any {
+	var cur any = doc
 	for _, tok := range loc {
 		switch c := cur.(type) {
 		case map[string]any:
@@ -451,7 +439,7 @@ func gotValue(v any) string {
 func numberText(v any) string {
 	switch n := v.(type) {
 	case json.Number:
-		if IsJSONNumber(string(n)) {
+		if jsontape.IsNumber(string(n)) {
 			return string(n)
 		}
 	case int:

@@ -46,10 +46,10 @@ func TestValidateNamesTheArgumentAndWhatWasExpected(t *testing.T) {
 			if !ok || len(list.List) != 1 {
 				t.Fatalf("error = %v (%T), want one violation", err, err)
 			}
-			if got := list.Text("en"); got != tt.en && !strings.HasPrefix(got, tt.en) {
+			if got := list.text("en"); got != tt.en && !strings.HasPrefix(got, tt.en) {
 				t.Errorf("en = %q, want %q", got, tt.en)
 			}
-			if got := list.Text("zh"); got != tt.zh && !strings.HasPrefix(got, tt.zh) {
+			if got := list.text("zh"); got != tt.zh && !strings.HasPrefix(got, tt.zh) {
 				t.Errorf("zh = %q, want %q", got, tt.zh)
 			}
 		})
@@ -81,10 +81,10 @@ func TestValidateListsEveryViolationInOrder(t *testing.T) {
 		if !ok {
 			t.Fatalf("error = %v (%T)", err, err)
 		}
-		if got := string(list.AppendJSON(nil)); got != wantData {
+		if got := string(list.appendJSON(nil)); got != wantData {
 			t.Fatalf("data =\n%s\nwant\n%s", got, wantData)
 		}
-		seen[list.Text("en")]++
+		seen[list.text("en")]++
 	}
 	if len(seen) != 1 || seen[wantEN] != 20 {
 		t.Errorf("20 identical calls gave %d messages: %v", len(seen), seen)

@@ -170,7 +170,7 @@ func (sc *shapeCompiler) argLeaf(s *Shape, field string, readable bool) (*node, 
 	if s.Arg == "" {
 		return nil, &BindError{Field: field, Msg: "empty argument name"}
 	}
-	if !sc.schema.HasProperty(s.Arg) {
+	if !sc.schema.hasProperty(s.Arg) {
 		return nil, &BindError{Field: field, Msg: fmt.Sprintf("%q is not an argument (write a constant as {const: …})", s.Arg)}
 	}
 	sc.use(s.Arg, field, readable)
@@ -253,7 +253,7 @@ func (sc *shapeCompiler) form(s *Shape, field string) (*formShape, error) {
 		if err != nil {
 			return nil, err
 		}
-		if types := schemaTypes(sc.schema.PropertySchema(s.Arg)); len(types) > 0 && !contains(types, "object") {
+		if types := schemaTypes(sc.schema.propertySchema(s.Arg)); len(types) > 0 && !contains(types, "object") {
 			return nil, &BindError{Field: field, Msg: fmt.Sprintf("argument %s is not an object, so it cannot give every pair", s.Arg)}
 		}
 		f.whole = leaf
@@ -467,7 +467,7 @@ func (sc *shapeCompiler) headers(s *Shape, reserved map[string]string) ([]header
 				if err != nil {
 					return nil, nil, err
 				}
-				if types := schemaTypes(sc.schema.PropertySchema(item.Arg)); len(types) > 0 && !slices.ContainsFunc(types, headerType) {
+				if types := schemaTypes(sc.schema.propertySchema(item.Arg)); len(types) > 0 && !slices.ContainsFunc(types, headerType) {
 					return nil, nil, &BindError{Field: itf, Msg: fmt.Sprintf("argument %s is %s, which a header cannot carry", item.Arg, typeList(types))}
 				}
 				hf.items = append(hf.items, leaf)
@@ -573,7 +573,7 @@ func (sc *shapeCompiler) expr(s *Shape, field string, noMap bool) (*shapeExpr, e
 		if bad != nil || operand.Kind() != celast.IdentKind || operand.AsIdent() != "args" {
 			return
 		}
-		if !sc.schema.HasProperty(name) {
+		if !sc.schema.hasProperty(name) {
 			line, col := at(operand.ID())
 			bad = &BindError{Field: field, Line: line, Column: col, Msg: fmt.Sprintf("args.%s is not an argument", name)}
 			return

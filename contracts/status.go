@@ -31,8 +31,8 @@ func Statuses() []Status {
 	return []Status{StatusOK, StatusEmpty, StatusBadArgs, StatusForbidden, StatusNotFound, StatusTimeout, StatusUpstream}
 }
 
-// ParseStatus returns the status named s, or false when s is not one.
-func ParseStatus(s string) (Status, bool) {
+// parseStatus returns the status named s, or false when s is not one.
+func parseStatus(s string) (Status, bool) {
 	for _, st := range Statuses() {
 		if string(st) == s {
 			return st, true

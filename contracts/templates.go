@@ -12,6 +12,8 @@ import (
 	"text/template/parse"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // maxTemplateBytes is how much a message template may write before it is
@@ -73,7 +75,7 @@ func trimPartialRune(b []byte) []byte {
 //
 // A template named after a reason ("budget", "throttled") speaks for that
 // reason wherever it occurs. A template named after a status speaks only
-// for what the status normally means (see Templates.For): never for a
+// for what the status normally means (see Templates.forOutcome): never for a
 // gateway reason of the table (access, budget, rate limit, circuit,
 // bulkhead, connect, TLS, store, key, schema), nor for an outcome whose
 // retryability or side effect differs from the status's usual ones.
@@ -96,10 +98,10 @@ type templatePart struct {
 	path []string
 }
 
-// CompileTemplates parses message templates keyed by status or reason.
+// compileTemplates parses message templates keyed by status or reason.
 // Templates run with missingkey=zero, so a missing argument renders empty
 // instead of failing.
-func CompileTemplates(specs map[string]string) (Templates, error) {
+func compileTemplates(specs map[string]string) (Templates, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
@@ -112,11 +114,11 @@ func CompileTemplates(specs map[string]string) (Templates, error) {
 	for _, name := range names {
 		text := specs[name]
 		if msg := templateName(name); msg != "" {
-			return nil, &RuleError{Field: name, Msg: msg}
+			return nil, &ruleError{Field: name, Msg: msg}
 		}
 		tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
 		if err != nil {
-			return nil, &RuleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+			return nil, &ruleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
 		}
 		mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
 		keys := map[string]bool{}
@@ -141,10 +143,10 @@ func CompileTemplates(specs map[string]string) (Templates, error) {
 // words of their own: a rule's outcome speaks through its status, a replay
 // through the stored result).
 func templateName(name string) string {
-	if _, ok := ParseStatus(name); ok {
+	if _, ok := parseStatus(name); ok {
 		return ""
 	}
-	switch r, ok := ParseReason(name); {
+	switch r, ok := parseReason(name); {
 	case !ok:
 		return fmt.Sprintf("%q is not a status or a reason", name)
 	case r == ReasonRule:
@@ -157,9 +159,9 @@ func templateName(name string) string {
 	return ""
 }
 
-// For returns the template that speaks for an outcome, or nil. effect is
+// forOutcome returns the template that speaks for an outcome, or nil. effect is
 // the side effect the envelope shows (none for a read-only tool).
-func (t Templates) For(o *Outcome, effect SideEffect) *messageTemplate {
+func (t Templates) forOutcome(o *Outcome, effect SideEffect) *messageTemplate {
 	if len(t) == 0 {
 		return nil
 	}
@@ -168,7 +170,7 @@ func (t Templates) For(o *Outcome, effect SideEffect) *messageTemplate {
 			return mt
 		}
 	}
-	row, ok := RowOf(o.Reason)
+	row, ok := rowOf(o.Reason)
 	if !ok || row.Gateway {
 		return nil
 	}
@@ -231,16 +233,16 @@ func walkBranch(b *parse.BranchNode, visit func([]string)) {
 	walkTemplate(b.ElseList, visit)
 }
 
-// Render executes the template named after status, if any. A template that
+// render executes the template named after status, if any. A template that
 // fails at run time yields ok=false so the catalogue message is used
 // instead.
-func (t Templates) Render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
-	return t.RenderMembers(status, args, data, nil)
+func (t Templates) render(status Status, args map[string]any, data json.RawMessage) (string, bool) {
+	return t.renderMembers(status, args, data, nil)
 }
 
-// RenderMembers is Render with the data's top-level members already
+// renderMembers is render with the data's top-level members already
 // located (see Rules.DataMembers), so the data is not scanned again.
-func (t Templates) RenderMembers(status Status, args map[string]any, data json.RawMessage, members []Member) (string, bool) {
+func (t Templates) renderMembers(status Status, args map[string]any, data json.RawMessage, members []Member) (string, bool) {
 	mt := t[string(status)]
 	if mt == nil {
 		return "", false
@@ -275,23 +277,54 @@ func (mt *messageTemplate) decodeData(data json.RawMessage, members []Member) an
 		m := make(map[string]any, len(mt.dataKeys))
 		for _, k := range mt.dataKeys {
 			if raw, ok := memberValue(data, members, k); ok {
-				if doc, err := parseJSONDoc(raw); err == nil {
-					m[k] = doc.native(0)
+				if v, ok := decodeJSON(raw); ok {
+					m[k] = v
 				}
 			}
 		}
 		return m
 	case !mt.whole:
-		// Only the keys the template reads are decoded; the rest of the
-		// data is skipped, not parsed into a tree.
-		if m, ok := topLevelMembers(data, mt.dataKeys); ok {
+		// Only the keys the template reads are decoded into Go values;
+		// the rest of the data stays on the tape.
+		if m, ok := dataMembers(data, mt.dataKeys); ok {
 			return m
 		}
 	}
-	if doc, err := parseJSONDoc(data); err == nil {
-		return doc.native(0)
+	v, _ := decodeJSON(data)
+	return v
+}
+
+// decodeJSON decodes JSON text as encoding/json decodes it into an any;
+// ok is false when it is not one JSON value.
+func decodeJSON(raw []byte) (any, bool) {
+	tape, err := jsontape.Parse(raw)
+	if err != nil {
+		return nil, false
 	}
-	return nil
+	defer tape.Release()
+	return tape.Root().Native(), true
+}
+
+// dataMembers decodes only the named members of a JSON object (as
+// encoding/json would, numbers as float64; of repeated keys the last
+// counts). ok is false when data is not a valid JSON object.
+func dataMembers(data []byte, keys []string) (map[string]any, bool) {
+	tape, err := jsontape.Parse(data)
+	if err != nil {
+		return nil, false
+	}
+	defer tape.Release()
+	root := tape.Root()
+	if root.Kind() != jsontape.Object {
+		return nil, false
+	}
+	out := make(map[string]any, len(keys))
+	for _, k := range keys {
+		if v, ok := root.Lookup(k); ok {
+			out[k] = v.Native()
+		}
+	}
+	return out, true
 }
 
 // renderFast renders a template of text and field references. An

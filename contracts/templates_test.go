@@ -1,14 +1,17 @@
 package contracts
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
-	tpls, err := CompileTemplates(map[string]string{
+	tpls, err := compileTemplates(map[string]string{
 		"ok":      "Found {{.data.total}} for {{.args.q}}.",
 		"empty":   "Nothing: {{.data}}",
 		"timeout": `{{with .data.items}}{{len .}} items{{end}}`,
@@ -24,18 +27,18 @@ func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
 	}
 	data := []byte(`{"items":[1,2,3],"total":3}`)
 	for st, want := range map[Status]string{StatusOK: "Found 3 for go.", StatusEmpty: "Nothing: map[items:[1 2 3] total:3]", StatusTimeout: "3 items"} {
-		got, ok := tpls.Render(st, map[string]any{"q": "go"}, data)
+		got, ok := tpls.render(st, map[string]any{"q": "go"}, data)
 		if !ok || got != want {
 			t.Errorf("%s: %q %v, want %q", st, got, ok, want)
 		}
 	}
-	if _, ok := tpls.Render(StatusUpstream, nil, data); ok {
+	if _, ok := tpls.render(StatusUpstream, nil, data); ok {
 		t.Error("rendered a status without a template")
 	}
 }
 
 func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
-	tpls, err := CompileTemplates(map[string]string{
+	tpls, err := compileTemplates(map[string]string{
 		"ok":    "q={{.args.q}} missing={{.args.nope}} deep={{.data.x.y}} n={{.data.n}}",
 		"empty": `{{if .args.q}}q={{.args.q}}{{end}} missing={{.args.nope}}`,
 	})
@@ -45,16 +48,16 @@ func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
 	if tpls["ok"].fast == nil || tpls["empty"].fast != nil {
 		t.Fatal("fast path chosen wrongly")
 	}
-	got, ok := tpls.Render(StatusOK, map[string]any{"q": "go"}, []byte(`{"n":1.5,"x":{"y":true}}`))
+	got, ok := tpls.render(StatusOK, map[string]any{"q": "go"}, []byte(`{"n":1.5,"x":{"y":true}}`))
 	if !ok || got != "q=go missing= deep=true n=1.5" {
 		t.Errorf("fast: %q", got)
 	}
-	got, ok = tpls.Render(StatusEmpty, map[string]any{"q": "go"}, nil)
+	got, ok = tpls.render(StatusEmpty, map[string]any{"q": "go"}, nil)
 	if !ok || got != "q=go missing=" {
 		t.Errorf("slow: %q", got)
 	}
 	// Without data, a data field renders empty rather than failing.
-	got, ok = tpls.Render(StatusOK, map[string]any{"q": "go"}, nil)
+	got, ok = tpls.render(StatusOK, map[string]any{"q": "go"}, nil)
 	if !ok || got != "q=go missing= deep= n=" {
 		t.Errorf("no data: %q", got)
 	}
@@ -64,7 +67,7 @@ func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
 // text/template writes for the same template, arguments and data, with the
 // data's members located or not.
 func TestFastTemplatesMatchTextTemplate(t *testing.T) {
-	tpls, err := CompileTemplates(map[string]string{
+	tpls, err := compileTemplates(map[string]string{
 		"ok": "a={{.args.q}} n={{.args.n}} b={{.args.b}} o={{.args.o}} t={{.data.t}} s={{.data.s}} e={{.data.e}} " +
 			"z={{.data.z}} f={{.data.f}} neg={{.data.neg}} l={{.data.l}} m={{.data.m}} d={{.data.m.k}} none={{.data.none}}  \t end ",
 	})
@@ -86,11 +89,10 @@ func TestFastTemplatesMatchTextTemplate(t *testing.T) {
 		var want strings.Builder
 		var decoded any
 		if data != "" {
-			doc, err := parseJSONDoc([]byte(data))
-			if err != nil {
-				t.Fatal(err)
+			var ok bool
+			if decoded, ok = decodeJSON([]byte(data)); !ok {
+				t.Fatal("data is not JSON")
 			}
-			decoded = doc.native(0)
 		}
 		if err := mt.tpl.Execute(&want, map[string]any{"args": args, "data": decoded}); err != nil {
 			t.Fatal(err)
@@ -101,7 +103,7 @@ func TestFastTemplatesMatchTextTemplate(t *testing.T) {
 			members = testMembers(t, data)
 		}
 		for _, m := range [][]Member{members, nil} {
-			got, ok := tpls.RenderMembers(StatusOK, args, []byte(data), m)
+			got, ok := tpls.renderMembers(StatusOK, args, []byte(data), m)
 			if !ok || got != wantText {
 				t.Errorf("data %s (members %v):\n got %q\nwant %q", data, m != nil, got, wantText)
 			}
@@ -109,19 +111,29 @@ func TestFastTemplatesMatchTextTemplate(t *testing.T) {
 	}
 }
 
-// testMembers locates the top-level members of a compact JSON object.
+// testMembers locates the top-level members of a compact JSON object: the
+// object written again member by member is the same bytes.
 func testMembers(t *testing.T, data string) []Member {
 	t.Helper()
-	doc, err := parseJSONDoc([]byte(data))
+	tape, err := jsontape.Parse([]byte(data))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tape.Release()
 	var out []Member
-	for i := int32(1); i < int32(len(doc.nodes)); {
-		key, val := &doc.nodes[i], &doc.nodes[i+1]
-		out = append(out, Member{Key: doc.str(i), Start: int(val.start), End: int(val.end)})
-		_ = key
-		i = val.next
+	again := []byte{'{'}
+	for c := tape.Root().Cursor(); c.More(); {
+		k, v := c.Member()
+		if len(again) > 1 {
+			again = append(again, ',')
+		}
+		again = append(k.AppendRaw(again), ':')
+		start := len(again)
+		again = v.AppendRaw(again)
+		out = append(out, Member{Key: k.Text(), Start: start, End: len(again)})
+	}
+	if string(append(again, '}')) != data {
+		t.Fatalf("%s is not compact", data)
 	}
 	return out
 }
@@ -159,12 +171,12 @@ func TestMessagesAreBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tpls, err := CompileTemplates(map[string]string{"ok": tt.tpl})
+			tpls, err := compileTemplates(map[string]string{"ok": tt.tpl})
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			msg, ok := tpls.Render(StatusOK, nil, data)
+			msg, ok := tpls.render(StatusOK, nil, data)
 			if !ok {
 				t.Fatal("not rendered")
 			}
@@ -178,7 +190,7 @@ func TestMessagesAreBounded(t *testing.T) {
 		c, _ := NewCatalog("zh")
 		o := Reject(ReasonTooLarge)
 		o.Detail = text
-		msg := c.Message("send", false, &o)
+		msg := c.message("send", false, &o)
 		if n := utf8.RuneCountInString(msg); n > MaxMessageChars || n < MaxMessageChars/2 {
 			t.Errorf("message has %d characters, want at most %d", n, MaxMessageChars)
 		}
@@ -188,8 +200,8 @@ func TestMessagesAreBounded(t *testing.T) {
 		}
 	})
 	t.Run("a short message is left as it is", func(t *testing.T) {
-		tpls, _ := CompileTemplates(map[string]string{"ok": "Found {{.data.n}}."})
-		if msg, _ := tpls.Render(StatusOK, nil, []byte(`{"n":3}`)); msg != "Found 3." {
+		tpls, _ := compileTemplates(map[string]string{"ok": "Found {{.data.n}}."})
+		if msg, _ := tpls.render(StatusOK, nil, []byte(`{"n":3}`)); msg != "Found 3." {
 			t.Errorf("message = %q", msg)
 		}
 	})
@@ -205,5 +217,21 @@ func checkBounded(t *testing.T, msg string) {
 	}
 	if !strings.HasSuffix(msg, "…") {
 		t.Errorf("a cut message does not end with an ellipsis: %q", msg[len(msg)-20:])
+	}
+}
+
+func TestDataMembersDecodesOnlyWhatIsAsked(t *testing.T) {
+	src := []byte(` {"items":[{"total":99}],"t\u006ftal":3,"x":{"a":[1,2]},"s":"v"} `)
+	got, ok := dataMembers(src, []string{"total", "x", "missing"})
+	if !ok {
+		t.Fatal("not an object?")
+	}
+	if !reflect.DeepEqual(got, map[string]any{"total": 3.0, "x": map[string]any{"a": []any{1.0, 2.0}}}) {
+		t.Errorf("members = %#v", got)
+	}
+	for _, bad := range []string{`[1]`, `{"a":}`, `{"a":1`, `"s"`, ``} {
+		if _, ok := dataMembers([]byte(bad), []string{"a"}); ok {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

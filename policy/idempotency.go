@@ -37,19 +37,15 @@ package policy
 // them.
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"sort"
 	"strconv"
 	"time"
 
-	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
 // ErrLostClaim means the token no longer owns the record: the record was
@@ -73,7 +69,8 @@ type IdempotencyKey struct {
 }
 
 // Fingerprint identifies a call's arguments: SHA-256 over the tool name, a
-// zero byte and the canonical JSON of the arguments (see CanonicalJSON).
+// zero byte and the canonical JSON of the arguments (sorted keys, numbers
+// as sent: see jsontape.AppendCanonical).
 type Fingerprint [32]byte
 
 // NewFingerprint returns the fingerprint of a call of tool with args.
@@ -81,7 +78,7 @@ func NewFingerprint(tool string, args any) (Fingerprint, error) {
 	buf := make([]byte, 0, len(tool)+1+256)
 	buf = append(buf, tool...)
 	buf = append(buf, 0)
-	buf, err := appendCanonical(buf, args)
+	buf, err := jsontape.AppendCanonical(buf, args)
 	if err != nil {
 		return Fingerprint{}, err
 	}
@@ -270,127 +267,4 @@ func checkTTL(ttl time.Duration) error {
 		return fmt.Errorf("idempotency ttl %v must be positive", ttl)
 	}
 	return nil
-}
-
-// CanonicalJSON encodes v in one canonical form, so equal arguments give equal
-// bytes whatever order their keys arrived in: object keys sorted by their
-// UTF-8 bytes, arrays in order, no insignificant white space, no HTML
-// escaping, json.Number kept verbatim (so 1 and 1.0 differ, as they do on the
-// wire), strings as contracts.AppendJSONString writes them (invalid UTF-8
-// replaced by U+FFFD, U+2028 and U+2029 escaped, as encoding/json does).
-//
-// Arguments are meant to be decoded with json.Decoder.UseNumber, which yields
-// map[string]any, []any, string, json.Number, bool and nil. Go integers and
-// floats are accepted too (floats as encoding/json writes them; NaN and
-// infinities are errors), and any other value is passed through json.Marshal
-// first. It is not RFC 8785 (JCS): numbers are not normalised.
-func CanonicalJSON(v any) ([]byte, error) {
-	return appendCanonical(nil, v)
-}
-
-func appendCanonical(dst []byte, v any) ([]byte, error) {
-	switch v := v.(type) {
-	case nil:
-		return append(dst, "null"...), nil
-	case bool:
-		return strconv.AppendBool(dst, v), nil
-	case string:
-		return contracts.AppendJSONString(dst, v), nil
-	case json.Number:
-		if !contracts.IsJSONNumber(string(v)) {
-			return dst, fmt.Errorf("canonical json: invalid number %q", string(v))
-		}
-		return append(dst, v...), nil
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = contracts.AppendJSONString(dst, k)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = appendCanonical(dst, v[k]); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, '}'), nil
-	case []any:
-		dst = append(dst, '[')
-		for i, e := range v {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendCanonical(dst, e); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
-	case int:
-		return strconv.AppendInt(dst, int64(v), 10), nil
-	case int64:
-		return strconv.AppendInt(dst, v, 10), nil
-	case int32:
-		return strconv.AppendInt(dst, int64(v), 10), nil
-	case uint64:
-		return strconv.AppendUint(dst, v, 10), nil
-	case uint:
-		return strconv.AppendUint(dst, uint64(v), 10), nil
-	case float64:
-		return appendFloat(dst, v, 64)
-	case float32:
-		return appendFloat(dst, float64(v), 32)
-	case json.RawMessage:
-		return appendCanonicalRaw(dst, v)
-	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return dst, fmt.Errorf("canonical json: %w", err)
-	}
-	return appendCanonicalRaw(dst, raw)
-}
-
-// appendCanonicalRaw decodes JSON text the way arguments are decoded and
-// appends its canonical form.
-func appendCanonicalRaw(dst, raw []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return dst, fmt.Errorf("canonical json: %w", err)
-	}
-	if dec.More() {
-		return dst, errors.New("canonical json: trailing data after value")
-	}
-	return appendCanonical(dst, v)
-}
-
-// appendFloat writes f exactly as encoding/json does, so a float64 argument
-// and the same value decoded from JSON text by encoding/json agree.
-func appendFloat(dst []byte, f float64, bits int) ([]byte, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return dst, fmt.Errorf("canonical json: unsupported number %v", f)
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21)) {
-		format = 'e'
-	}
-	start := len(dst)
-	dst = strconv.AppendFloat(dst, f, format, -1, bits)
-	if format == 'e' {
-		// Clean up e-09 to e-9, as encoding/json does.
-		n := len(dst) - start
-		if n >= 4 && dst[len(dst)-4] == 'e' && dst[len(dst)-3] == '-' && dst[len(dst)-2] == '0' {
-			dst[len(dst)-2] = dst[len(dst)-1]
-			dst = dst[:len(dst)-1]
-		}
-	}
-	return dst, nil
 }

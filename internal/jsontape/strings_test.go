@@ -1,0 +1,34 @@
+package jsontape
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestAppendStringRepairsInvalidUTF8(t *testing.T) {
+	got := AppendString(nil, "ok \xff\xfe end")
+	if string(got) != `"ok \ufffd\ufffd end"` {
+		t.Errorf("got %s", got)
+	}
+}
+
+// FuzzAppendString: the hand-written string encoder writes what
+// encoding/json writes (without HTML escaping), for any bytes.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"plain", "量子 \u2028\u2029 é", "a\"b\\c\n\t\x01", "bad \xff\xfe utf8", "\xe2\x80", "\xe2\x80\xa8"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(AppendString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
+			t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want.String())
+		}
+	})
+}

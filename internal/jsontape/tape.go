@@ -1,0 +1,432 @@
+// Package jsontape reads and writes JSON text for toolgate's fast paths.
+//
+// Reading: Parse checks a document once and records it as a flat tape of
+// nodes that point back into the source bytes. A Value is a node of the
+// tape: its kind, its members or elements, its scalar as Go values. Nothing
+// is decoded into Go maps unless asked (Value.Native), and a subtree can be
+// copied out as written or compacted, so an answer's key order and number
+// literals survive. The parser accepts exactly what encoding/json accepts
+// (FuzzParse compares them), nesting up to MaxDepth.
+//
+// Writing: AppendString, AppendFloat and AppendCanonical write the bytes
+// encoding/json would for a string, a float and a decoded document (the
+// last with sorted keys), without reflection. They live here so that every
+// JSON toolgate writes by hand comes from one place, fuzzed against
+// encoding/json.
+//
+// Lifetime: tapes are pooled, so parsing allocates nothing once the pool is
+// warm. Release hands a tape back, after which the Tape and every Value
+// read from it are dead: each carries the generation of the tape it was
+// issued for, Release moves the tape to the next one, and any later use
+// panics (ErrReleased), in every build, instead of reading nodes that may
+// by then describe another document. Nothing a Value returns aliases the
+// tape or the source (strings, literals and appended bytes are copies), so
+// results stay valid after Release. A Tape that is never released is
+// collected as any other value; releasing only saves the next parse its
+// allocations.
+package jsontape
+
+import (
+	"errors"
+	"sync"
+	"unicode/utf8"
+)
+
+// Kind is the JSON type of a value.
+type Kind uint8
+
+// The kinds of JSON values.
+const (
+	Null Kind = iota
+	False
+	True
+	Number
+	String
+	Array
+	Object
+)
+
+// MaxDepth bounds the nesting of a document. Deeper documents are refused
+// as invalid rather than risking the stack.
+const MaxDepth = 512
+
+// maxSource is the largest document Parse reads: node offsets are int32.
+const maxSource = 1 << 30
+
+var (
+	// ErrSyntax is returned for a document that is not one JSON value.
+	ErrSyntax = errors.New("invalid JSON")
+	// ErrReleased is the panic value of any use of a Tape, or of a Value
+	// read from it, after the Tape was released.
+	ErrReleased = errors.New("jsontape: tape used after Release")
+	errTooLarge = errors.New("JSON document too large")
+)
+
+// node is one value. Nodes are in document order; an object's children are
+// key (a string node), value, key, value...; next skips the subtree.
+type node struct {
+	start, end int32 // raw bytes src[start:end]
+	next       int32 // index of the first node after this subtree
+	count      int32 // elements of an array, members of an object
+	kind       Kind
+	escaped    bool // a string that holds escapes
+}
+
+// Tape is a parsed JSON document: a handle to a pooled tape, stamped with
+// the generation of the tape it was issued for. It is safe for concurrent
+// reads until it is released. The zero Tape is not a document.
+type Tape struct {
+	t   *tape
+	gen uint32
+}
+
+// tape is the pooled storage of a document. Release bumps gen, which kills
+// every handle and Value stamped with the old one.
+type tape struct {
+	src   []byte
+	nodes []node
+	gen   uint32
+	// valid: the source is valid UTF-8, so a string without escapes is
+	// its own text. compact: also no insignificant white space anywhere,
+	// so any subtree can be copied out verbatim.
+	valid, compact bool
+}
+
+// maxPooledNodes is the largest node buffer Release keeps for reuse: a
+// document of a few hundred kilobytes. Larger ones go to the collector.
+const maxPooledNodes = 1 << 14
+
+// tapes recycles tapes, node buffers included.
+var tapes = sync.Pool{New: func() any { return &tape{nodes: make([]node, 0, 64)} }}
+
+// Parse parses src, one JSON value with white space around it allowed.
+// The tape reads src in place: src must not change while the tape lives.
+func Parse(src []byte) (Tape, error) {
+	if len(src) > maxSource {
+		return Tape{}, errTooLarge
+	}
+	t := tapes.Get().(*tape)
+	nodes := t.nodes[:0]
+	if want := 16 + len(src)/24; cap(nodes) < want {
+		nodes = make([]node, 0, want)
+	}
+	p := parser{src: src, compact: true, nodes: nodes}
+	p.skipSpaceOuter()
+	err := p.value(0)
+	if err == nil {
+		p.skipSpaceOuter()
+		if p.i != len(src) {
+			err = ErrSyntax
+		}
+	}
+	t.nodes = p.nodes
+	h := Tape{t: t, gen: t.gen}
+	if err != nil {
+		h.Release()
+		return Tape{}, err
+	}
+	t.src, t.valid = src, utf8.Valid(src)
+	t.compact = p.compact && t.valid
+	return h, nil
+}
+
+// Release hands the tape back for reuse. The Tape, its copies and its
+// Values must not be used after: any use panics with ErrReleased, even once
+// the tape holds another document. What was read from them (strings,
+// literals, appended bytes, Native values) stays valid. Releasing twice, or
+// the zero Tape, does nothing.
+func (h Tape) Release() {
+	t := h.t
+	if t == nil || t.gen != h.gen {
+		return
+	}
+	t.gen++
+	t.src = nil
+	if cap(t.nodes) > maxPooledNodes {
+		t.nodes = nil
+	}
+	t.nodes = t.nodes[:0]
+	tapes.Put(t)
+}
+
+// Root returns the document's value.
+func (h Tape) Root() Value {
+	h.t.check(h.gen)
+	return Value{t: h.t, i: 0, gen: h.gen}
+}
+
+// check panics with ErrReleased unless the tape still holds generation gen.
+func (t *tape) check(gen uint32) {
+	if t.gen != gen {
+		panic(ErrReleased)
+	}
+}
+
+// Check reports whether src is one valid JSON value, and whether it is
+// already compact valid UTF-8 (nothing to rewrite), without building a
+// tape.
+func Check(src []byte) (valid, compact bool) {
+	p := parser{src: src, compact: true, validateOnly: true}
+	p.skipSpaceOuter()
+	if p.i != 0 {
+		p.compact = false
+	}
+	if err := p.value(0); err != nil {
+		return false, false
+	}
+	if p.i != len(src) {
+		p.skipSpaceOuter()
+		return p.i == len(src), false
+	}
+	return true, p.compact && utf8.Valid(src)
+}
+
+// IsNumber reports whether s is exactly one number in JSON's grammar.
+func IsNumber(s string) bool {
+	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
+		return false
+	}
+	p := parser{src: []byte(s), validateOnly: true}
+	return p.number() == nil && p.i == len(s)
+}
+
+type parser struct {
+	src          []byte
+	i            int
+	nodes        []node
+	compact      bool
+	validateOnly bool // check the syntax, record nothing
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// skipSpaceOuter skips white space around the top-level value, which does
+// not make the document non-compact (the root's range excludes it).
+func (p *parser) skipSpaceOuter() {
+	for p.i < len(p.src) && isSpace(p.src[p.i]) {
+		p.i++
+	}
+}
+
+func (p *parser) skipSpace() {
+	start := p.i
+	for p.i < len(p.src) && isSpace(p.src[p.i]) {
+		p.i++
+	}
+	if p.i != start {
+		p.compact = false
+	}
+}
+
+func (p *parser) value(depth int) error {
+	if p.i >= len(p.src) {
+		return ErrSyntax
+	}
+	switch c := p.src[p.i]; {
+	case c == '{':
+		return p.container(depth, Object, '}')
+	case c == '[':
+		return p.container(depth, Array, ']')
+	case c == '"':
+		return p.str()
+	case c == 't':
+		return p.literal("true", True)
+	case c == 'f':
+		return p.literal("false", False)
+	case c == 'n':
+		return p.literal("null", Null)
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	return ErrSyntax
+}
+
+func (p *parser) push(kind Kind) int {
+	if p.validateOnly {
+		return 0
+	}
+	p.nodes = append(p.nodes, node{start: int32(p.i), kind: kind})
+	return len(p.nodes) - 1
+}
+
+func (p *parser) close(idx int) {
+	if p.validateOnly {
+		return
+	}
+	n := &p.nodes[idx]
+	n.end = int32(p.i)
+	n.next = int32(len(p.nodes))
+}
+
+func (p *parser) literal(word string, kind Kind) error {
+	if len(p.src)-p.i < len(word) || string(p.src[p.i:p.i+len(word)]) != word {
+		return ErrSyntax
+	}
+	idx := p.push(kind)
+	p.i += len(word)
+	p.close(idx)
+	return nil
+}
+
+func (p *parser) number() error {
+	idx := p.push(Number)
+	s, i := p.src, p.i
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		i = digits(s, i)
+	default:
+		return ErrSyntax
+	}
+	if i < len(s) && s[i] == '.' {
+		d := i + 1
+		if i = digits(s, d); i == d {
+			return ErrSyntax
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		d := i
+		if i = digits(s, d); i == d {
+			return ErrSyntax
+		}
+	}
+	p.i = i
+	p.close(idx)
+	return nil
+}
+
+// digits returns the index after the run of decimal digits at s[i:].
+func digits(s []byte, i int) int {
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func (p *parser) str() error {
+	idx := p.push(String)
+	s := p.src
+	i := p.i + 1
+	for {
+		// Plain string bytes are the common case: skip them in a tight loop.
+		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
+			i++
+		}
+		if i >= len(s) {
+			return ErrSyntax
+		}
+		c := s[i]
+		switch {
+		case c == '"':
+			p.i = i + 1
+			p.close(idx)
+			return nil
+		case c == '\\':
+			if !p.validateOnly {
+				p.nodes[idx].escaped = true
+			}
+			if i+1 >= len(s) {
+				return ErrSyntax
+			}
+			switch s[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(s) {
+					return ErrSyntax
+				}
+				for _, h := range s[i+2 : i+6] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return ErrSyntax
+					}
+				}
+				i += 6
+			default:
+				return ErrSyntax
+			}
+		case c < 0x20:
+			return ErrSyntax
+		default:
+			i++
+		}
+	}
+}
+
+// container parses an array (kind Array, closer ']') or an object (kind
+// Object, closer '}'): its elements, or its members (a key, a colon, a
+// value), separated by commas.
+func (p *parser) container(depth int, kind Kind, closer byte) error {
+	if depth >= MaxDepth {
+		return ErrSyntax
+	}
+	idx := p.push(kind)
+	p.i++
+	p.skipSpace()
+	if p.i < len(p.src) && p.src[p.i] == closer {
+		p.i++
+		p.close(idx)
+		return nil
+	}
+	for {
+		if kind == Object {
+			if err := p.key(); err != nil {
+				return err
+			}
+		}
+		if err := p.value(depth + 1); err != nil {
+			return err
+		}
+		if done, err := p.member(idx, closer); done || err != nil {
+			return err
+		}
+	}
+}
+
+// key parses an object's key and the colon after it.
+func (p *parser) key() error {
+	if p.i >= len(p.src) || p.src[p.i] != '"' {
+		return ErrSyntax
+	}
+	if err := p.str(); err != nil {
+		return err
+	}
+	p.skipSpace()
+	if p.i >= len(p.src) || p.src[p.i] != ':' {
+		return ErrSyntax
+	}
+	p.i++
+	p.skipSpace()
+	return nil
+}
+
+// member counts the element or member just parsed into node idx and takes
+// what follows it: a comma (more to come) or closer (done; the node is
+// closed).
+func (p *parser) member(idx int, closer byte) (done bool, err error) {
+	if !p.validateOnly {
+		p.nodes[idx].count++
+	}
+	p.skipSpace()
+	if p.i >= len(p.src) {
+		return false, ErrSyntax
+	}
+	switch p.src[p.i] {
+	case ',':
+		p.i++
+		p.skipSpace()
+		return false, nil
+	case closer:
+		p.i++
+		p.close(idx)
+		return true, nil
+	}
+	return false, ErrSyntax
+}

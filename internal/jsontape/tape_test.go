@@ -1,0 +1,306 @@
+package jsontape
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func mustParse(t testing.TB, src string) Tape {
+	t.Helper()
+	tape, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatalf("Parse(%q): %v", src, err)
+	}
+	t.Cleanup(tape.Release)
+	return tape
+}
+
+func TestParseAgreesWithEncodingJSON(t *testing.T) {
+	docs := []string{
+		`{"results":[{"id":1,"title":"t"}],"total":1}`,
+		` { "a" : [ 1 , 2.5e3 , -0 , true , false , null , "x\"y\u00e9" ] , "b" : { } } `,
+		`[]`, `""`, `0`, `-1.5E-7`, `"\ud83d\ude00"`, `{"dup":1,"dup":2}`,
+		`{"a":`, `[1,]`, `{"a" 1}`, `01`, `1.`, `.5`, `"\x"`, "\"\x01\"", `tru`, `{"a":1}x`, `[`, `{,}`,
+	}
+	for _, src := range docs {
+		tape, err := Parse([]byte(src))
+		if valid := json.Valid([]byte(src)); valid != (err == nil) {
+			t.Errorf("%q: parse error %v, encoding/json valid=%v", src, err, valid)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		var want any
+		_ = json.Unmarshal([]byte(src), &want)
+		if got := tape.Root().Native(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: native = %#v, want %#v", src, got, want)
+		}
+		var compact bytes.Buffer
+		_ = json.Compact(&compact, []byte(src))
+		if got := tape.Root().AppendCompact(nil); string(got) != compact.String() {
+			t.Errorf("%q: compact = %s, want %s", src, got, compact.String())
+		}
+		if got, want := tape.Root().AppendRaw(nil), bytes.TrimSpace([]byte(src)); !bytes.Equal(got, want) {
+			t.Errorf("%q: raw = %s, want %s", src, got, want)
+		}
+		tape.Release()
+	}
+}
+
+func TestValueReaders(t *testing.T) {
+	tape := mustParse(t, `{"z":1,"results":[{"id":9007199254740993,"t":"a"},{"id":2}],"total":2,"ratio":0.5,"code":null,"k\u0065y":"v","k":1,"k":2,"big":1e400,"s":""}`)
+	root := tape.Root()
+	if root.Kind() != Object || root.Len() != 10 {
+		t.Fatalf("root kind %v len %d", root.Kind(), root.Len())
+	}
+	t.Run("lookup finds escaped keys and takes the last of repeated ones", func(t *testing.T) {
+		if v, ok := root.Lookup("key"); !ok || v.Text() != "v" {
+			t.Errorf("escaped key: %q %v", v.Text(), ok)
+		}
+		if v, ok := root.Lookup("k"); !ok || v.Literal() != "2" {
+			t.Errorf("repeated key: %q %v", v.Literal(), ok)
+		}
+		if _, ok := root.Lookup("missing"); ok {
+			t.Error("found a missing key")
+		}
+		results, _ := root.Lookup("results")
+		if _, ok := results.Lookup("id"); ok {
+			t.Error("lookup in an array found a key")
+		}
+	})
+	t.Run("numbers read as ints only when written as ints that fit", func(t *testing.T) {
+		results, _ := root.Lookup("results")
+		var ids []int64
+		for c := results.Cursor(); c.More(); {
+			id, _ := c.Element().Lookup("id")
+			n, ok := id.Int()
+			if !ok {
+				t.Fatalf("id %s is not an int", id.Literal())
+			}
+			ids = append(ids, n)
+		}
+		if !reflect.DeepEqual(ids, []int64{9007199254740993, 2}) {
+			t.Errorf("ids = %v (precision lost?)", ids)
+		}
+		ratio, _ := root.Lookup("ratio")
+		if _, ok := ratio.Int(); ok {
+			t.Error("0.5 read as an int")
+		}
+		if f, err := ratio.Float(); err != nil || f != 0.5 {
+			t.Errorf("ratio = %v, %v", f, err)
+		}
+		big, _ := root.Lookup("big")
+		if _, err := big.Float(); err == nil {
+			t.Error("1e400 read as a float without an error")
+		}
+	})
+	t.Run("members come in document order", func(t *testing.T) {
+		var keys []string
+		for c := root.Cursor(); c.More(); {
+			k, _ := c.Member()
+			keys = append(keys, k.Text())
+		}
+		if strings.Join(keys, ",") != "z,results,total,ratio,code,key,k,k,big,s" {
+			t.Errorf("keys = %v", keys)
+		}
+	})
+	t.Run("readers of another kind return their zero", func(t *testing.T) {
+		code, _ := root.Lookup("code")
+		if code.Text() != "" || code.Literal() != "" || code.Equals("") || code.Len() != 0 {
+			t.Error("null read as a string, number or container")
+		}
+		c := code.Cursor()
+		if c.More() {
+			t.Error("a cursor over null has something left")
+		}
+	})
+}
+
+// TestReleasedTapeIsDead: the pooled node buffer goes back on Release, so
+// every later use of the tape or of a value read from it panics rather than
+// read another document's nodes; what was read before stays valid.
+func TestReleasedTapeIsDead(t *testing.T) {
+	uses := map[string]func(Tape, Value){
+		"Root":          func(tp Tape, _ Value) { tp.Root() },
+		"Kind":          func(_ Tape, v Value) { v.Kind() },
+		"Len":           func(_ Tape, v Value) { v.Len() },
+		"Lookup":        func(_ Tape, v Value) { v.Lookup("a") },
+		"Text":          func(_ Tape, v Value) { v.Text() },
+		"Native":        func(_ Tape, v Value) { v.Native() },
+		"AppendCompact": func(_ Tape, v Value) { v.AppendCompact(nil) },
+		"Cursor":        func(_ Tape, v Value) { v.Cursor() },
+		"Release":       func(tp Tape, _ Value) { tp.Release(); tp.Root() },
+	}
+	for name, use := range uses {
+		t.Run(name+" after Release panics", func(t *testing.T) {
+			tape, err := Parse([]byte(`{"a":"x"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := tape.Root()
+			tape.Release()
+			// Another document takes the pooled buffer meanwhile.
+			other, err := Parse([]byte(`{"a":"y","b":[1,2,3]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Release()
+			defer func() {
+				if r := recover(); r != ErrReleased {
+					t.Fatalf("recovered %v, want ErrReleased", r)
+				}
+			}()
+			use(tape, v)
+		})
+	}
+	t.Run("a cursor taken before Release panics after it", func(t *testing.T) {
+		tape := mustParse(t, `[1,2]`)
+		c := tape.Root().Cursor()
+		tape.Release()
+		defer func() {
+			if r := recover(); r != ErrReleased {
+				t.Fatalf("recovered %v, want ErrReleased", r)
+			}
+		}()
+		c.Element()
+	})
+	t.Run("what was read before Release stays valid, and releasing twice is harmless", func(t *testing.T) {
+		src := []byte(`{"a":"x\u00e9","n":12}`)
+		tape, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := tape.Root().Lookup("a")
+		text, compact, native := a.Text(), tape.Root().AppendCompact(nil), tape.Root().Native()
+		tape.Release()
+		tape.Release()
+		copy(src, `{"b":"zzzzz","m":99}`)
+		if text != "xé" || string(compact) != `{"a":"x\u00e9","n":12}` || !reflect.DeepEqual(native, map[string]any{"a": "xé", "n": 12.0}) {
+			t.Errorf("values changed after Release: %q %s %v", text, compact, native)
+		}
+	})
+}
+
+// FuzzParse: the tape parser accepts exactly what encoding/json accepts,
+// decodes to the same values, and its compact output is valid JSON.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[1e5,-0.0,"x"]`, " [ ] ", `{"a":"\xff"}`, `"\ud800"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		tape, err := Parse(src)
+		if valid := json.Valid(src); valid != (err == nil) {
+			t.Fatalf("parse error %v, encoding/json valid=%v", err, valid)
+		}
+		if valid, _ := Check(src); valid != (err == nil) {
+			t.Fatalf("Check says valid=%v, Parse error %v", valid, err)
+		}
+		if err != nil {
+			return
+		}
+		defer tape.Release()
+		raw := tape.Root().AppendCompact(nil)
+		if !json.Valid(raw) || !utf8.Valid(raw) {
+			t.Fatalf("compact output %q is not valid UTF-8 JSON", raw)
+		}
+		if _, compact := Check(src); compact && !bytes.Equal(raw, bytes.TrimSpace(src)) {
+			t.Fatalf("Check says %q is compact, compacting gives %q", src, raw)
+		}
+		var a, b any
+		if json.Unmarshal(src, &a) != nil {
+			return // numbers beyond float64: encoding/json refuses, the tape keeps the literal
+		}
+		_ = json.Unmarshal(raw, &b)
+		if !reflect.DeepEqual(a, b) && utf8.Valid(src) {
+			t.Fatalf("compact output changed the value: %#v vs %#v", a, b)
+		}
+		if !reflect.DeepEqual(tape.Root().Native(), a) && utf8.Valid(src) {
+			t.Fatalf("native %#v, want %#v", tape.Root().Native(), a)
+		}
+	})
+}
+
+// FuzzText: a string's value is what encoding/json makes of it, escapes,
+// surrogate pairs, broken surrogates and invalid UTF-8 included.
+func FuzzText(f *testing.F) {
+	for _, s := range []string{`plain`, `a\"b\\c\/d\b\f\n\r\t`, `\u00e9\ud83d\ude00`, `\ud800`, `\ud800\u0041`, `\udc00\ud800\udc00`, "\xff\xfe", `\uD83D\uDE00x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, inner []byte) {
+		src := append(append([]byte{'"'}, inner...), '"')
+		var want string
+		if json.Unmarshal(src, &want) != nil {
+			return
+		}
+		tape, err := Parse(src)
+		if err != nil {
+			t.Fatalf("encoding/json reads %q, the tape parser refuses it: %v", src, err)
+		}
+		defer tape.Release()
+		if got := tape.Root().Text(); got != want {
+			t.Fatalf("Text(%q) = %q, encoding/json %q", src, got, want)
+		}
+		if !tape.Root().Equals(want) {
+			t.Fatalf("Equals(%q) is false on %q", want, src)
+		}
+	})
+}
+
+func TestIsNumber(t *testing.T) {
+	for s, want := range map[string]bool{"0": true, "-0": true, "12.5e-3": true, "1E+9": true, "": false, "01": false, "1.": false, ".5": false, "+1": false, "1e": false, "1 ": false, "NaN": false, "-": false} {
+		if got := IsNumber(s); got != want {
+			t.Errorf("IsNumber(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	for src, want := range map[string][2]bool{
+		`{"a":[1,2]}`: {true, true}, ` {"a":1}`: {true, false}, `{"a": 1}`: {true, false}, "\"\xff\"": {true, false},
+		`{"a":1}x`: {false, false}, ``: {false, false}, `1 `: {true, false},
+	} {
+		if valid, compact := Check([]byte(src)); valid != want[0] || compact != want[1] {
+			t.Errorf("Check(%q) = %v, %v; want %v", src, valid, compact, want)
+		}
+	}
+}
+
+func TestParseRefusesTooDeep(t *testing.T) {
+	ok := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
+	if _, err := Parse([]byte(ok)); err != nil {
+		t.Fatalf("nesting %d refused: %v", MaxDepth, err)
+	}
+	deep := "[" + ok + "]"
+	if _, err := Parse([]byte(deep)); !errors.Is(err, ErrSyntax) {
+		t.Fatalf("nesting %d: err %v, want ErrSyntax", MaxDepth+1, err)
+	}
+}
+
+// BenchmarkParse parses a backend answer of about 1 KiB, pretty-printed as
+// many backends send it, and reads one member: the tape's own cost per
+// call, once its pool is warm.
+func BenchmarkParse(b *testing.B) {
+	var items []string
+	for i := range 8 {
+		items = append(items, `{"id": "kb-000`+string(rune('0'+i))+`", "title": "Article about tool calling", "score": 0.5e1, "tags": ["a", "b"], "n": -12}`)
+	}
+	src := []byte("{\n  \"results\": [" + strings.Join(items, ", ") + "],\n  \"total\": 8\n}")
+	b.SetBytes(int64(len(src)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tape, err := Parse(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := tape.Root().Lookup("total"); !ok {
+			b.Fatal("no total")
+		}
+		tape.Release()
+	}
+}
