@@ -76,7 +76,7 @@ func idempotencyKey(header string, arg any, hasArg bool) (string, contracts.Reas
 	case header == "":
 		key = fromArg
 	}
-	if !validKey(key) {
+	if !contracts.ValidIdempotencyKey(key) {
 		return "", contracts.ReasonKeyMalformed
 	}
 	return key, ""
@@ -108,20 +108,6 @@ func unquoteKey(v string) (string, bool) {
 		b.WriteByte(c)
 	}
 	return b.String(), true
-}
-
-// validKey: 1 to 255 printable ASCII characters, no surrounding spaces (a
-// forwarded header would lose them).
-func validKey(k string) bool {
-	if len(k) < 1 || len(k) > 255 || k[0] == ' ' || k[len(k)-1] == ' ' {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 || k[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // claim is a call's hold on its idempotency key.
