@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,7 +37,7 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
 	// their own strings), so its buffer goes back to the pool after.
 	p := inPool.Get().(*[]byte)
 	defer putIn(p)
-	body, tooLarge, err := readRequestBodyInto(r, snap.Server.MaxRequestBytes, p)
+	body, tooLarge, err := readRequestBody(r, snap.Server.MaxRequestBytes, p)
 	var invalid error
 	switch {
 	case err != nil:
@@ -112,49 +109,6 @@ func (w statusRewriter) WriteHeader(code int) {
 		code = w.to
 	}
 	w.ResponseWriter.WriteHeader(code)
-}
-
-// inPool recycles request body buffers.
-var inPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-func putIn(p *[]byte) {
-	if cap(*p) <= 64<<10 {
-		*p = (*p)[:0]
-		inPool.Put(p)
-	}
-}
-
-// readRequestBodyInto is readRequestBody into a pooled buffer.
-func readRequestBodyInto(r *http.Request, limit int64, p *[]byte) ([]byte, bool, error) {
-	if r.ContentLength > limit {
-		return nil, true, nil
-	}
-	b, err := readBody(r.Body, limit, r.ContentLength, p)
-	switch {
-	case errors.Is(err, errBodyTooLarge):
-		return nil, true, nil
-	case err != nil:
-		return nil, false, err
-	}
-	return b, false, nil
-}
-
-// readRequestBody reads at most limit bytes. The size is found by reading,
-// not by trusting Content-Length; a declared length over the limit is
-// refused without reading.
-func readRequestBody(r *http.Request, limit int64) ([]byte, bool, error) {
-	if r.ContentLength > limit {
-		return nil, true, nil
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 512), limit+1)))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, false, err
-	}
-	if n > limit {
-		return nil, true, nil
-	}
-	return buf.Bytes(), false, nil
 }
 
 // writeResult encodes a result as the HTTP answer.

@@ -7,7 +7,6 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -38,13 +37,16 @@ func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := f.core.Snapshot().Server.MaxRequestBytes + mcpRequestOverhead
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("the message is over %d bytes", limit), nil)
-			return
-		}
+	// A fresh buffer: the SDK may keep parts of the message.
+	body, tooLarge, err := readRequestBody(r, limit, new([]byte))
+	switch {
+	case tooLarge:
+		// The rest of the body is not read: the connection cannot serve
+		// another request.
+		w.Header().Set("Connection", "close")
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("the message is over %d bytes", limit), nil)
+		return
+	case err != nil:
 		w.Header().Set("Connection", "close")
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "the request body ended early", nil)
 		return

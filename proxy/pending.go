@@ -91,20 +91,33 @@ func (p *Pending) Timeout() time.Duration { return p.cl.tool.contract.Timeout }
 // Tool is the contract of the pending call.
 func (p *Pending) Tool() *contracts.Contract { return p.cl.tool.contract }
 
+// Answer is the backend's answer to a call someone else sent.
+type Answer struct {
+	Code   int
+	Header http.Header
+	// Body is the answer's body, read with ReadBody (or AppendBody)
+	// within server.max_response_bytes.
+	Body []byte
+	// BodyTooLarge says the body went past server.max_response_bytes;
+	// Body is then not the answer's.
+	BodyTooLarge bool
+}
+
 // Finish classifies the backend's answer. Only the first of Finish, Fail
 // and Abandon counts; later calls return the same result.
-func (p *Pending) Finish(code int, header http.Header, body []byte) *Result {
+func (p *Pending) Finish(ans Answer) *Result {
 	p.once.Do(func() {
 		cl := p.cl
 		t := cl.tool
 		ct := t.contract
+		code, header, body := ans.Code, ans.Header, ans.Body
 		cl.sent = true
 		cl.attempts = 1
 		cl.upCode = strconv.Itoa(code)
 		t.upstream.codes.count(code)
 		a := attempt{code: code, header: header, body: body, sent: true}
 		success := code >= 200 && code < 300
-		if int64(len(body)) > cl.st.snap.Server.MaxResponseBytes {
+		if ans.BodyTooLarge || int64(len(body)) > cl.st.snap.Server.MaxResponseBytes {
 			if success {
 				p.result = p.c.end(p.ctx, cl, contracts.BadResponse(code))
 				return

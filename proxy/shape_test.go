@@ -226,7 +226,7 @@ func TestExtprocBackendRequestIsTheSameRequest(t *testing.T) {
 			if res != nil {
 				t.Fatalf("begin: %s %s", res.Envelope.Status, res.Envelope.Message)
 			}
-			defer p.Finish(200, http.Header{}, []byte(`{}`))
+			defer p.Finish(Answer{Code: 200, Header: http.Header{}, Body: []byte(`{}`)})
 			b := p.Backend()
 			uri := b.Path
 			if b.RawQuery != "" {

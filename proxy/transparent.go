@@ -223,7 +223,7 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request) {
 	if t.contract.Binding.HasBody() {
 		var tooLarge bool
 		var err error
-		body, tooLarge, err = readRequestBody(r, snap.Server.MaxRequestBytes)
+		body, tooLarge, err = readRequestBody(r, snap.Server.MaxRequestBytes, new([]byte))
 		if err != nil {
 			w.Header().Set("Connection", "close")
 			req.Invalid = &contracts.ArgError{Problem: contracts.ProblemIncomplete}

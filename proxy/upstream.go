@@ -12,7 +12,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -255,7 +254,7 @@ func readRoundTrip(resp *http.Response, err error, maxBody int64, buf *[]byte) e
 		return exchange{err: err}
 	}
 	ex := exchange{resp: resp}
-	ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
+	ex.body, ex.readErr = ReadBody(resp.Body, maxBody, resp.ContentLength, buf)
 	resp.Body.Close()
 	return ex
 }
@@ -384,7 +383,7 @@ func (u *upstream) answered(ctx context.Context, ex *exchange, buf *[]byte, side
 	success := code >= 200 && code < 300
 	switch {
 	case ex.readErr == nil:
-	case errors.Is(ex.readErr, errBodyTooLarge):
+	case errors.Is(ex.readErr, ErrBodyTooLarge):
 		if success {
 			a.outcome = contracts.BadResponse(code)
 			a.verdict = policy.VerdictSuccess
@@ -426,51 +425,6 @@ func breakerVerdict(code int) policy.Verdict {
 		return policy.VerdictFailure
 	default:
 		return policy.VerdictSuccess
-	}
-}
-
-var errBodyTooLarge = errors.New("response body too large")
-
-// readBody reads at most max bytes; a longer body is errBodyTooLarge. The
-// length is found by reading, never by trusting Content-Length.
-func readBody(r io.Reader, max, sizeHint int64, buf *[]byte) ([]byte, error) {
-	b := (*buf)[:0]
-	if sizeHint > 0 && sizeHint <= max && int64(cap(b)) < sizeHint+1 {
-		b = make([]byte, 0, sizeHint+1) // one read past the end sees EOF
-	}
-	for {
-		if len(b) == cap(b) {
-			if int64(len(b)) > max {
-				break
-			}
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if int64(len(b)) > max {
-			break
-		}
-		if err == io.EOF {
-			*buf = b
-			return b, nil
-		}
-		if err != nil {
-			*buf = b
-			return nil, err
-		}
-	}
-	*buf = b
-	return nil, errBodyTooLarge
-}
-
-// bodyPool recycles backend answer buffers. A buffer goes back once the
-// answer is classified: the envelope's data is always a copy.
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-func putBody(buf *[]byte) {
-	if buf != nil && cap(*buf) <= 256<<10 {
-		*buf = (*buf)[:0]
-		bodyPool.Put(buf)
 	}
 }
 

@@ -216,11 +216,12 @@ type exchange struct {
 	deadline time.Time
 
 	// The answer.
-	code       int
-	respHeader http.Header
-	respNames  []string
-	respBody   []byte
-	details    string
+	code         int
+	respHeader   http.Header
+	respNames    []string
+	respBody     []byte
+	respTooLarge bool // the body went past server.max_response_bytes
+	details      string
 }
 
 func (ex *exchange) waiting() bool {
@@ -300,8 +301,7 @@ func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders
 func (ex *exchange) requestBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	limit := ex.core.Snapshot().Server.MaxRequestBytes
 	if !ex.tooLarge {
-		ex.body = append(ex.body, b.GetBody()...)
-		if int64(len(ex.body)) > limit {
+		if _, err := proxy.AppendBody(b.GetBody(), limit, &ex.body); err != nil {
 			ex.tooLarge, ex.body = true, nil
 		}
 	}
@@ -488,12 +488,11 @@ func (ex *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 	default:
 		return nil
 	}
-	// Past max_response_bytes the size is all that matters; one byte more
-	// says so.
-	limit := ex.core.Snapshot().Server.MaxResponseBytes + 1
-	if room := limit - int64(len(ex.respBody)); room > 0 {
-		chunk := b.GetBody()
-		ex.respBody = append(ex.respBody, chunk[:min(int64(len(chunk)), room)]...)
+	// Past max_response_bytes the size is all that matters.
+	if !ex.respTooLarge {
+		if _, err := proxy.AppendBody(b.GetBody(), ex.core.Snapshot().Server.MaxResponseBytes, &ex.respBody); err != nil {
+			ex.respTooLarge, ex.respBody = true, nil
+		}
 	}
 	if !b.GetEndOfStream() {
 		// A streamed chunk (the body is not buffered): kept for the
@@ -514,7 +513,7 @@ func (ex *exchange) finish(st stage) *extprocv3.ProcessingResponse {
 	if r := classifyReply(ex.code, ex.respHeader, body, ex.details); r.local {
 		res = ex.pending.Fail(r.failure, r.written)
 	} else {
-		res = ex.pending.Finish(ex.code, ex.respHeader, body)
+		res = ex.pending.Finish(proxy.Answer{Code: ex.code, Header: ex.respHeader, Body: body, BodyTooLarge: ex.respTooLarge})
 	}
 	ex.ended = true
 	return ex.replace(res, st)
