@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -121,7 +123,11 @@ type claim struct {
 // means this call holds the key and may send; otherwise the outcome answers
 // the call (a replay of what the key holds, the result of the call that
 // held it, or a rejection).
-func (c *Core) claimKey(ctx context.Context, cl *call, key string) (o contracts.Outcome, owned bool) {
+func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.Outcome, owned bool) {
+	ctx, span := c.tr.child(ctx, "toolgate.idempotency.claim", trace.SpanKindInternal)
+	if span != nil {
+		defer func() { endChild(span, &o) }()
+	}
 	t := cl.tool
 	ct := t.contract
 	fp, err := policy.NewFingerprint(ct.Name, cl.args)
@@ -203,7 +209,7 @@ func storeUnavailable() contracts.Outcome {
 // replay turns a stored record into the call's outcome. A record whose
 // outcome the store itself declared unknown (an owner that died mid-call)
 // has no envelope; the call then says so.
-func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
+func (c *Core) replay(cl *Call, rec policy.Record) contracts.Outcome {
 	if len(rec.Envelope) > 0 {
 		if env, err := contracts.DecodeEnvelope(rec.Envelope); err == nil {
 			cl.replay = env
@@ -220,7 +226,7 @@ func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
 // identical retry (429, 503, 408), releases the key (so that retry runs);
 // one whose outcome is unknown keeps it as unknown; any other stores its
 // envelope for replay.
-func (c *Core) settle(ctx context.Context, cl *call, res *Result, body []byte) {
+func (c *Core) settle(ctx context.Context, cl *Call, res *Result, body []byte) {
 	cl2 := cl.claim
 	ctx, cancel := storeWriteContext(ctx)
 	defer cancel()

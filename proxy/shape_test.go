@@ -206,7 +206,7 @@ tools:
 }
 
 // TestExtprocBackendRequestIsTheSameRequest: the request an ext_proc call
-// describes (Pending.Backend) is the request the HTTP front sends, byte
+// describes (Call.Backend) is the request the HTTP front sends, byte
 // for byte: one code path binds both.
 func TestExtprocBackendRequestIsTheSameRequest(t *testing.T) {
 	core, rb := newShapedCore(t)
@@ -222,7 +222,7 @@ func TestExtprocBackendRequestIsTheSameRequest(t *testing.T) {
 				t.Fatalf("status %s: %s", res.Envelope.Status, res.Envelope.Message)
 			}
 			sent := rb.last(t)
-			p, res := core.Begin(context.Background(), req("extproc-"+tc.tool))
+			p, res := core.View().Begin(context.Background(), req("extproc-"+tc.tool))
 			if res != nil {
 				t.Fatalf("begin: %s %s", res.Envelope.Status, res.Envelope.Message)
 			}

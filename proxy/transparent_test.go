@@ -264,12 +264,14 @@ func TestRouteConflicts(t *testing.T) {
     args: {type: object, properties: {name: {type: string}}}
     request: {method: GET, path: "/api/items/{name}"}
 `
-	s, err := config.CompileSource("t.yaml", []byte(doc), config.Options{})
-	if err != nil {
+	if _, err := config.CompileSource("t.yaml", []byte(doc), config.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := RouteConflicts(s); len(got) != 1 || got[0] != "get_item and get_item_by_name" {
-		t.Errorf("conflicts = %v", got)
+	// Where calls are identified by their route, config refuses the pair
+	// (config/routes.go, the one home of route ambiguity).
+	_, err = config.CompileSource("t.yaml", []byte(doc), config.Options{ByRoute: true})
+	if err == nil || !strings.Contains(err.Error(), "tools.get_item_by_name.request.path") || !strings.Contains(err.Error(), "ambiguous with tool get_item ") {
+		t.Errorf("conflict = %v", err)
 	}
 }
 
@@ -285,7 +287,7 @@ func FuzzTransparentArgs(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	st := core.state.Load()
+	v := core.View()
 	for _, s := range []string{"/api/search?q=go&limit=3", "/api/items/%2e%2e", "/reports/.json", "/api/search?q=%zz", "/api/search?tag=a&tag=b&limit=-0", "/v1/users/%0d%0a/notifications"} {
 		f.Add(s, `{"text":"x"}`)
 	}
@@ -295,11 +297,12 @@ func FuzzTransparentArgs(f *testing.F) {
 			return
 		}
 		for _, method := range []string{"GET", "POST"} {
-			tl, vals := st.router.match(method, u.EscapedPath())
-			if tl == nil {
+			route, ok := v.MatchRoute(method, u.EscapedPath())
+			if !ok {
 				continue
 			}
-			args, err := extractArgs(tl.contract, vals, u.RawQuery, nil, []byte(body))
+			tl := route.tool
+			args, err := route.Args(u.RawQuery, nil, []byte(body))
 			if err != nil {
 				if _, ok := err.(*contracts.ArgError); !ok {
 					t.Fatalf("extraction error %T is not an argument error", err)

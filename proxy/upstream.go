@@ -157,26 +157,16 @@ func newTransport(cfg *policy.Upstream) *http.Transport {
 	}
 }
 
-// attempt is one request to the backend and what came of it.
-type attempt struct {
-	outcome contracts.Outcome
-	code    int // HTTP status, 0 without an answer
-	header  http.Header
-	body    []byte
-	sent    bool // the request may have reached the backend
-	verdict policy.Verdict
-	buf     *[]byte // pooled buffer behind body; putBody once classified
-}
-
-// send performs one attempt. It never returns an error: every failure is
-// classified into the attempt's outcome.
+// send performs one attempt of toolgate's own send. It never returns an
+// error: every failure is classified into the attempt's outcome
+// (classify.go).
 //
 // A request written whole goes out a second time within the attempt (a
 // reused connection that closed before any answer) only when acting twice
 // is harmless: the tool is read-only, or the backend dedupes on the key
 // forwarded to it. Whatever the HTTP method: a side-effecting tool bound to
 // GET acts as surely as one bound to POST.
-func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool) attempt {
+func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool, now func() time.Time) attempt {
 	start := time.Now()
 	resend := !sideEffect || dedupes
 	buf := bodyPool.Get().(*[]byte)
@@ -191,7 +181,10 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 		putBody(buf)
 		return u.failed(ctx, &ex, sideEffect, dedupes)
 	}
-	return u.answered(ctx, &ex, buf, sideEffect, dedupes)
+	a := answer{code: ex.resp.StatusCode, header: ex.resp.Header, body: ex.body, bodyErr: ex.readErr, writes: ex.writes}
+	at := u.answered(ctx, &a, sideEffect, dedupes, now)
+	at.buf = buf
+	return at
 }
 
 // roundTrip sends req through the upstream's http.RoundTripper: HTTPS
@@ -340,93 +333,6 @@ type emptyBody struct{}
 
 func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (emptyBody) Close() error             { return nil }
-
-// failed classifies an exchange that got no answer.
-func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool) attempt {
-	if errors.Is(ex.err, errInvalidRequest) {
-		// toolgate's own fault: nothing was sent, the backend is not to
-		// blame (the breaker does not hear of it), and the same call
-		// would fail again.
-		return attempt{
-			outcome: contracts.Outcome{Status: contracts.StatusUpstream, Reason: reasonInvalidRequest, Effect: contracts.SideEffectNone},
-			verdict: policy.VerdictIgnored,
-		}
-	}
-	f := transportFailure(ctx, ex.err, ex.gotConn)
-	written := ex.writes > 0
-	if f == contracts.FailConnect && written {
-		// The resend could not connect, but the first write went out
-		// whole before its connection broke.
-		f = contracts.FailReset
-	}
-	a := attempt{outcome: contracts.ClassifyTransport(f, written, sideEffect, dedupes), sent: written}
-	a.verdict = policy.VerdictFailure
-	switch f {
-	case contracts.FailConnect:
-		u.codes.connect.Inc()
-	case contracts.FailDeadline:
-		u.codes.timeout.Inc()
-	case contracts.FailCanceled:
-		u.codes.reset.Inc()
-		a.verdict = policy.VerdictIgnored
-	default:
-		u.codes.reset.Inc()
-	}
-	return a
-}
-
-// answered classifies an exchange that got an answer.
-func (u *upstream) answered(ctx context.Context, ex *exchange, buf *[]byte, sideEffect, dedupes bool) attempt {
-	code := ex.resp.StatusCode
-	a := attempt{code: code, header: ex.resp.Header, body: ex.body, buf: buf, sent: true}
-	u.codes.count(code)
-	success := code >= 200 && code < 300
-	switch {
-	case ex.readErr == nil:
-	case errors.Is(ex.readErr, ErrBodyTooLarge):
-		if success {
-			a.outcome = contracts.BadResponse(code)
-			a.verdict = policy.VerdictSuccess
-			return a
-		}
-		a.body = nil // an oversized error body is not read by the rules
-	default:
-		f := transportFailure(ctx, ex.readErr, true)
-		if success {
-			// The backend acted; only its answer is lost.
-			a.outcome = contracts.BadResponse(code)
-			if f == contracts.FailDeadline {
-				a.outcome = contracts.AnswerCut(code, sideEffect)
-			}
-			a.verdict = policy.VerdictFailure
-			return a
-		}
-		a.body = nil
-	}
-	a.verdict = breakerVerdict(code)
-	if !success {
-		a.outcome = contracts.ClassifyHTTP(code, sideEffect, dedupes, retryAfter(ex.resp.Header, time.Now()))
-		if sideEffect && ex.writes > 1 && a.outcome.Effect == contracts.SideEffectNone {
-			// This answer is to a resend: the first write may have acted
-			// before its connection broke, whatever the resend met.
-			a.outcome.Effect, a.outcome.Retryable = contracts.SideEffectUnknown, dedupes
-		}
-	}
-	return a
-}
-
-func breakerVerdict(code int) policy.Verdict {
-	switch {
-	case code == 500 || code == 502 || code == 503 || code == 504:
-		return policy.VerdictFailure
-	case code == 501 || code == 505 || (code >= 400 && code < 500):
-		return policy.VerdictIgnored
-	case code > 505:
-		return policy.VerdictFailure
-	default:
-		return policy.VerdictSuccess
-	}
-}
 
 // transportFailure maps a transport error to a failure class. Each branch
 // says why.
