@@ -141,6 +141,68 @@ func TestRetries(t *testing.T) {
 	}
 }
 
+// TestRetryWaitsTheBackoffOrTheBackendsRetryAfter: between attempts the
+// call waits the upstream's retries.backoff, or the backend's Retry-After
+// when that is longer. The 1 s retry_after_ms a connect failure tells the
+// agent is not a wait of the call's own: with it, the example's
+// search_articles (timeout 500ms, 2 attempts, backoff 100ms) could never
+// retry. Time is the synctest bubble's, so the waits are exact.
+func TestRetryWaitsTheBackoffOrTheBackendsRetryAfter(t *testing.T) {
+	const policyDoc = `
+version: 1
+upstreams:
+  legacy:
+    url: http://legacy.invalid
+    timeout: 500ms
+    retries: {attempts: 2, backoff: 100ms, max_backoff: 2s}
+  patient:
+    url: http://patient.invalid
+    timeout: 5s
+    retries: {attempts: 2, backoff: 100ms, max_backoff: 2s}
+tools:
+  search_articles:
+    description: Search.
+    upstream: legacy
+    args: {type: object}
+    request: {method: GET, path: /search}
+  slow_search:
+    description: Search a backend that asks for patience.
+    upstream: patient
+    args: {type: object}
+    request: {method: GET, path: /search}
+`
+	tests := []struct {
+		name     string
+		tool     string
+		backend  *scriptedBackend
+		min, max time.Duration // the wait between the attempts
+	}{
+		{"a connect failure is retried after the backoff", "search_articles", &scriptedBackend{connErr: 1}, 50 * time.Millisecond, 100 * time.Millisecond},
+		{"a 503 is retried after the backoff", "search_articles", &scriptedBackend{script: []int{503}}, 50 * time.Millisecond, 100 * time.Millisecond},
+		{"a backend's longer Retry-After wins over the backoff", "slow_search", &scriptedBackend{script: []int{503}, retryAfter: "2"}, 2 * time.Second, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				core, err := NewCore(mustSnapshot(t, policyDoc), Options{Transport: func(*policy.Upstream) http.RoundTripper { return tt.backend }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer core.Close()
+				start := time.Now()
+				res := core.Call(context.Background(), &Request{Tool: tt.tool, Body: []byte(`{}`)})
+				waited := time.Since(start)
+				if res.Envelope.Status != contracts.StatusOK || tt.backend.calls != 2 {
+					t.Fatalf("status %s (%s) after %d attempts, want ok after 2", res.Envelope.Status, res.Reason, tt.backend.calls)
+				}
+				if waited < tt.min || waited > tt.max {
+					t.Errorf("waited %v between the attempts, want %v to %v", waited, tt.min, tt.max)
+				}
+			})
+		})
+	}
+}
+
 func TestRetryDelayIsJitteredExponentialAndCapped(t *testing.T) {
 	r := policy.RetrySettings{Attempts: 5, Backoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}
 	for _, tt := range []struct {

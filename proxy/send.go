@@ -27,7 +27,7 @@ func (c *Core) send(ctx context.Context, cl *Call) contracts.Outcome {
 			return o
 		}
 		delay := retries.Delay(n+1, nil)
-		if o.RetryAfter > delay {
+		if o.HTTPCode != 0 && o.RetryAfter > delay {
 			// An answer's wait is the backend's own (Retry-After).
 			delay = o.RetryAfter
 		}
