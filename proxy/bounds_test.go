@@ -12,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 )
 
@@ -120,14 +119,7 @@ func newBoundsHarness(t *testing.T, policyYAML string) (*harness, *boundsBackend
 	b := &boundsBackend{}
 	backend := httptest.NewServer(b)
 	t.Cleanup(backend.Close)
-	snap, err := config.CompileSource("bounds.yaml", []byte(strings.ReplaceAll(policyYAML, "{{url}}", backend.URL)), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, strings.ReplaceAll(policyYAML, "{{url}}", backend.URL), Options{})
 	return &harness{core: core, server: serveCore(t, core)}, b
 }
 

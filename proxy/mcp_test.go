@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -39,7 +39,7 @@ type mcpEnv struct {
 	core   *proxy.Core
 	notify *examples.NotifyBackend
 	server *httptest.Server // the agent port: /mcp and /v1/tools
-	logs   *mcpLogBuffer
+	logs   *proxytest.LogBuffer
 
 	searchURL, notifyURL string
 }
@@ -66,7 +66,7 @@ func newMCPEnv(t *testing.T, edit func(string) string) *mcpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &mcpLogBuffer{}
+	logs := &proxytest.LogBuffer{}
 	core, err := proxy.NewCore(snap, proxy.Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -894,24 +894,6 @@ func TestMCPLeaksNoGoroutines(t *testing.T) {
 			t.Errorf("%s: close: %v", rev, err)
 		}
 	}
-}
-
-// mcpLogBuffer is a log sink safe for the concurrent writes of a server.
-type mcpLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *mcpLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *mcpLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestMCPRefusalsAreJSONRPCErrors: whatever toolgate or the SDK refuses is

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 )
 
@@ -371,14 +370,7 @@ func TestTheExamplePolicysTemplatesKeepGatewayReasons(t *testing.T) {
 	doc := strings.NewReplacer("http://127.0.0.1:7001", search.URL, "http://127.0.0.1:7002", search.URL,
 		"  callers:\n", "  callers:\n    rate-agent: {tools: [\"*\"], rate: {rps: 0.001, burst: 1}}\n    budget-agent: {tools: [\"*\"], budget: {cost: 0.001, per: 1h}}\n",
 	).Replace(string(raw))
-	snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, doc, Options{})
 	h := &harness{core: core, server: serveCore(t, core)}
 	as := func(caller string) map[string]string { return map[string]string{"X-Toolgate-Caller": caller} }
 	for _, caller := range []string{"rate-agent", "budget-agent"} {

@@ -1,11 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -39,66 +36,6 @@ func TestHangingBackendTimesOutWithinTheDeadlineAndLeaksNothing(t *testing.T) {
 	if !strings.Contains(env.Message, "300ms") {
 		t.Errorf("message does not name the deadline: %q", env.Message)
 	}
-}
-
-const retryPolicy = `
-version: 1
-upstreams:
-  legacy:
-    url: http://legacy.invalid
-    timeout: 5s
-    retries: {attempts: 3, backoff: 100ms, max_backoff: 1s}
-tools:
-  read:
-    description: Read.
-    upstream: legacy
-    args: {type: object}
-    request: {method: GET, path: /r}
-  write:
-    description: Write.
-    upstream: legacy
-    side_effect: true
-    args: {type: object}
-    request: {method: POST, path: /w}
-`
-
-// scriptedBackend answers from a script of status codes, then 200.
-type scriptedBackend struct {
-	mu         sync.Mutex
-	script     []int
-	retryAfter string
-	calls      int
-	connErr    int // the first n calls fail to connect
-}
-
-func (s *scriptedBackend) RoundTrip(r *http.Request) (*http.Response, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls++
-	if s.connErr > 0 {
-		s.connErr--
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("connection refused")}
-	}
-	code := 200
-	if len(s.script) > 0 {
-		code, s.script = s.script[0], s.script[1:]
-	}
-	h := http.Header{"Content-Type": {"application/json"}}
-	if s.retryAfter != "" && code != 200 {
-		h.Set("Retry-After", s.retryAfter)
-	}
-	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(bytes.NewReader([]byte(`{"ok":true}`))), Request: r}, nil
-}
-
-func newScriptedCore(t *testing.T, sb *scriptedBackend) *Core {
-	t.Helper()
-	fb := &fakeBackend{}
-	core, _ := newFakeCore(t, retryPolicy, fb)
-	core2, err := NewCore(core.Snapshot(), Options{Transport: func(*policy.Upstream) http.RoundTripper { return sb }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return core2
 }
 
 func TestRetries(t *testing.T) {
@@ -184,7 +121,7 @@ tools:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				core, err := NewCore(mustSnapshot(t, policyDoc), Options{Transport: func(*policy.Upstream) http.RoundTripper { return tt.backend }})
+				core, err := NewCore(proxytest.Snapshot(t, policyDoc), Options{Transport: func(*policy.Upstream) http.RoundTripper { return tt.backend }})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -223,27 +160,11 @@ func TestRetryDelayIsJitteredExponentialAndCapped(t *testing.T) {
 	}
 }
 
-// blockingBackend holds every request until released.
-type blockingBackend struct {
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (b *blockingBackend) RoundTrip(r *http.Request) (*http.Response, error) {
-	b.entered <- struct{}{}
-	select {
-	case <-b.release:
-	case <-r.Context().Done():
-		return nil, r.Context().Err()
-	}
-	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"a":1}`)), Request: r}, nil
-}
-
 func TestBulkheadFailsFastWhenFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bb := &blockingBackend{entered: make(chan struct{}, 2), release: make(chan struct{})}
 		doc := strings.Replace(breakerPolicy, "timeout: 1s", "timeout: 1s\n    max_concurrent: 2", 1)
-		snap := mustSnapshot(t, doc)
+		snap := proxytest.Snapshot(t, doc)
 		core, err := NewCore(snap, Options{Transport: func(*policy.Upstream) http.RoundTripper { return bb }})
 		if err != nil {
 			t.Fatal(err)

@@ -187,14 +187,7 @@ tools:
     args: {type: object, properties: {id: {type: string}}}
     request: {method: POST, path: /lookup, body: {id: id}}
 `
-	snap, err := config.CompileSource("accept.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, doc, Options{})
 	t.Cleanup(core.Close)
 	core.Call(context.Background(), &Request{Tool: "lookup", Body: []byte(`{"id":"a"}`)})
 	got := rb.last(t)
@@ -299,14 +292,7 @@ tools:
       encoding: form
       body: {To: to, From: {const: "+15017122661"}, Body: text}
 `
-	snap, err := config.CompileSource("transparent-shaped.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, doc, Options{})
 	front := httptest.NewServer(core.Handler())
 	t.Cleanup(func() { front.Close(); core.Close() })
 	tests := []struct {

@@ -94,14 +94,7 @@ func newTransparentHarness(t *testing.T) (*httptest.Server, *echoBackend, *Core)
 	eb := &echoBackend{}
 	backend := httptest.NewServer(eb)
 	t.Cleanup(backend.Close)
-	snap, err := config.CompileSource("transparent.yaml", []byte(strings.ReplaceAll(transparentPolicy, "{{url}}", backend.URL)), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, strings.ReplaceAll(transparentPolicy, "{{url}}", backend.URL), Options{})
 	front := httptest.NewServer(core.Handler())
 	t.Cleanup(func() { front.Close(); core.Close() })
 	return front, eb, core
@@ -279,14 +272,7 @@ func TestRouteConflicts(t *testing.T) {
 // extraction never panics, and what it extracts either validates or is
 // refused with an argument error.
 func FuzzTransparentArgs(f *testing.F) {
-	snap, err := config.CompileSource("t.yaml", []byte(strings.ReplaceAll(transparentPolicy, "{{url}}", "http://127.0.0.1:1")), config.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
+	core := newTestCore(f, strings.ReplaceAll(transparentPolicy, "{{url}}", "http://127.0.0.1:1"), Options{})
 	v := core.View()
 	for _, s := range []string{"/api/search?q=go&limit=3", "/api/items/%2e%2e", "/reports/.json", "/api/search?q=%zz", "/api/search?tag=a&tag=b&limit=-0", "/v1/users/%0d%0a/notifications"} {
 		f.Add(s, `{"text":"x"}`)

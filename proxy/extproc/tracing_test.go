@@ -1,19 +1,17 @@
 package extproc
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -22,49 +20,18 @@ const (
 	agentTrace   = "00-" + agentTraceID + "-00f067aa0ba902b7-01"
 )
 
-// syncBuffer is a log sink the processor's goroutines may write to while
-// the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
-		var m map[string]any
-		if err := json.Unmarshal(l, &m); err != nil {
-			t.Fatalf("log line %q: %v", l, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // TestTracedExtprocCallIsOneTree: with tracing on, a call through the
 // external processor continues the agent's trace like a call through the
 // HTTP front: the validation and idempotency spans are children of the call
 // span, and the call's log line carries the trace id.
 func TestTracedExtprocCallIsOneTree(t *testing.T) {
 	h := newHarness(t)
+	// Envoy sends: the upstreams are never dialled.
 	doc := strings.NewReplacer("{{legacy}}", "http://127.0.0.1:1", "{{refused}}", "http://127.0.0.1:1").Replace(testPolicy)
-	snap, err := config.CompileSource("extproc.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	logs := &syncBuffer{}
-	core, err := proxy.NewCore(snap, proxy.Options{
+	logs := &proxytest.LogBuffer{}
+	core, err := proxy.NewCore(proxytest.Snapshot(t, doc), proxy.Options{
 		Registry:       prometheus.NewRegistry(),
 		TracerProvider: tp,
 		Logger:         slog.New(slog.NewJSONHandler(logs, nil)),
@@ -106,7 +73,7 @@ func TestTracedExtprocCallIsOneTree(t *testing.T) {
 		}
 	}
 	var call map[string]any
-	for _, l := range logs.lines(t) {
+	for _, l := range logs.Lines(t) {
 		if l["msg"] == "call" {
 			call = l
 		}
