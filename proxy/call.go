@@ -128,7 +128,13 @@ type Call struct {
 
 // newCall is a call of req on the view, before any stage ran.
 func (v View) newCall(req *Request) *Call {
-	return &Call{
+	cl := &Call{}
+	v.initCall(cl, req)
+	return cl
+}
+
+func (v View) initCall(cl *Call, req *Request) {
+	*cl = Call{
 		c:      v.c,
 		st:     v.st,
 		req:    req,
@@ -141,11 +147,11 @@ func (v View) newCall(req *Request) *Call {
 // Call runs one tool call through the whole pipeline, toolgate sending the
 // backend request itself, and always returns a result.
 func (v View) Call(ctx context.Context, req *Request) *Result {
-	cl, res := v.begin(ctx, req, false)
-	if res != nil {
+	var cl Call // on the stack: nothing keeps the call past its end
+	if res := v.begin(ctx, &cl, req, false); res != nil {
 		return res // refused, replayed, or an unknown tool
 	}
-	return cl.end(v.c.send(cl.ctx, cl))
+	return cl.end(v.c.send(cl.ctx, &cl))
 }
 
 // Call runs one tool call on the current snapshot (View.Call).
@@ -158,22 +164,27 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 // ended with Finish, Fail or Abandon, or the Result that answers it without
 // sending (a rejection, a replay).
 func (v View) Begin(ctx context.Context, req *Request) (*Call, *Result) {
-	return v.begin(ctx, req, true)
+	cl := new(Call)
+	if res := v.begin(ctx, cl, req, true); res != nil {
+		return nil, res
+	}
+	return cl, nil
 }
 
 // begin starts the call's span, then runs the stages before the send
-// (prepare). external says Envoy sends: the adapter enforces the tool's
-// timeout, and the call's context outlives the gRPC message that began it
-// by a margin, so that classifying an answer that came just in time, and
-// settling its key, still run.
-func (v View) begin(ctx context.Context, req *Request, external bool) (*Call, *Result) {
+// (prepare). It returns the Result of a call that ends there. external
+// says Envoy sends: the adapter enforces the tool's timeout, and the
+// call's context outlives the gRPC message that began it by a margin, so
+// that classifying an answer that came just in time, and settling its key,
+// still run.
+func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) *Result {
 	c := v.c
-	cl := v.newCall(req)
+	v.initCall(cl, req)
 	cl.tool = v.st.tools[req.Tool]
 	ctx, cl.span = c.tr.startCall(ctx, req)
 	cl.ctx = ctx
 	if cl.tool == nil {
-		return nil, cl.end(contracts.Reject(contracts.ReasonUnknownTool))
+		return cl.end(contracts.Reject(contracts.ReasonUnknownTool))
 	}
 	timeout := cl.tool.contract.Timeout
 	if external {
@@ -182,9 +193,9 @@ func (v View) begin(ctx context.Context, req *Request, external bool) (*Call, *R
 		cl.ctx, cl.cancel = context.WithTimeout(ctx, timeout)
 	}
 	if o, ok := c.prepare(cl.ctx, cl); !ok {
-		return nil, cl.end(o)
+		return cl.end(o)
 	}
-	return cl, nil
+	return nil
 }
 
 // prepare runs the stages before the send, in order. Every stage either
