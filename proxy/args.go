@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // maxArgsDepth bounds nesting in arguments. Tool arguments are shallow; a
@@ -50,7 +51,7 @@ func (c *Core) validate(ctx context.Context, cl *Call) (key string, o contracts.
 	}
 	if t.contract.SideEffect {
 		var reason contracts.Reason
-		if key, reason = idempotencyKey(cl.req.IdempotencyKey, keyArg, hasKeyArg); reason != "" {
+		if key, reason = policy.ResolveIdempotencyKey(cl.req.IdempotencyKey, keyArg, hasKeyArg); reason != "" {
 			t.metrics.violation(ViolationKey)
 			if reason == contracts.ReasonKeyMissing {
 				t.metrics.event(EventMissingKey)

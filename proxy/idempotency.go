@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -46,70 +45,6 @@ func storeWriteContext(ctx context.Context) (context.Context, context.CancelFunc
 		end = floor
 	}
 	return context.WithDeadline(context.WithoutCancel(ctx), end)
-}
-
-// idempotencyKey resolves a side-effecting call's key from the
-// Idempotency-Key header (a bare token or a quoted string) and the
-// idempotency_key argument. Both may be given only if they agree.
-func idempotencyKey(header string, arg any, hasArg bool) (string, contracts.Reason) {
-	header = strings.TrimSpace(header)
-	var fromHeader string
-	if header != "" {
-		k, ok := unquoteKey(header)
-		if !ok {
-			return "", contracts.ReasonKeyMalformed
-		}
-		fromHeader = k
-	}
-	var fromArg string
-	if hasArg {
-		s, ok := arg.(string)
-		if !ok {
-			return "", contracts.ReasonKeyMalformed
-		}
-		fromArg = s
-	}
-	key := fromHeader
-	switch {
-	case header != "" && hasArg && fromArg != fromHeader:
-		return "", contracts.ReasonKeyConflict
-	case header == "" && !hasArg:
-		return "", contracts.ReasonKeyMissing
-	case header == "":
-		key = fromArg
-	}
-	if !contracts.ValidIdempotencyKey(key) {
-		return "", contracts.ReasonKeyMalformed
-	}
-	return key, ""
-}
-
-// unquoteKey accepts a bare token or a quoted string (RFC 8941 sf-string:
-// backslash escapes only \" and \\).
-func unquoteKey(v string) (string, bool) {
-	if !strings.HasPrefix(v, `"`) {
-		return v, true
-	}
-	if len(v) < 2 || !strings.HasSuffix(v, `"`) {
-		return "", false
-	}
-	var b strings.Builder
-	inner := v[1 : len(v)-1]
-	for i := 0; i < len(inner); i++ {
-		c := inner[i]
-		switch c {
-		case '\\':
-			if i+1 >= len(inner) || (inner[i+1] != '"' && inner[i+1] != '\\') {
-				return "", false
-			}
-			i++
-			c = inner[i]
-		case '"':
-			return "", false
-		}
-		b.WriteByte(c)
-	}
-	return b.String(), true
 }
 
 // claim is a call's hold on its idempotency key.
