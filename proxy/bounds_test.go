@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 // Bounded cost from one request or one answer (issue 14, DESIGN.md section
@@ -131,10 +132,9 @@ func (h *harness) get(t *testing.T, uri string) *contracts.Envelope {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	env, err := contracts.DecodeEnvelope(body)
+	env, _, err := proxytest.ReadEnvelope(resp)
 	if err != nil {
-		t.Fatalf("answer is not an envelope: %v: %s", err, body)
+		t.Fatal(err)
 	}
 	return env
 }

@@ -421,16 +421,7 @@ func TestCallerGoneStopsTheBackendCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
 			h := newHarness(t, strings.Replace(harnessPolicy, "timeout: 300ms", "timeout: 1h", 1))
-			ctx, cancel := context.WithCancel(context.Background())
-			before := h.backend.calls.Load()
-			go func() {
-				// The agent leaves once the backend has the call (or after
-				// 5 s, and then the envelope below says it never got there).
-				for deadline := time.Now().Add(5 * time.Second); h.backend.calls.Load() == before && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
-				}
-				cancel()
-			}()
+			ctx := h.leaveOnceCalled()
 			req := &Request{Tool: tt.tool, Body: []byte(`{"mode":"hang"}`), IdempotencyKey: "k-gone", Front: "http"}
 			res := h.core.Call(ctx, req)
 			env := res.Envelope

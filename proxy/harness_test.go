@@ -227,6 +227,22 @@ func serveCore(t *testing.T, core *Core) *httptest.Server {
 	return srv
 }
 
+// leaveOnceCalled is the context of an agent that leaves once the
+// backend has its call: it is cancelled when the backend has received one
+// more call than now, or after 5 s (and then the envelope says the call
+// never got there).
+func (h *harness) leaveOnceCalled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	before := h.backend.calls.Load()
+	go func() {
+		for deadline := time.Now().Add(5 * time.Second); h.backend.calls.Load() == before && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	return ctx
+}
+
 // call posts a tool call and decodes the envelope.
 func (h *harness) call(t *testing.T, tool, args string, header map[string]string) (*http.Response, *contracts.Envelope) {
 	t.Helper()

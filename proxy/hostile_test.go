@@ -460,16 +460,7 @@ func TestHostileDeepJSON(t *testing.T) {
 	}
 	t.Run("arguments nested 10,000 deep over MCP", func(t *testing.T) {
 		rpc := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":` + arrays + `}}`
-		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/mcp", strings.NewReader(rpc))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, raw := proxytest.MCPPost(t, h.front.URL+"/mcp", "2025-11-25", nil, rpc)
 		if resp.StatusCode == http.StatusBadRequest && len(raw) > 0 {
 			return // the SDK refused the message before decoding it: a clear answer
 		}

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/contracts"
 )
@@ -252,14 +250,7 @@ func TestReplaysSayTheyAreReplays(t *testing.T) {
 		messageCheck{want: []string{"earlier call with this idempotency key", "not sent again", "do not repeat it"}}.check(t, again)
 	})
 	t.Run("a call cancelled after it reached the backend", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		before := h.backend.calls.Load()
-		go func() {
-			for deadline := time.Now().Add(5 * time.Second); h.backend.calls.Load() == before && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-			cancel()
-		}()
+		ctx := h.leaveOnceCalled()
 		res := h.core.Call(ctx, &Request{Tool: "write", Body: []byte(`{"mode":"hang"}`), IdempotencyKey: "replay-gone", Front: "http"})
 		envelope{contracts.StatusUpstream, false, contracts.SideEffectUnknown}.check(t, &res.Envelope)
 		messageCheck{want: []string{"cancelled after it reached the service", "may or may not", "new idempotency key"},

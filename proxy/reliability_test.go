@@ -305,16 +305,7 @@ func TestBackendInternalsNeverReachTheAgent(t *testing.T) {
 		}
 	}
 	rpc := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"code","arguments":{"n":"500"}}}`
-	req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/mcp", strings.NewReader(rpc))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpBody, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, mcpBody := proxytest.MCPPost(t, h.front.URL+"/mcp", "2025-11-25", nil, rpc)
 	seen = append(seen, string(mcpBody))
 
 	var metrics strings.Builder

@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 const transparentPolicy = `
@@ -158,10 +159,9 @@ func TestTransparentRoutes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			env, err := contracts.DecodeEnvelope([]byte(strings.TrimSpace(string(b))))
+			env, _, err := proxytest.ReadEnvelope(resp)
 			if err != nil {
-				t.Fatalf("not an envelope: %s", b)
+				t.Fatal(err)
 			}
 			if env.Status != tt.wantStatus || env.Tool != tt.wantTool {
 				t.Fatalf("envelope = %s %s (%s), want %s %s", env.Tool, env.Status, env.Message, tt.wantTool, tt.wantStatus)

@@ -140,3 +140,33 @@ func (h *HeaderRecorder) Headers() []http.Header {
 	defer h.mu.Unlock()
 	return append([]http.Header(nil), h.headers...)
 }
+
+// MCPPost posts one JSON-RPC message to an MCP endpoint as a Streamable
+// HTTP client does (revision "" sends no MCP-Protocol-Version), and
+// returns the answer with its body read.
+func MCPPost(t testing.TB, endpoint, revision string, header http.Header, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header.Clone()
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if revision != "" {
+		req.Header.Set("MCP-Protocol-Version", revision)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
