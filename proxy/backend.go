@@ -48,6 +48,8 @@ func (cl *Call) backendRequest(extra int) BackendRequest {
 	if name := t.contract.Idempotency.ForwardHeader; name != "" && cl.forwardKey != "" {
 		h.Set(name, cl.forwardKey)
 	}
+	// Per-upstream decoration of the request (authentication) goes here,
+	// once, for both sends.
 	return BackendRequest{
 		Upstream:  t.contract.Upstream,
 		Method:    t.contract.Binding.Method(),

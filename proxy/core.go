@@ -59,7 +59,8 @@ type Options struct {
 	Observer Observer
 }
 
-// Core runs tool calls against the current policy snapshot.
+// Core runs tool calls against the current policy snapshot. A front end
+// takes the snapshot a request runs on once, as a View (view.go).
 type Core struct {
 	state   atomic.Pointer[state]
 	swapMu  sync.Mutex
@@ -80,8 +81,8 @@ type Core struct {
 }
 
 // state is a snapshot with its runtime: upstream clients, breakers and
-// per-tool metric children. Calls load it once and finish on it, so a
-// reload never changes a call midway.
+// per-tool metric children. A request loads it once (Core.View) and
+// finishes on it, so a reload never changes a request midway.
 type state struct {
 	snap      *policy.Snapshot
 	upstreams map[string]*upstream
