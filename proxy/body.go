@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -58,9 +57,14 @@ func ReadBody(r io.Reader, limit, sizeHint int64, buf *[]byte) ([]byte, error) {
 }
 
 // AppendBody is ReadBody for a body that is already in memory, one chunk
-// at a time.
+// at a time: the chunk is appended to *buf, or ErrBodyTooLarge says the
+// body went past limit (and *buf is not a body).
 func AppendBody(chunk []byte, limit int64, buf *[]byte) ([]byte, error) {
-	return ReadBody(bytes.NewReader(chunk), limit, int64(len(chunk)), buf)
+	if int64(len(*buf))+int64(len(chunk)) > limit {
+		return nil, ErrBodyTooLarge
+	}
+	*buf = append(*buf, chunk...)
+	return *buf, nil
 }
 
 // readRequestBody reads an agent's request body into *buf, within limit

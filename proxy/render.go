@@ -29,7 +29,10 @@ type Rendered struct {
 func (r *Result) Render() Rendered {
 	h := make(http.Header, 6)
 	code := r.head(h)
-	body := append(r.Envelope.AppendJSON(nil), '\n')
+	p := outPool.Get().(*[]byte)
+	b := append(r.Envelope.AppendJSON((*p)[:0]), '\n')
+	body := append([]byte(nil), b...)
+	putOut(p, b)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	return Rendered{Code: code, Header: h, Body: body}
 }
@@ -67,8 +70,13 @@ func writeResult(w http.ResponseWriter, res *Result) {
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+	putOut(p, b)
+}
+
+// putOut returns a buffer to outPool, keeping the array b grew it to.
+func putOut(p *[]byte, b []byte) {
 	if cap(b) <= 64<<10 {
-		*p = b[:0] // keep the grown array for the next call
+		*p = b[:0]
 		outPool.Put(p)
 	}
 }
