@@ -184,13 +184,7 @@ func publishSchema(s *Schema, sideEffect bool) (json.RawMessage, error) {
 			props[k] = v
 		}
 	}
-	props[IdempotencyKeyArg] = map[string]any{
-		"type":        "string",
-		"minLength":   1,
-		"maxLength":   255,
-		"pattern":     "^[\\x20-\\x7e]+$",
-		"description": "A unique key for this action. Reuse the same key only to retry the same call; it runs at most once per key.",
-	}
+	props[IdempotencyKeyArg] = idempotencyKeySchema()
 	doc["properties"] = props
 	var required []any
 	if r, ok := doc["required"].([]any); ok {

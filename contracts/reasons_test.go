@@ -62,7 +62,7 @@ func producedReasons(t *testing.T) map[Reason]bool {
 	}
 	produced := map[Reason]bool{}
 	var files []string
-	for _, dir := range []string{".", "../proxy", "../proxy/extproc"} {
+	for _, dir := range []string{".", "../policy", "../proxy", "../proxy/extproc"} {
 		m, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

@@ -153,23 +153,5 @@ func unquoteXFCC(v string) (string, bool) {
 	if !strings.HasPrefix(v, `"`) {
 		return v, !strings.Contains(v, `"`)
 	}
-	if len(v) < 2 || !strings.HasSuffix(v, `"`) {
-		return "", false
-	}
-	var b strings.Builder
-	inner := v[1 : len(v)-1]
-	for i := 0; i < len(inner); i++ {
-		c := inner[i]
-		if c == '\\' {
-			if i+1 >= len(inner) {
-				return "", false
-			}
-			i++
-			c = inner[i]
-		} else if c == '"' {
-			return "", false
-		}
-		b.WriteByte(c)
-	}
-	return b.String(), true
+	return unquote(v, false)
 }

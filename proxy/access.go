@@ -16,7 +16,7 @@ const (
 // allow is the access stage: may this caller call this tool at all? It runs
 // before anything is parsed, so a caller without access costs almost
 // nothing.
-func (c *Core) allow(cl *call) (contracts.Outcome, bool) {
+func (c *Core) allow(cl *Call) (contracts.Outcome, bool) {
 	if !cl.st.snap.Access.Allows(cl.req.Caller, cl.tool.contract.Name) {
 		c.reject(cl, RejectDenied)
 		return contracts.Reject(contracts.ReasonDenied), false
@@ -29,7 +29,7 @@ func (c *Core) allow(cl *call) (contracts.Outcome, bool) {
 // its key's first call, charges neither (DESIGN section 8, "Replay comes
 // first"). A spent budget is recorded on the call, to be refunded if the
 // call turns out never to reach the backend.
-func (c *Core) charge(ctx context.Context, cl *call) (contracts.Outcome, bool) {
+func (c *Core) charge(ctx context.Context, cl *Call) (contracts.Outcome, bool) {
 	entry := cl.st.snap.Access.Callers[cl.req.Caller]
 	if entry == nil {
 		return contracts.Outcome{}, true
@@ -69,13 +69,13 @@ func (c *Core) charge(ctx context.Context, cl *call) (contracts.Outcome, bool) {
 	return contracts.Outcome{}, true
 }
 
-func (c *Core) reject(cl *call, reason string) {
+func (c *Core) reject(cl *Call, reason string) {
 	c.metrics.AccessRejections.WithLabelValues(cl.caller, cl.tool.contract.Name, reason).Inc()
 }
 
 // refund gives back a budget charge for a call that cost nothing: it never
 // reached the backend, or a stored result answered it.
-func (c *Core) refund(ctx context.Context, cl *call) {
+func (c *Core) refund(ctx context.Context, cl *Call) {
 	if cl.charge == nil || !cl.charge.OK {
 		return
 	}

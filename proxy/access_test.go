@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -39,20 +38,6 @@ func (f *fakeClock) Add(d time.Duration) {
 	f.mu.Lock()
 	f.now = f.now.Add(d)
 	f.mu.Unlock()
-}
-
-// headerRecorder is a backend that remembers the headers it received.
-type headerRecorder struct {
-	mu      sync.Mutex
-	headers []http.Header
-}
-
-func (h *headerRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.mu.Lock()
-	h.headers = append(h.headers, r.Header.Clone())
-	h.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"results":[1],"total":1,"id":"x"}`))
 }
 
 const accessPolicy = `
@@ -98,40 +83,27 @@ access:
 type accessHarness struct {
 	core    *Core
 	front   *httptest.Server
-	backend *headerRecorder
+	backend *proxytest.HeaderRecorder
 	clock   *fakeClock
 }
 
 func newAccessHarness(t *testing.T, from, deflt string, budgets policy.BudgetStore, backendURL string) *accessHarness {
 	t.Helper()
-	rec := &headerRecorder{}
+	rec := &proxytest.HeaderRecorder{}
 	if backendURL == "" {
 		srv := httptest.NewServer(rec)
 		t.Cleanup(srv.Close)
 		backendURL = srv.URL
 	}
 	doc := strings.NewReplacer("{{url}}", backendURL, "{{from}}", from, "{{default}}", deflt).Replace(accessPolicy)
-	snap, err := config.CompileSource("access.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := newFakeClock()
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Now: clock.Now, Budgets: budgets})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(core.Handler())
-	t.Cleanup(func() {
-		front.Client().CloseIdleConnections()
-		front.Close()
-		core.Close()
-	})
-	return &accessHarness{core: core, front: front, backend: rec, clock: clock}
+	core := newTestCore(t, doc, Options{Now: clock.Now, Budgets: budgets})
+	return &accessHarness{core: core, front: serveCore(t, core), backend: rec, clock: clock}
 }
 
 func (h *accessHarness) call(t *testing.T, tool string, hdr map[string]string) (*http.Response, *contracts.Envelope) {
 	t.Helper()
-	return (&harness{server: h.front}).call(t, tool, `{}`, hdr)
+	return postCall(t, h.front, tool, `{}`, hdr)
 }
 
 func TestAccessControl(t *testing.T) {
@@ -162,7 +134,7 @@ func TestAccessControl(t *testing.T) {
 				if env.Retryable || resp.StatusCode != 403 || env.SideEffect != contracts.SideEffectNone || env.Cost != 0 {
 					t.Errorf("denied envelope = %+v", env)
 				}
-				if len(h.backend.headers) != 0 {
+				if len(h.backend.Headers()) != 0 {
 					t.Error("a denied call reached the backend")
 				}
 				label := tt.caller
@@ -190,7 +162,7 @@ func TestCallerHeadersNeverReachTheBackend(t *testing.T) {
 			if env.Status != contracts.StatusOK {
 				t.Fatalf("%+v", env)
 			}
-			got := h.backend.headers[0]
+			got := h.backend.Headers()[0]
 			for _, name := range []string{"X-Toolgate-Caller", "X-Forwarded-Client-Cert", "Authorization"} {
 				if v := got.Values(name); len(v) != 0 {
 					t.Errorf("backend received %s: %q", name, v)
@@ -342,7 +314,7 @@ func TestBudgetWindowsAcrossAReset(t *testing.T) {
 
 func TestBudgetsSharedByTwoInstancesOnOneRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	rec := &headerRecorder{}
+	rec := &proxytest.HeaderRecorder{}
 	backend := httptest.NewServer(rec)
 	t.Cleanup(backend.Close)
 	newBudgets := func() policy.BudgetStore {
@@ -384,7 +356,7 @@ func TestReplayComesBeforeRateAndBudget(t *testing.T) {
 		if !env.Replayed || env.Status != contracts.StatusOK || env.SideEffect != contracts.SideEffectDone || env.Cost != 0 {
 			t.Fatalf("the retry of a performed action must be its replay: %+v", env)
 		}
-		if n := len(h.backend.headers); n != 2 {
+		if n := len(h.backend.Headers()); n != 2 {
 			t.Errorf("backend calls = %d, want 2 (the send and one search)", n)
 		}
 		// A new key is a new action: the spent budget refuses it, and the

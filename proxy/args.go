@@ -1,13 +1,99 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
+	"fmt"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // maxArgsDepth bounds nesting in arguments. Tool arguments are shallow; a
 // deep document is an attack on the parser, not a call.
 const maxArgsDepth = 32
+
+// validate is the arguments stage: it decodes and checks the arguments
+// and the idempotency key, and binds the backend request (Call.bound).
+func (c *Core) validate(ctx context.Context, cl *Call) (key string, o contracts.Outcome, ok bool) {
+	if _, span := c.tr.child(ctx, "toolgate.validate", trace.SpanKindInternal); span != nil {
+		defer func() { endChild(span, &o) }()
+	}
+	t := cl.tool
+	if cl.req.Invalid != nil {
+		t.metrics.violation(ViolationSchema)
+		return "", argOutcome(cl.req.Invalid), false
+	}
+	args, o, ok := decodeArgs(cl.req, cl.st.snap.Server.MaxRequestBytes)
+	if !ok {
+		kind := ViolationSchema
+		if o.Reason == contracts.ReasonTooLarge {
+			kind = ViolationSize
+		}
+		t.metrics.violation(kind)
+		return "", o, false
+	}
+	cl.args = args
+	var keyArg any
+	var hasKeyArg bool
+	if t.contract.SideEffect {
+		// The key argument belongs to toolgate, never to the backend.
+		keyArg, hasKeyArg = args[contracts.IdempotencyKeyArg]
+		delete(args, contracts.IdempotencyKeyArg)
+	}
+	if err := t.contract.Schema.Validate(args); err != nil {
+		t.metrics.violation(ViolationSchema)
+		return "", argOutcome(err), false
+	}
+	if t.contract.SideEffect {
+		var reason contracts.Reason
+		if key, reason = policy.ResolveIdempotencyKey(cl.req.IdempotencyKey, keyArg, hasKeyArg); reason != "" {
+			t.metrics.violation(ViolationKey)
+			if reason == contracts.ReasonKeyMissing {
+				t.metrics.event(EventMissingKey)
+			}
+			return "", contracts.Reject(reason), false
+		}
+	}
+	bound, err := t.contract.Binding.Bind(args)
+	if err != nil {
+		t.metrics.violation(ViolationSchema)
+		return "", argOutcome(err), false
+	}
+	cl.bound = bound
+	return key, contracts.Outcome{}, true
+}
+
+func argOutcome(err error) contracts.Outcome { return contracts.ArgOutcome(err) }
+
+// decodeArgs turns the request's arguments into a JSON object with numbers
+// kept as json.Number, so the schema sees exactly what was sent.
+func decodeArgs(req *Request, limit int64) (map[string]any, contracts.Outcome, bool) {
+	if req.BodyTooLarge || int64(len(req.Body)) > limit {
+		o := contracts.Reject(contracts.ReasonTooLarge)
+		o.Detail = fmt.Sprint(limit)
+		return nil, o, false
+	}
+	if req.Body == nil {
+		if req.Args == nil {
+			return map[string]any{}, contracts.Outcome{}, true
+		}
+		return req.Args, contracts.Outcome{}, true
+	}
+	body := bytes.TrimSpace(req.Body)
+	if len(body) == 0 {
+		return map[string]any{}, contracts.Outcome{}, true
+	}
+	args, err := contracts.DecodeArgs(body, maxArgsDepth)
+	if err != nil {
+		return nil, contracts.ArgOutcome(err), false
+	}
+	return args, contracts.Outcome{}, true
+}
 
 // callID returns the request's id when it is a safe header value (it is
 // echoed in the envelope and forwarded to the backend as X-Request-Id),

@@ -119,14 +119,7 @@ func BenchmarkHTTPFront(b *testing.B) {
 	backend := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{}))
 	defer backend.Close()
 	doc := strings.NewReplacer("http://127.0.0.1:7001", backend.URL).Replace(string(examples.Policy()))
-	snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	core := newTestCore(b, doc, Options{Registry: prometheus.NewRegistry()})
 	defer core.Close()
 	front := httptest.NewServer(core.Handler())
 	defer front.Close()

@@ -12,8 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 // Bounded cost from one request or one answer (issue 14, DESIGN.md section
@@ -120,14 +120,7 @@ func newBoundsHarness(t *testing.T, policyYAML string) (*harness, *boundsBackend
 	b := &boundsBackend{}
 	backend := httptest.NewServer(b)
 	t.Cleanup(backend.Close)
-	snap, err := config.CompileSource("bounds.yaml", []byte(strings.ReplaceAll(policyYAML, "{{url}}", backend.URL)), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, strings.ReplaceAll(policyYAML, "{{url}}", backend.URL), Options{})
 	return &harness{core: core, server: serveCore(t, core)}, b
 }
 
@@ -139,10 +132,9 @@ func (h *harness) get(t *testing.T, uri string) *contracts.Envelope {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	env, err := contracts.DecodeEnvelope(body)
+	env, _, err := proxytest.ReadEnvelope(resp)
 	if err != nil {
-		t.Fatalf("answer is not an envelope: %v: %s", err, body)
+		t.Fatal(err)
 	}
 	return env
 }

@@ -1,73 +1,17 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
-
-// fakeBackend is an in-memory round tripper: no network, so tests run in a
-// testing/synctest bubble where time is fake and sleeps are instant.
-type fakeBackend struct {
-	calls atomic.Int64
-	fail  atomic.Bool
-}
-
-func (f *fakeBackend) RoundTrip(r *http.Request) (*http.Response, error) {
-	f.calls.Add(1)
-	code, body := 200, `{"results":[1],"total":1}`
-	if f.fail.Load() {
-		code, body = 500, "boom"
-	}
-	return &http.Response{StatusCode: code, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(bytes.NewReader([]byte(body))), Request: r}, nil
-}
-
-const breakerPolicy = `
-version: 1
-upstreams:
-  legacy:
-    url: http://legacy.invalid
-    timeout: 1s
-    breaker: {consecutive_failures: 3, failure_ratio: 0.5, min_requests: 100, window: 60s, open_for: 10s, half_open_requests: 1}
-tools:
-  read:
-    description: Read.
-    upstream: legacy
-    args: {type: object}
-    request: {method: GET, path: /r}
-`
-
-func newFakeCore(t *testing.T, doc string, fb *fakeBackend) (*Core, *prometheus.Registry) {
-	t.Helper()
-	snap, err := config.CompileSource("breaker.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	core, err := NewCore(snap, Options{Registry: reg, Transport: func(*policy.Upstream) http.RoundTripper { return fb }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return core, reg
-}
-
-func callRead(core *Core) *Result {
-	return core.Call(context.Background(), &Request{Tool: "read", Body: []byte(`{}`), Front: "test"})
-}
 
 func TestBreakerOpensAnswersWithoutCallingAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -186,13 +130,4 @@ func TestBreakerSettingsTripOnRatio(t *testing.T) {
 			t.Fatalf("allow = %v %v", wait, err)
 		}
 	})
-}
-
-func mustSnapshot(t *testing.T, doc string) *policy.Snapshot {
-	t.Helper()
-	snap, err := config.CompileSource("test.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -17,7 +18,7 @@ func TestOneCallerCannotTakeTheWholeBulkhead(t *testing.T) {
 		bb := &blockingBackend{entered: make(chan struct{}, 8), release: make(chan struct{})}
 		doc := strings.Replace(breakerPolicy, "timeout: 1s", "timeout: 1s\n    max_concurrent: 4\n    max_concurrent_per_caller: 2", 1) +
 			"access:\n  default: allow\n  callers:\n    greedy: {tools: [\"*\"]}\n    polite: {tools: [\"*\"]}\n"
-		core, err := NewCore(mustSnapshot(t, doc), Options{Transport: func(*policy.Upstream) http.RoundTripper { return bb }})
+		core, err := NewCore(proxytest.Snapshot(t, doc), Options{Transport: func(*policy.Upstream) http.RoundTripper { return bb }})
 		if err != nil {
 			t.Fatal(err)
 		}

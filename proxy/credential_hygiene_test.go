@@ -141,7 +141,7 @@ tools:
 	call("t_oauth2", `{"mode":"ok"}`)
 	res := a.core.Call(context.Background(), &Request{Tool: "t_oauth2", Body: []byte(`{}`), IdempotencyKey: "k-direct"})
 	fmt.Fprintf(&said, "%+v %s\n", res, res.Reason)
-	_, _, perr := a.core.PassthroughHeader(context.Background(), "oauth2", "")
+	_, _, perr := a.passthroughHeader("oauth2", "")
 	fmt.Fprintf(&said, "%v\n", perr)
 
 	// A secret file rotated to something unusable: the warning names the

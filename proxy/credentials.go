@@ -19,7 +19,7 @@ import (
 // headers passed on to the backend (forward_headers). Every front sends
 // the same: tool calls (upstream.send), passthrough routes (authTransport),
 // and the requests Envoy sends under toolgate extproc (Pending.Backend,
-// Core.PassthroughHeader).
+// Passthrough.Decorate).
 
 // runtimeEnv is what an upstream's runtime needs from the Core besides its
 // settings: the clock (token expiry, file checks) and the logger.
@@ -224,7 +224,7 @@ func (u *upstream) authFailed(ctx context.Context) attempt {
 // credential gets a pending call's credential (toolgate extproc: Envoy
 // sends the request, so the credential is had before it is described).
 // ok=false carries the outcome that ends the call unsent.
-func (c *Core) credential(ctx context.Context, cl *call) (credential, contracts.Outcome, bool) {
+func (c *Core) credential(ctx context.Context, cl *Call) (credential, contracts.Outcome, bool) {
 	up := cl.tool.upstream
 	cred, err := up.auth.credential(ctx)
 	if err != nil {
@@ -268,23 +268,22 @@ func (u *upstream) passthroughTransport() http.RoundTripper {
 	return authTransport{next: u.client.Transport, up: u}
 }
 
-// PassthroughHeader returns the headers toolgate adds to a passthrough
-// request that someone else sends (Envoy, under toolgate extproc): the
-// upstream's static headers and its credential; and rawQuery with the
-// credential's query parameter, if it has one. The error says the
-// credential could not be had; the request must not go on without it.
-func (c *Core) PassthroughHeader(ctx context.Context, upstream, rawQuery string) (http.Header, string, error) {
-	up := c.state.Load().upstreams[upstream]
-	if up == nil {
-		return http.Header{}, rawQuery, nil
-	}
-	h := up.cfg.Headers.Clone()
+// Decorate returns the headers toolgate adds to a passthrough request that
+// someone else sends (Envoy, under toolgate extproc): the upstream's static
+// headers and its credential; and rawQuery with the credential's query
+// parameter, if it has one. The error says the credential could not be
+// had; the request must not go on without it.
+func (p *Passthrough) Decorate(ctx context.Context, rawQuery string) (http.Header, string, error) {
+	h := p.Header.Clone()
 	if h == nil {
 		h = http.Header{}
 	}
-	cred, err := up.auth.credential(ctx)
+	if p.up == nil {
+		return h, rawQuery, nil
+	}
+	cred, err := p.up.auth.credential(ctx)
 	if err != nil {
-		up.authFailed(ctx)
+		p.up.authFailed(ctx)
 		return nil, "", err
 	}
 	return h, cred.apply(h, rawQuery), nil

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 // seenRequests is a backend that remembers every request it gets and
@@ -66,8 +66,7 @@ func (s *seenRequests) last(t *testing.T) *http.Request {
 type authCore struct {
 	*harness
 	clock *fakeClock
-	logMu sync.Mutex
-	logs  bytes.Buffer
+	logs  proxytest.LogBuffer
 }
 
 func newAuthCore(t *testing.T, doc string, env map[string]string, opts Options) *authCore {
@@ -82,7 +81,7 @@ func newAuthCore(t *testing.T, doc string, env map[string]string, opts Options) 
 	a := &authCore{clock: newFakeClock()}
 	reg := prometheus.NewRegistry()
 	opts.Registry, opts.Now = reg, a.clock.Now
-	opts.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&a.logMu, &a.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.Logger = slog.New(slog.NewJSONHandler(&a.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	core, err := NewCore(snap, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -91,10 +90,14 @@ func newAuthCore(t *testing.T, doc string, env map[string]string, opts Options) 
 	return a
 }
 
-func (a *authCore) log() string {
-	a.logMu.Lock()
-	defer a.logMu.Unlock()
-	return a.logs.String()
+func (a *authCore) log() string { return a.logs.String() }
+
+// passthroughHeader is what a passthrough request to upstream gets under
+// ext_proc (Passthrough.Decorate): the static headers and the credential.
+func (a *authCore) passthroughHeader(upstream, rawQuery string) (http.Header, string, error) {
+	st := a.core.state.Load()
+	p := newPassthroughRule(st.upstreams[upstream], st.snap.Server.CallerHeader)
+	return p.Decorate(context.Background(), rawQuery)
 }
 
 // callDirect runs a call through the core, for its reason.
@@ -647,7 +650,7 @@ func TestForwardHeaders(t *testing.T) {
 		}
 	})
 	t.Run("ext_proc's backend request passes the listed headers and no identity", func(t *testing.T) {
-		p, res := a.core.Begin(context.Background(), &Request{Tool: "customer", Args: map[string]any{"id": "c-1"}, Header: agentHeaders(), Front: "extproc"})
+		p, res := a.core.View().Begin(context.Background(), &Request{Tool: "customer", Args: map[string]any{"id": "c-1"}, Header: agentHeaders(), Front: "extproc"})
 		if res != nil {
 			t.Fatal(res.Envelope)
 		}
@@ -692,8 +695,8 @@ func TestPendingBackendCarriesCredential(t *testing.T) {
 	ts := httptest.NewServer(te)
 	defer ts.Close()
 	a := newAuthCore(t, strings.ReplaceAll(pendingAuthPolicy, "{{token}}", ts.URL), map[string]string{"SLACK": "xoxb-9"}, Options{})
-	begin := func(tool string, args map[string]any) (*Pending, *Result) {
-		return a.core.Begin(context.Background(), &Request{Tool: tool, Args: args, Front: "extproc", Header: http.Header{"Authorization": {"Bearer agent"}}})
+	begin := func(tool string, args map[string]any) (*Call, *Result) {
+		return a.core.View().Begin(context.Background(), &Request{Tool: tool, Args: args, Front: "extproc", Header: http.Header{"Authorization": {"Bearer agent"}}})
 	}
 	for _, tc := range []struct {
 		name, tool          string
@@ -716,12 +719,12 @@ func TestPendingBackendCarriesCredential(t *testing.T) {
 			if b.RawQuery != tc.wantQuery {
 				t.Errorf("query = %q, want %q", b.RawQuery, tc.wantQuery)
 			}
-			p.Finish(http.StatusOK, http.Header{"Content-Type": {"application/json"}}, []byte(`{}`))
+			p.Finish(Answer{Code: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{}`)})
 		})
 	}
 	t.Run("a 401 through Envoy drops the OAuth2 token", func(t *testing.T) {
 		p, _ := begin("push", nil)
-		p.Finish(http.StatusUnauthorized, http.Header{}, nil)
+		p.Finish(Answer{Code: http.StatusUnauthorized, Header: http.Header{}})
 		p, res := begin("push", nil)
 		if res != nil {
 			t.Fatal(res.Envelope)
@@ -734,7 +737,7 @@ func TestPendingBackendCarriesCredential(t *testing.T) {
 	t.Run("without a token the call ends before Envoy sends anything", func(t *testing.T) {
 		te.fail.Store(http.StatusInternalServerError)
 		p, _ := begin("push", nil)
-		p.Finish(http.StatusUnauthorized, http.Header{}, nil) // drops the token
+		p.Finish(Answer{Code: http.StatusUnauthorized, Header: http.Header{}}) // drops the token
 		p, res := begin("push", nil)
 		if p != nil {
 			t.Fatal("a pending call without a token")
@@ -802,11 +805,11 @@ upstreams:
 		}
 	})
 	t.Run("ext_proc's passthrough gets the same credential", func(t *testing.T) {
-		h, q, err := a.core.PassthroughHeader(context.Background(), "maps", "key=agent&v=1")
+		h, q, err := a.passthroughHeader("maps", "key=agent&v=1")
 		if err != nil || q != "v=1&key=map-key" || h.Get("X-Static") != "s" {
 			t.Errorf("header %v, query %q, err %v", h, q, err)
 		}
-		h, _, err = a.core.PassthroughHeader(context.Background(), "fcm", "")
+		h, _, err = a.passthroughHeader("fcm", "")
 		if err != nil || h.Get("Authorization") != "Bearer tok-1" {
 			t.Errorf("header %v, err %v", h, err)
 		}
@@ -820,7 +823,7 @@ upstreams:
 		if resp := get("/fcm/health"); resp.StatusCode != http.StatusBadGateway {
 			t.Errorf("status %d, want 502", resp.StatusCode)
 		}
-		if _, _, err := a.core.PassthroughHeader(context.Background(), "fcm", ""); err == nil {
+		if _, _, err := a.passthroughHeader("fcm", ""); err == nil {
 			t.Error("PassthroughHeader without a token: no error")
 		}
 		if backend.count() != before {

@@ -47,9 +47,9 @@ func newBrowserGuard(c *Core, origins originSet) *browserGuard {
 	return &browserGuard{core: c, origins: origins, hostname: strings.ToLower(strings.TrimSuffix(name, "."))}
 }
 
-// refusal returns why r must be refused, or "" to serve it.
-func (g *browserGuard) refusal(r *http.Request) string {
-	srv := &g.core.Snapshot().Server
+// refusal returns why r must be refused, or "" to serve it, by the
+// server settings of the request's snapshot.
+func (g *browserGuard) refusal(r *http.Request, srv *policy.Server) string {
 	if !g.hostAllowed(r, srv) {
 		return fmt.Sprintf("Host %q is not a name of this server", r.Host)
 	}
@@ -202,25 +202,25 @@ func isLoopbackHost(host string) bool {
 }
 
 // guard wraps the agent port's routes other than /mcp (which answers a
-// refusal in JSON-RPC itself): a refused request gets a forbidden envelope,
-// counted and logged like any call, and reaches no route.
-func (g *browserGuard) guard(next http.Handler) http.Handler {
+// refusal in JSON-RPC itself): it takes the request's View, which the
+// route serves the request on; a refused request gets a forbidden
+// envelope, counted and logged like any call, and reaches no route.
+func (g *browserGuard) guard(next func(http.ResponseWriter, *http.Request, View)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		why := g.refusal(r)
+		v := g.core.View()
+		why := g.refusal(r, &v.st.snap.Server)
 		if why == "" {
-			next.ServeHTTP(w, r)
+			next(w, r, v)
 			return
 		}
-		c := g.core
-		snap := c.Snapshot()
-		res := c.withoutTool(r.Context(), &Request{
+		res := v.withoutTool(r.Context(), &Request{
 			Tool:     calledTool(r.URL.Path),
-			Caller:   c.Identify(r.Header),
+			Caller:   v.Identify(r.Header),
 			CallID:   r.Header.Get("X-Request-Id"),
 			Front:    "http",
 			LogAttrs: []slog.Attr{slog.String("refused", why)},
 		}, routeLabel(r.Method, r.URL.Path), contracts.Reject(contracts.ReasonDenied))
-		c.writeResult(w, snap, res)
+		writeResult(w, res)
 	})
 }
 

@@ -185,7 +185,7 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 			return ex
 		}
 		ex.resp = resp
-		ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
+		ex.body, ex.readErr = ReadBody(resp.Body, maxBody, resp.ContentLength, buf)
 		// A body read whole is at EOF, so closing it reads nothing more;
 		// a body left unread is never drained, the connection goes. Bytes
 		// read past the answer's end belong to no request: the connection

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,92 +18,6 @@ import (
 
 	"github.com/toolgate/toolgate/contracts"
 )
-
-// rawBackend is a TCP server whose handler sees each connection and the
-// number of the request on it, so a test can answer, close or reset at
-// exactly the point it means to.
-type rawBackend struct {
-	ln       net.Listener
-	conns    atomic.Int64 // connections accepted
-	requests atomic.Int64 // requests read whole
-	serve    func(c *rawConn, n int) bool
-	wg       sync.WaitGroup
-
-	mu   sync.Mutex
-	seen map[string]int // requests read whole, by X-Request-Id (toolgate sends the call_id there)
-}
-
-// rawConn is one server-side connection.
-type rawConn struct {
-	net.Conn
-	br  *bufio.Reader
-	req *http.Request // the request being served
-}
-
-// newRawBackend starts a backend. serve answers the n-th request (from 1)
-// on a connection and says whether to keep reading it.
-func newRawBackend(t *testing.T, serve func(c *rawConn, n int) bool) *rawBackend {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &rawBackend{ln: ln, serve: serve, seen: map[string]int{}}
-	b.wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.conns.Add(1)
-			b.wg.Go(func() {
-				defer nc.Close()
-				c := &rawConn{Conn: nc, br: bufio.NewReader(nc)}
-				for n := 1; ; n++ {
-					req, err := http.ReadRequest(c.br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					b.requests.Add(1)
-					b.mu.Lock()
-					b.seen[req.Header.Get("X-Request-Id")]++
-					b.mu.Unlock()
-					c.req = req
-					if !b.serve(c, n) {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		b.wg.Wait()
-	})
-	return b
-}
-
-// received says how many requests with X-Request-Id id the backend read
-// whole: for a side-effecting tool, how many times it acted.
-func (b *rawBackend) received(id string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.seen[id]
-}
-
-func (c *rawConn) answer(s string) bool {
-	_, err := io.WriteString(c, s)
-	return err == nil
-}
-
-// reset closes the connection with a RST instead of a FIN.
-func (c *rawConn) reset() {
-	if tc, ok := c.Conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	c.Close()
-}
 
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
 
@@ -356,21 +269,6 @@ func TestH1ClientResendsWhenNothingWasWritten(t *testing.T) {
 	}
 }
 
-// failingWriteConn fails one write, writing nothing, when fail is set, as
-// a socket does once the backend's reset has arrived. Its socket stays
-// reachable for the check before reuse.
-type failingWriteConn struct {
-	*net.TCPConn
-	fail *atomic.Bool
-}
-
-func (c *failingWriteConn) Write(p []byte) (int, error) {
-	if c.fail.CompareAndSwap(true, false) {
-		return 0, syscall.EPIPE
-	}
-	return c.TCPConn.Write(p)
-}
-
 func TestH1ClientDeadlineAndCancel(t *testing.T) {
 	hang := make(chan struct{})
 	b := newRawBackend(t, func(c *rawConn, n int) bool {
@@ -523,16 +421,7 @@ func TestCallerGoneStopsTheBackendCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
 			h := newHarness(t, strings.Replace(harnessPolicy, "timeout: 300ms", "timeout: 1h", 1))
-			ctx, cancel := context.WithCancel(context.Background())
-			before := h.backend.calls.Load()
-			go func() {
-				// The agent leaves once the backend has the call (or after
-				// 5 s, and then the envelope below says it never got there).
-				for deadline := time.Now().Add(5 * time.Second); h.backend.calls.Load() == before && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
-				}
-				cancel()
-			}()
+			ctx := h.leaveOnceCalled()
 			req := &Request{Tool: tt.tool, Body: []byte(`{"mode":"hang"}`), IdempotencyKey: "k-gone", Front: "http"}
 			res := h.core.Call(ctx, req)
 			env := res.Envelope

@@ -1,23 +1,32 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // secretHost appears in every test backend's error bodies; no envelope may
@@ -183,23 +192,25 @@ func newHarness(t *testing.T, policyYAML string) *harness {
 	tlsServer.Config.ErrorLog = log.New(io.Discard, "", 0) // handshake failures are the point
 	tlsServer.StartTLS()
 	t.Cleanup(tlsServer.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + ln.Addr().String()
-	ln.Close()
-	doc := strings.NewReplacer("{{legacy}}", legacy.URL, "{{refused}}", refused, "{{tls}}", tlsServer.URL).Replace(policyYAML)
-	snap, err := config.CompileSource("harness.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := strings.NewReplacer("{{legacy}}", legacy.URL, "{{refused}}", proxytest.RefusedURL(t), "{{tls}}", tlsServer.URL).Replace(policyYAML)
 	reg := prometheus.NewRegistry()
-	core, err := NewCore(snap, Options{Registry: reg})
+	core := newTestCore(t, doc, Options{Registry: reg})
+	return &harness{core: core, reg: reg, backend: b, server: serveCore(t, core)}
+}
+
+// newTestCore is a core serving a policy document; it closes with the
+// test. A nil Options.Registry is a fresh registry.
+func newTestCore(t testing.TB, doc string, opts Options) *Core {
+	t.Helper()
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	core, err := NewCore(proxytest.Snapshot(t, doc), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{core: core, reg: reg, backend: b, server: serveCore(t, core)}
+	t.Cleanup(core.Close)
+	return core
 }
 
 // serveCore serves core's agent port (the tool API, /mcp, transparent
@@ -216,39 +227,460 @@ func serveCore(t *testing.T, core *Core) *httptest.Server {
 	return srv
 }
 
+// leaveOnceCalled is the context of an agent that leaves once the
+// backend has its call: it is cancelled when the backend has received one
+// more call than now, or after 5 s (and then the envelope says the call
+// never got there).
+func (h *harness) leaveOnceCalled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	before := h.backend.calls.Load()
+	go func() {
+		for deadline := time.Now().Add(5 * time.Second); h.backend.calls.Load() == before && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	return ctx
+}
+
 // call posts a tool call and decodes the envelope.
 func (h *harness) call(t *testing.T, tool, args string, header map[string]string) (*http.Response, *contracts.Envelope) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, h.server.URL+"/v1/tools/"+tool, strings.NewReader(args))
+	return postCall(t, h.server, tool, args, header)
+}
+
+// postCall posts a tool call to an agent port and decodes the envelope.
+func postCall(t *testing.T, front *httptest.Server, tool, args string, header map[string]string) (*http.Response, *contracts.Envelope) {
+	t.Helper()
+	resp, env, err := proxytest.PostCall(front.Client(), front.URL, tool, args, header)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := h.server.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := contracts.DecodeEnvelope(bytes.TrimSpace(body))
-	if err != nil {
-		t.Fatalf("answer is not an envelope: %v: %s", err, body)
 	}
 	return resp, env
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+// fakeBackend is an in-memory round tripper: no network, so tests run in a
+// testing/synctest bubble where time is fake and sleeps are instant.
+type fakeBackend struct {
+	calls atomic.Int64
+	fail  atomic.Bool
+}
+
+func (f *fakeBackend) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.calls.Add(1)
+	code, body := 200, `{"results":[1],"total":1}`
+	if f.fail.Load() {
+		code, body = 500, "boom"
 	}
+	return &http.Response{StatusCode: code, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader([]byte(body))), Request: r}, nil
+}
+
+const breakerPolicy = `
+version: 1
+upstreams:
+  legacy:
+    url: http://legacy.invalid
+    timeout: 1s
+    breaker: {consecutive_failures: 3, failure_ratio: 0.5, min_requests: 100, window: 60s, open_for: 10s, half_open_requests: 1}
+tools:
+  read:
+    description: Read.
+    upstream: legacy
+    args: {type: object}
+    request: {method: GET, path: /r}
+`
+
+func newFakeCore(t *testing.T, doc string, fb *fakeBackend) (*Core, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	return newTestCore(t, doc, Options{Registry: reg, Transport: func(*policy.Upstream) http.RoundTripper { return fb }}), reg
+}
+
+func callRead(core *Core) *Result {
+	return core.Call(context.Background(), &Request{Tool: "read", Body: []byte(`{}`), Front: "test"})
+}
+
+const retryPolicy = `
+version: 1
+upstreams:
+  legacy:
+    url: http://legacy.invalid
+    timeout: 5s
+    retries: {attempts: 3, backoff: 100ms, max_backoff: 1s}
+tools:
+  read:
+    description: Read.
+    upstream: legacy
+    args: {type: object}
+    request: {method: GET, path: /r}
+  write:
+    description: Write.
+    upstream: legacy
+    side_effect: true
+    args: {type: object}
+    request: {method: POST, path: /w}
+`
+
+// scriptedBackend answers from a script of status codes, then 200.
+type scriptedBackend struct {
+	mu         sync.Mutex
+	script     []int
+	retryAfter string
+	calls      int
+	connErr    int // the first n calls fail to connect
+}
+
+func (s *scriptedBackend) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.connErr > 0 {
+		s.connErr--
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("connection refused")}
+	}
+	code := 200
+	if len(s.script) > 0 {
+		code, s.script = s.script[0], s.script[1:]
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	if s.retryAfter != "" && code != 200 {
+		h.Set("Retry-After", s.retryAfter)
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(bytes.NewReader([]byte(`{"ok":true}`))), Request: r}, nil
+}
+
+func newScriptedCore(t *testing.T, sb *scriptedBackend) *Core {
+	t.Helper()
+	return newTestCore(t, retryPolicy, Options{Transport: func(*policy.Upstream) http.RoundTripper { return sb }})
+}
+
+// blockingBackend holds every request until released.
+type blockingBackend struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingBackend) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"a":1}`)), Request: r}, nil
+}
+
+// recordStore is an idempotency store that answers every claim with one
+// stored record, as a damaged or foreign Redis record would reach the core.
+type recordStore struct {
+	state    policy.RecordState
+	envelope []byte
+}
+
+func (s *recordStore) claim() policy.Claim {
+	rec := policy.Record{State: s.state, Envelope: s.envelope}
+	if s.state == policy.RecordCompleted {
+		return policy.Claim{Outcome: policy.ClaimCompleted, Record: rec}
+	}
+	return policy.Claim{Outcome: policy.ClaimUnknown, Record: rec}
+}
+
+func (s *recordStore) Claim(context.Context, policy.IdempotencyKey, policy.Fingerprint, time.Duration, time.Duration) (policy.Claim, error) {
+	return s.claim(), nil
+}
+
+func (s *recordStore) Reclaim(context.Context, policy.IdempotencyKey, policy.Fingerprint, time.Duration, time.Duration) (policy.Claim, error) {
+	return s.claim(), nil
+}
+
+func (s *recordStore) Complete(context.Context, policy.IdempotencyKey, string, []byte, time.Duration) error {
+	return nil
+}
+
+func (s *recordStore) MarkUnknown(context.Context, policy.IdempotencyKey, string, []byte, time.Duration) error {
+	return nil
+}
+
+func (s *recordStore) Release(context.Context, policy.IdempotencyKey, string) error { return nil }
+
+func (s *recordStore) Get(context.Context, policy.IdempotencyKey) (policy.Record, bool, error) {
+	return s.claim().Record, true, nil
+}
+
+func (s *recordStore) Wait(context.Context, policy.IdempotencyKey) (policy.Record, error) {
+	return s.claim().Record, nil
+}
+
+func (s *recordStore) Ping(context.Context) error { return nil }
+
+func (s *recordStore) Close() error { return nil }
+
+// rawBackend is a TCP server whose handler sees each connection and the
+// number of the request on it, so a test can answer, close or reset at
+// exactly the point it means to.
+type rawBackend struct {
+	ln       net.Listener
+	conns    atomic.Int64 // connections accepted
+	requests atomic.Int64 // requests read whole
+	serve    func(c *rawConn, n int) bool
+	wg       sync.WaitGroup
+
+	mu   sync.Mutex
+	seen map[string]int // requests read whole, by X-Request-Id (toolgate sends the call_id there)
+}
+
+// rawConn is one server-side connection.
+type rawConn struct {
+	net.Conn
+	br  *bufio.Reader
+	req *http.Request // the request being served
+}
+
+// newRawBackend starts a backend. serve answers the n-th request (from 1)
+// on a connection and says whether to keep reading it.
+func newRawBackend(t *testing.T, serve func(c *rawConn, n int) bool) *rawBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rawBackend{ln: ln, serve: serve, seen: map[string]int{}}
+	b.wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.conns.Add(1)
+			b.wg.Go(func() {
+				defer nc.Close()
+				c := &rawConn{Conn: nc, br: bufio.NewReader(nc)}
+				for n := 1; ; n++ {
+					req, err := http.ReadRequest(c.br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					b.requests.Add(1)
+					b.mu.Lock()
+					b.seen[req.Header.Get("X-Request-Id")]++
+					b.mu.Unlock()
+					c.req = req
+					if !b.serve(c, n) {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		b.wg.Wait()
+	})
+	return b
+}
+
+// received says how many requests with X-Request-Id id the backend read
+// whole: for a side-effecting tool, how many times it acted.
+func (b *rawBackend) received(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seen[id]
+}
+
+func (c *rawConn) answer(s string) bool {
+	_, err := io.WriteString(c, s)
+	return err == nil
+}
+
+// reset closes the connection with a RST instead of a FIN.
+func (c *rawConn) reset() {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// failingWriteConn fails one write, writing nothing, when fail is set, as
+// a socket does once the backend's reset has arrived. Its socket stays
+// reachable for the check before reuse.
+type failingWriteConn struct {
+	*net.TCPConn
+	fail *atomic.Bool
+}
+
+func (c *failingWriteConn) Write(p []byte) (int, error) {
+	if c.fail.CompareAndSwap(true, false) {
+		return 0, syscall.EPIPE
+	}
+	return c.TCPConn.Write(p)
+}
+
+func newWireCore(t testing.TB, url string, rt func(*policy.Upstream) http.RoundTripper) *Core {
+	t.Helper()
+	return newTestCore(t, strings.ReplaceAll(wirePolicy, "{{url}}", url), Options{Transport: rt})
+}
+
+// tlsTransport is toolgate's own transport for an upstream, trusting the
+// test server's certificate.
+func tlsTransport(srv *httptest.Server) func(*policy.Upstream) http.RoundTripper {
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	return func(cfg *policy.Upstream) http.RoundTripper {
+		t := newTransport(cfg, nil)
+		t.TLSClientConfig = &tls.Config{RootCAs: pool}
+		return t
+	}
+}
+
+// effectBackend performs side effects and remembers each one by the
+// `nonce` body field, so a test can count effects per idempotency key.
+// It dedupes on Idempotency-Key when the request carries one, like a
+// backend that is told about keys.
+type effectBackend struct {
+	mu      sync.Mutex
+	effects map[string]int
+	byKey   map[string]string // forwarded key -> stored answer
+	hold    chan struct{}     // when set, "slow" requests wait on it
+	keys    []string          // forwarded keys seen
+}
+
+func newEffectBackend() *effectBackend {
+	return &effectBackend{effects: map[string]int{}, byKey: map[string]string{}}
+}
+
+func (b *effectBackend) count(nonce string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.effects[nonce]
+}
+
+func (b *effectBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Nonce string `json:"nonce"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	mode := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	key := r.Header.Get("Idempotency-Key")
+	b.mu.Lock()
+	if key != "" {
+		b.keys = append(b.keys, key)
+		if answer, ok := b.byKey[key]; ok {
+			b.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, answer)
+			return
+		}
+	}
+	b.effects[body.Nonce]++
+	n := b.effects[body.Nonce]
+	answer := fmt.Sprintf(`{"id":"%s-%d"}`, body.Nonce, n)
+	if key != "" && mode != "reset" {
+		b.byKey[key] = answer
+	}
+	hold := b.hold
+	b.mu.Unlock()
+	switch mode {
+	case "reset":
+		// The effect happened; the answer is lost on the wire. A backend
+		// that dedupes remembers it for the retry.
+		if key != "" {
+			b.mu.Lock()
+			b.byKey[key] = answer
+			b.mu.Unlock()
+		}
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		conn.Close()
+		return
+	case "hang":
+		<-r.Context().Done()
+		return
+	case "slow":
+		if hold != nil {
+			<-hold
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, answer)
+}
+
+const idemPolicy = `
+version: 1
+upstreams:
+  svc:
+    url: {{url}}
+    timeout: 2s
+tools:
+  send:
+    description: Send something.
+    upstream: svc
+    side_effect: true
+    cost: 0.25
+    timeout: 1s
+    args: {type: object, required: [mode, nonce], additionalProperties: false, properties: {mode: {type: string}, nonce: {type: string}, text: {type: string}}}
+    request: {method: POST, path: "/w/{mode}", body: {nonce: nonce, text: text}}
+    response: {data: '{"id": body.id}'}
+  send_dedupe:
+    description: Send something to a backend that dedupes on the key.
+    upstream: svc
+    side_effect: true
+    timeout: 1s
+    idempotency: {forward_header: Idempotency-Key, ttl: 1h}
+    args: {type: object, required: [mode, nonce], additionalProperties: false, properties: {mode: {type: string}, nonce: {type: string}}}
+    request: {method: POST, path: "/w/{mode}", body: {nonce: nonce}}
+    response: {data: '{"id": body.id}'}
+  read:
+    description: Read something.
+    upstream: svc
+    args: {type: object}
+    request: {method: GET, path: /r}
+`
+
+type idemHarness struct {
+	core    *Core
+	backend *effectBackend
+	front   *httptest.Server
+	reg     *prometheus.Registry
+}
+
+func newIdemHarness(t *testing.T, store policy.IdempotencyStore, backendURL string, b *effectBackend) *idemHarness {
+	t.Helper()
+	if b == nil {
+		b = newEffectBackend()
+	}
+	if backendURL == "" {
+		srv := httptest.NewServer(b)
+		t.Cleanup(srv.Close)
+		backendURL = srv.URL
+	}
+	h := newIdemHarnessDoc(t, strings.ReplaceAll(idemPolicy, "{{url}}", backendURL), store)
+	h.backend = b
+	return h
+}
+
+// newIdemHarnessDoc serves a policy document with a store.
+func newIdemHarnessDoc(t *testing.T, doc string, store policy.IdempotencyStore) *idemHarness {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	core := newTestCore(t, doc, Options{Registry: reg, Store: store})
+	return &idemHarness{core: core, front: serveCore(t, core), reg: reg}
+}
+
+func (h *idemHarness) send(t *testing.T, tool, key, args string) (*http.Response, *contracts.Envelope) {
+	t.Helper()
+	hdr := map[string]string{}
+	if key != "" {
+		hdr["Idempotency-Key"] = key
+	}
+	return postCall(t, h.front, tool, args, hdr)
+}
+
+func newRedisStore(t *testing.T, srv *redistest.Server) *policy.RedisStore {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialerRetries: 1, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	return policy.NewRedisStore(client, policy.RedisOptions{})
 }

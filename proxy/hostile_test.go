@@ -23,6 +23,8 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -151,14 +153,7 @@ func newHostileHarness(t *testing.T) *hostileHarness {
 	b := &hostileBackend{}
 	backend := httptest.NewServer(b)
 	t.Cleanup(backend.Close)
-	snap, err := config.CompileSource("hostile.yaml", []byte(strings.ReplaceAll(hostilePolicy, "{{url}}", backend.URL)), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, strings.ReplaceAll(hostilePolicy, "{{url}}", backend.URL), Options{Registry: prometheus.NewRegistry()})
 	front := serveCore(t, core)
 	return &hostileHarness{core: core, backend: b, front: front, addr: front.Listener.Addr().String()}
 }
@@ -277,16 +272,7 @@ func startBystander(t *testing.T, h *hostileHarness) *bystander {
 }
 
 func bystanderCall(client *http.Client, base string) error {
-	resp, err := client.Post(base+"/v1/tools/search", "application/json", strings.NewReader(`{"q":"calm"}`))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	env, err := contracts.DecodeEnvelope(bytes.TrimSpace(raw))
+	_, env, err := proxytest.PostCall(client, base, "search", `{"q":"calm"}`, nil)
 	if err != nil {
 		return err
 	}
@@ -474,16 +460,7 @@ func TestHostileDeepJSON(t *testing.T) {
 	}
 	t.Run("arguments nested 10,000 deep over MCP", func(t *testing.T) {
 		rpc := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":` + arrays + `}}`
-		req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/mcp", strings.NewReader(rpc))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, raw := proxytest.MCPPost(t, h.front.URL+"/mcp", "2025-11-25", nil, rpc)
 		if resp.StatusCode == http.StatusBadRequest && len(raw) > 0 {
 			return // the SDK refused the message before decoding it: a clear answer
 		}
@@ -719,7 +696,7 @@ func TestHostileClientNeverReads(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v1/tools/send HTTP/1.1\r\nHost: localhost\r\nIdempotency-Key: k-unread\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	time.Sleep(time.Second)
 	by.check(t)
-	waitFor(t, "the unread call to reach the backend", func() bool { _, ok := h.backend.last("/send"); return ok })
+	policytest.Eventually(t, "the unread call to reach the backend", func() bool { _, ok := h.backend.last("/send"); return ok })
 	_, env := h.post(t, "/v1/tools/send", strings.NewReader(body), map[string]string{"Idempotency-Key": "k-unread"})
 	if !env.Replayed || env.Status != contracts.StatusOK {
 		t.Errorf("the retry of the unread call = %+v, want its stored result", env)
@@ -735,7 +712,7 @@ func TestHostileClientNeverReads(t *testing.T) {
 	// connections toolgate pooled to the backend stay, up to one per call
 	// that ran at once (20 hostile connections, the unread send, and the
 	// bystander's calls), three goroutines each.
-	waitFor(t, "the blocked handlers to end", func() bool { return handlersLeft() == 0 })
+	policytest.Eventually(t, "the blocked handlers to end", func() bool { return handlersLeft() == 0 })
 	settleGoroutines(t, base+3*24, "after the readers that never read went away")
 }
 
@@ -821,50 +798,6 @@ func jsonDepth(v any) int {
 	}
 	return 0
 }
-
-// recordStore is an idempotency store that answers every claim with one
-// stored record, as a damaged or foreign Redis record would reach the core.
-type recordStore struct {
-	state    policy.RecordState
-	envelope []byte
-}
-
-func (s *recordStore) claim() policy.Claim {
-	rec := policy.Record{State: s.state, Envelope: s.envelope}
-	if s.state == policy.RecordCompleted {
-		return policy.Claim{Outcome: policy.ClaimCompleted, Record: rec}
-	}
-	return policy.Claim{Outcome: policy.ClaimUnknown, Record: rec}
-}
-
-func (s *recordStore) Claim(context.Context, policy.IdempotencyKey, policy.Fingerprint, time.Duration, time.Duration) (policy.Claim, error) {
-	return s.claim(), nil
-}
-
-func (s *recordStore) Reclaim(context.Context, policy.IdempotencyKey, policy.Fingerprint, time.Duration, time.Duration) (policy.Claim, error) {
-	return s.claim(), nil
-}
-
-func (s *recordStore) Complete(context.Context, policy.IdempotencyKey, string, []byte, time.Duration) error {
-	return nil
-}
-
-func (s *recordStore) MarkUnknown(context.Context, policy.IdempotencyKey, string, []byte, time.Duration) error {
-	return nil
-}
-
-func (s *recordStore) Release(context.Context, policy.IdempotencyKey, string) error { return nil }
-
-func (s *recordStore) Get(context.Context, policy.IdempotencyKey) (policy.Record, bool, error) {
-	return s.claim().Record, true, nil
-}
-
-func (s *recordStore) Wait(context.Context, policy.IdempotencyKey) (policy.Record, error) {
-	return s.claim().Record, nil
-}
-
-func (s *recordStore) Ping(context.Context) error { return nil }
-func (s *recordStore) Close() error               { return nil }
 
 // FuzzStoredRecordReplay: whatever bytes a stored idempotency record holds,
 // the replay is a well-formed envelope in valid UTF-8 of the tool that was

@@ -1,15 +1,9 @@
 package proxy
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
@@ -18,66 +12,68 @@ import (
 // Handler returns the agent-facing HTTP handler: POST /v1/tools/{tool},
 // GET /v1/tools, /mcp and, in transparent mode, the tools' own routes. It
 // never serves an admin path. Every route refuses browser requests from
-// other sites and foreign Host names (crossorigin.go).
+// other sites and foreign Host names (crossorigin.go); the guard takes the
+// request's View, which the route then serves it on.
 func (c *Core) Handler() http.Handler {
 	g := newBrowserGuard(c, nil)
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/tools/{tool}", g.guard(http.HandlerFunc(c.serveCall)))
-	mux.Handle("GET /v1/tools", g.guard(http.HandlerFunc(c.serveList)))
+	mux.Handle("POST /v1/tools/{tool}", g.guard(c.serveCall))
+	mux.Handle("GET /v1/tools", g.guard(serveList))
 	// "/mcp" without a method: the SDK answers GET and DELETE with 405.
 	// The MCP handler checks Host and Origin itself, to refuse in JSON-RPC.
 	mux.Handle("/mcp", c.MCPHandler(MCPOptions{}))
-	mux.Handle("/", g.guard(http.HandlerFunc(c.serveOther)))
+	mux.Handle("/", g.guard(c.serveOther))
 	return mux
 }
 
-// outPool recycles the buffers envelopes are rendered into.
-var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-func (c *Core) serveCall(w http.ResponseWriter, r *http.Request) {
-	snap := c.Snapshot()
+// serveCall is the tool endpoint: the body is the arguments object, the
+// headers carry the caller, the key, the call id and the trace context.
+func (c *Core) serveCall(w http.ResponseWriter, r *http.Request, v View) {
+	snap := v.st.snap
+	tool := r.PathValue("tool")
+	req := requestFrom(r, v, tool, "http")
 	// The body is only read while the call runs (arguments are decoded into
 	// their own strings), so its buffer goes back to the pool after.
 	p := inPool.Get().(*[]byte)
 	defer putIn(p)
-	body, tooLarge, err := readRequestBodyInto(r, snap.Server.MaxRequestBytes, p)
-	var invalid error
+	body, tooLarge, err := readRequestBody(r, snap.Server.MaxRequestBytes, p)
 	switch {
 	case err != nil:
 		// The client went away or sent a broken body (a truncated chunked
 		// stream): the call must not run on part of its arguments, and
 		// the connection must not be reused.
 		w.Header().Set("Connection", "close")
-		invalid = &contracts.ArgError{Problem: contracts.ProblemIncomplete}
+		req.Invalid = &contracts.ArgError{Problem: contracts.ProblemIncomplete}
 	case !jsonBody(r):
 		// A body a web page can send without asking first (text/plain, a
 		// form) is not a call: nothing runs, the answer is 415.
 		got, _ := json.Marshal(mediaType(r))
-		invalid = &contracts.ArgError{Problem: contracts.ProblemMediaType, Got: string(got)}
+		req.Invalid = &contracts.ArgError{Problem: contracts.ProblemMediaType, Got: string(got)}
 		w = statusRewriter{ResponseWriter: w, from: http.StatusBadRequest, to: http.StatusUnsupportedMediaType}
-	}
-	tool := r.PathValue("tool")
-	if invalid == nil {
+	default:
 		body = nullArgs(snap.Tools[tool], body)
 	}
-	req := &Request{
-		Invalid:        invalid,
+	req.Body, req.BodyTooLarge = body, tooLarge
+	if body == nil {
+		req.Body = []byte{} // no body: no arguments
+	}
+	writeResult(w, v.Call(r.Context(), req))
+}
+
+// requestFrom is the Request of an HTTP request (the tool endpoint, a
+// transparent route): the caller, call id, idempotency key and trace
+// context from its headers; the arguments are the front's to add.
+func requestFrom(r *http.Request, v View, tool, front string) *Request {
+	return &Request{
 		Tool:           tool,
-		Body:           body,
-		BodyTooLarge:   tooLarge,
-		Caller:         c.Identify(r.Header),
+		Caller:         v.Identify(r.Header),
 		CallID:         r.Header.Get("X-Request-Id"),
 		IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		Front:          "http",
+		Front:          front,
 		TraceParent:    r.Header.Get("Traceparent"),
 		TraceState:     r.Header.Get("Tracestate"),
 		Header:         r.Header,
 	}
-	if body == nil {
-		req.Body = []byte{} // no body: no arguments
-	}
-	res := c.Call(r.Context(), req)
-	c.writeResult(w, snap, res)
 }
 
 // jsonBody reports whether a call's body may be read as JSON: its
@@ -115,99 +111,6 @@ func (w statusRewriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// inPool recycles request body buffers.
-var inPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-func putIn(p *[]byte) {
-	if cap(*p) <= 64<<10 {
-		*p = (*p)[:0]
-		inPool.Put(p)
-	}
-}
-
-// readRequestBodyInto is readRequestBody into a pooled buffer.
-func readRequestBodyInto(r *http.Request, limit int64, p *[]byte) ([]byte, bool, error) {
-	if r.ContentLength > limit {
-		return nil, true, nil
-	}
-	b, err := readBody(r.Body, limit, r.ContentLength, p)
-	switch {
-	case errors.Is(err, errBodyTooLarge):
-		return nil, true, nil
-	case err != nil:
-		return nil, false, err
-	}
-	return b, false, nil
-}
-
-// readRequestBody reads at most limit bytes. The size is found by reading,
-// not by trusting Content-Length; a declared length over the limit is
-// refused without reading.
-func readRequestBody(r *http.Request, limit int64) ([]byte, bool, error) {
-	if r.ContentLength > limit {
-		return nil, true, nil
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 512), limit+1)))
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, false, err
-	}
-	if n > limit {
-		return nil, true, nil
-	}
-	return buf.Bytes(), false, nil
-}
-
-// writeResult encodes a result as the HTTP answer.
-func (c *Core) writeResult(w http.ResponseWriter, snap *policy.Snapshot, res *Result) {
-	h := w.Header()
-	// Constant values share their slices: the server only reads them.
-	h["Content-Type"] = headerJSON
-	h["Toolgate-Status"] = statusHeader(res.Envelope.Status)
-	h["Cache-Control"] = headerNoStore
-	if res.Envelope.Replayed {
-		h["Idempotent-Replayed"] = headerTrue
-	}
-	code := http.StatusOK
-	if snap.Server.HTTPStatus != policy.HTTPStatusAlways200 {
-		var retryAfter bool
-		code, retryAfter = contracts.MappedHTTP(res.Reason, res.Envelope.Status, res.RetryLater)
-		if retryAfter {
-			h.Set("Retry-After", contracts.RetryAfterHeader(res.Envelope.RetryAfterMS))
-		}
-	}
-	p := outPool.Get().(*[]byte)
-	b := res.Envelope.AppendJSON((*p)[:0])
-	b = append(b, '\n')
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
-	if cap(b) <= 64<<10 {
-		*p = b[:0] // keep the grown array for the next call
-		outPool.Put(p)
-	}
-}
-
-var (
-	headerJSON    = []string{"application/json"}
-	headerNoStore = []string{"no-store"}
-	headerTrue    = []string{"true"}
-	statusHeaders = func() map[contracts.Status][]string {
-		m := map[contracts.Status][]string{}
-		for _, st := range contracts.Statuses() {
-			m[st] = []string{string(st)}
-		}
-		return m
-	}()
-)
-
-func statusHeader(st contracts.Status) []string {
-	if v, ok := statusHeaders[st]; ok {
-		return v
-	}
-	return []string{string(st)}
-}
-
 // ToolInfo is one entry of GET /v1/tools, in the shape function-calling
 // APIs take.
 type ToolInfo struct {
@@ -215,12 +118,6 @@ type ToolInfo struct {
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	SideEffect  bool            `json:"side_effect"`
-}
-
-// Tools lists the tools caller may use, sorted by name.
-func (c *Core) Tools(caller string) []ToolInfo {
-	snap := c.Snapshot()
-	return ToolList(snap, func(name string) bool { return snap.Access.Allows(caller, name) })
 }
 
 // ToolList lists the tools of snap that allow accepts, sorted by name.
@@ -239,11 +136,11 @@ func ToolList(snap *policy.Snapshot, allow func(name string) bool) []ToolInfo {
 // serveList answers GET /v1/tools: the tools the caller may use, in
 // toolgate's shape or, with ?format=, in the shape of a model API
 // (toolformats.go).
-func (c *Core) serveList(w http.ResponseWriter, r *http.Request) {
+func serveList(w http.ResponseWriter, r *http.Request, v View) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	snap := c.Snapshot()
-	caller := c.Identify(r.Header)
+	snap := v.st.snap
+	caller := v.Identify(r.Header)
 	allow := func(name string) bool { return snap.Access.Allows(caller, name) }
 	format := r.URL.Query().Get("format")
 	if format == "" {
@@ -265,52 +162,19 @@ func (c *Core) serveList(w http.ResponseWriter, r *http.Request) {
 
 // serveOther takes every request that is not the tool API: a legacy route
 // in transparent mode, otherwise a not_found envelope.
-func (c *Core) serveOther(w http.ResponseWriter, r *http.Request) {
-	if c.Snapshot().Server.Transparent {
-		c.serveTransparent(w, r)
+func (c *Core) serveOther(w http.ResponseWriter, r *http.Request, v View) {
+	if v.st.snap.Server.Transparent {
+		c.serveTransparent(w, r, v)
 		return
 	}
-	c.serveNoRoute(w, r)
+	serveNoRoute(w, r, v)
 }
 
-func (c *Core) serveNoRoute(w http.ResponseWriter, r *http.Request) {
-	snap := c.Snapshot()
-	res := c.NoRoute(r.Context(), &Request{
-		Caller: c.Identify(r.Header),
+func serveNoRoute(w http.ResponseWriter, r *http.Request, v View) {
+	res := v.NoRoute(r.Context(), &Request{
+		Caller: v.Identify(r.Header),
 		CallID: r.Header.Get("X-Request-Id"),
 		Front:  "http",
 	}, r.Method, r.URL.Path)
-	c.writeResult(w, snap, res)
-}
-
-// NoRoute answers a request whose method and (unescaped) path are no
-// route: a not_found envelope that names no tool, with a message that
-// names what was asked for. Every front answers an unknown route with it.
-func (c *Core) NoRoute(ctx context.Context, req *Request, method, path string) *Result {
-	asked := *req
-	asked.Tool = ""
-	return c.withoutTool(ctx, &asked, routeLabel(method, path), contracts.Reject(contracts.ReasonUnknownTool))
-}
-
-// withoutTool makes the envelope for a request that never reached a tool (an
-// unknown route or tool, a refused browser request), through the same
-// finish as every call: counted as tool "unknown" and logged. The message
-// names what was asked for (named: a tool name, or a method and path); the
-// envelope's tool is req.Tool, empty when no tool name was called.
-func (c *Core) withoutTool(ctx context.Context, req *Request, named string, o contracts.Outcome) *Result {
-	st := c.state.Load()
-	asked := *req
-	asked.Tool = named
-	cl := &call{st: st, req: &asked, start: c.now(), callID: callID(req.CallID)}
-	cl.caller = st.snap.Access.CallerLabel(req.Caller)
-	res := c.finish(ctx, cl, o)
-	res.Envelope.Tool = req.Tool
-	return res
-}
-
-// Identify resolves the caller of a request from its headers, by the
-// policy's caller_header.
-func (c *Core) Identify(h http.Header) string {
-	snap := c.Snapshot()
-	return snap.Access.Identify(snap.Server, h)
+	writeResult(w, res)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 func TestRequestBodyLimit(t *testing.T) {
@@ -47,10 +48,9 @@ func TestRequestBodyLimit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			env, err := contracts.DecodeEnvelope([]byte(strings.TrimSpace(string(b))))
+			env, _, err := proxytest.ReadEnvelope(resp)
 			if err != nil {
-				t.Fatalf("no envelope: %s", b)
+				t.Fatal(err)
 			}
 			if strings.Contains(header, "chunked") {
 				if resp.StatusCode != 413 || env.Status != contracts.StatusBadArgs {

@@ -3,8 +3,9 @@ package proxy
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
@@ -46,84 +47,6 @@ func storeWriteContext(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithDeadline(context.WithoutCancel(ctx), end)
 }
 
-// idempotencyKey resolves a side-effecting call's key from the
-// Idempotency-Key header (a bare token or a quoted string) and the
-// idempotency_key argument. Both may be given only if they agree.
-func idempotencyKey(header string, arg any, hasArg bool) (string, contracts.Reason) {
-	header = strings.TrimSpace(header)
-	var fromHeader string
-	if header != "" {
-		k, ok := unquoteKey(header)
-		if !ok {
-			return "", contracts.ReasonKeyMalformed
-		}
-		fromHeader = k
-	}
-	var fromArg string
-	if hasArg {
-		s, ok := arg.(string)
-		if !ok {
-			return "", contracts.ReasonKeyMalformed
-		}
-		fromArg = s
-	}
-	key := fromHeader
-	switch {
-	case header != "" && hasArg && fromArg != fromHeader:
-		return "", contracts.ReasonKeyConflict
-	case header == "" && !hasArg:
-		return "", contracts.ReasonKeyMissing
-	case header == "":
-		key = fromArg
-	}
-	if !validKey(key) {
-		return "", contracts.ReasonKeyMalformed
-	}
-	return key, ""
-}
-
-// unquoteKey accepts a bare token or a quoted string (RFC 8941 sf-string:
-// backslash escapes only \" and \\).
-func unquoteKey(v string) (string, bool) {
-	if !strings.HasPrefix(v, `"`) {
-		return v, true
-	}
-	if len(v) < 2 || !strings.HasSuffix(v, `"`) {
-		return "", false
-	}
-	var b strings.Builder
-	inner := v[1 : len(v)-1]
-	for i := 0; i < len(inner); i++ {
-		c := inner[i]
-		switch c {
-		case '\\':
-			if i+1 >= len(inner) || (inner[i+1] != '"' && inner[i+1] != '\\') {
-				return "", false
-			}
-			i++
-			c = inner[i]
-		case '"':
-			return "", false
-		}
-		b.WriteByte(c)
-	}
-	return b.String(), true
-}
-
-// validKey: 1 to 255 printable ASCII characters, no surrounding spaces (a
-// forwarded header would lose them).
-func validKey(k string) bool {
-	if len(k) < 1 || len(k) > 255 || k[0] == ' ' || k[len(k)-1] == ' ' {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 || k[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
 // claim is a call's hold on its idempotency key.
 type claim struct {
 	key   policy.IdempotencyKey
@@ -135,7 +58,11 @@ type claim struct {
 // means this call holds the key and may send; otherwise the outcome answers
 // the call (a replay of what the key holds, the result of the call that
 // held it, or a rejection).
-func (c *Core) claimKey(ctx context.Context, cl *call, key string) (o contracts.Outcome, owned bool) {
+func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.Outcome, owned bool) {
+	ctx, span := c.tr.child(ctx, "toolgate.idempotency.claim", trace.SpanKindInternal)
+	if span != nil {
+		defer func() { endChild(span, &o) }()
+	}
 	t := cl.tool
 	ct := t.contract
 	fp, err := policy.NewFingerprint(ct.Name, cl.args)
@@ -217,7 +144,7 @@ func storeUnavailable() contracts.Outcome {
 // replay turns a stored record into the call's outcome. A record whose
 // outcome the store itself declared unknown (an owner that died mid-call)
 // has no envelope; the call then says so.
-func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
+func (c *Core) replay(cl *Call, rec policy.Record) contracts.Outcome {
 	if len(rec.Envelope) > 0 {
 		if env, err := contracts.DecodeEnvelope(rec.Envelope); err == nil {
 			cl.replay = env
@@ -234,7 +161,7 @@ func (c *Core) replay(cl *call, rec policy.Record) contracts.Outcome {
 // identical retry (429, 503, 408), releases the key (so that retry runs);
 // one whose outcome is unknown keeps it as unknown; any other stores its
 // envelope for replay.
-func (c *Core) settle(ctx context.Context, cl *call, res *Result, body []byte) {
+func (c *Core) settle(ctx context.Context, cl *Call, res *Result, body []byte) {
 	cl2 := cl.claim
 	ctx, cancel := storeWriteContext(ctx)
 	defer cancel()

@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,209 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/policy"
 )
-
-func TestIdempotencyKeyParsing(t *testing.T) {
-	tests := []struct {
-		name   string
-		header string
-		arg    any
-		hasArg bool
-		want   string
-		reason contracts.Reason
-	}{
-		{"bare token header", "abc-123", nil, false, "abc-123", ""},
-		{"quoted string header is the same key", `"abc-123"`, nil, false, "abc-123", ""},
-		{"quoted string with escapes", `"a\"b\\c"`, nil, false, `a"b\c`, ""},
-		{"argument only", "", "k1", true, "k1", ""},
-		{"header and argument agree", "k1", "k1", true, "k1", ""},
-		{"header and argument differ", "k1", "k2", true, "", contracts.ReasonKeyConflict},
-		{"missing", "", nil, false, "", contracts.ReasonKeyMissing},
-		{"argument not a string", "", 42.0, true, "", contracts.ReasonKeyMalformed},
-		{"empty argument", "", "", true, "", contracts.ReasonKeyMalformed},
-		{"too long", strings.Repeat("k", 256), nil, false, "", contracts.ReasonKeyMalformed},
-		{"255 characters", strings.Repeat("k", 255), nil, false, strings.Repeat("k", 255), ""},
-		{"non-ASCII", "clé", nil, false, "", contracts.ReasonKeyMalformed},
-		{"control character", "", "a\nb", true, "", contracts.ReasonKeyMalformed},
-		{"unterminated quote", `"abc`, nil, false, "", contracts.ReasonKeyMalformed},
-		{"bad escape", `"a\xb"`, nil, false, "", contracts.ReasonKeyMalformed},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, reason := idempotencyKey(tt.header, tt.arg, tt.hasArg)
-			if got != tt.want || reason != tt.reason {
-				t.Errorf("key = %q %q, want %q %q", got, reason, tt.want, tt.reason)
-			}
-		})
-	}
-}
-
-// effectBackend performs side effects and remembers each one by the
-// `nonce` body field, so a test can count effects per idempotency key.
-// It dedupes on Idempotency-Key when the request carries one, like a
-// backend that is told about keys.
-type effectBackend struct {
-	mu      sync.Mutex
-	effects map[string]int
-	byKey   map[string]string // forwarded key -> stored answer
-	hold    chan struct{}     // when set, "slow" requests wait on it
-	keys    []string          // forwarded keys seen
-}
-
-func newEffectBackend() *effectBackend {
-	return &effectBackend{effects: map[string]int{}, byKey: map[string]string{}}
-}
-
-func (b *effectBackend) count(nonce string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.effects[nonce]
-}
-
-func (b *effectBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Nonce string `json:"nonce"`
-	}
-	_ = json.NewDecoder(r.Body).Decode(&body)
-	mode := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
-	key := r.Header.Get("Idempotency-Key")
-	b.mu.Lock()
-	if key != "" {
-		b.keys = append(b.keys, key)
-		if answer, ok := b.byKey[key]; ok {
-			b.mu.Unlock()
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, answer)
-			return
-		}
-	}
-	b.effects[body.Nonce]++
-	n := b.effects[body.Nonce]
-	answer := fmt.Sprintf(`{"id":"%s-%d"}`, body.Nonce, n)
-	if key != "" && mode != "reset" {
-		b.byKey[key] = answer
-	}
-	hold := b.hold
-	b.mu.Unlock()
-	switch mode {
-	case "reset":
-		// The effect happened; the answer is lost on the wire. A backend
-		// that dedupes remembers it for the retry.
-		if key != "" {
-			b.mu.Lock()
-			b.byKey[key] = answer
-			b.mu.Unlock()
-		}
-		conn, _, _ := w.(http.Hijacker).Hijack()
-		if tc, ok := conn.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		conn.Close()
-		return
-	case "hang":
-		<-r.Context().Done()
-		return
-	case "slow":
-		if hold != nil {
-			<-hold
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, answer)
-}
-
-const idemPolicy = `
-version: 1
-upstreams:
-  svc:
-    url: {{url}}
-    timeout: 2s
-tools:
-  send:
-    description: Send something.
-    upstream: svc
-    side_effect: true
-    cost: 0.25
-    timeout: 1s
-    args: {type: object, required: [mode, nonce], additionalProperties: false, properties: {mode: {type: string}, nonce: {type: string}, text: {type: string}}}
-    request: {method: POST, path: "/w/{mode}", body: {nonce: nonce, text: text}}
-    response: {data: '{"id": body.id}'}
-  send_dedupe:
-    description: Send something to a backend that dedupes on the key.
-    upstream: svc
-    side_effect: true
-    timeout: 1s
-    idempotency: {forward_header: Idempotency-Key, ttl: 1h}
-    args: {type: object, required: [mode, nonce], additionalProperties: false, properties: {mode: {type: string}, nonce: {type: string}}}
-    request: {method: POST, path: "/w/{mode}", body: {nonce: nonce}}
-    response: {data: '{"id": body.id}'}
-  read:
-    description: Read something.
-    upstream: svc
-    args: {type: object}
-    request: {method: GET, path: /r}
-`
-
-type idemHarness struct {
-	core    *Core
-	backend *effectBackend
-	front   *httptest.Server
-	reg     *prometheus.Registry
-}
-
-func newIdemHarness(t *testing.T, store policy.IdempotencyStore, backendURL string, b *effectBackend) *idemHarness {
-	t.Helper()
-	if b == nil {
-		b = newEffectBackend()
-	}
-	if backendURL == "" {
-		srv := httptest.NewServer(b)
-		t.Cleanup(srv.Close)
-		backendURL = srv.URL
-	}
-	h := newIdemHarnessDoc(t, strings.ReplaceAll(idemPolicy, "{{url}}", backendURL), store)
-	h.backend = b
-	return h
-}
-
-// newIdemHarnessDoc serves a policy document with a store.
-func newIdemHarnessDoc(t *testing.T, doc string, store policy.IdempotencyStore) *idemHarness {
-	t.Helper()
-	snap, err := config.CompileSource("idem.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	core, err := NewCore(snap, Options{Registry: reg, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(core.Handler())
-	t.Cleanup(func() {
-		front.Client().CloseIdleConnections()
-		front.Close()
-		core.Close()
-	})
-	return &idemHarness{core: core, front: front, reg: reg}
-}
-
-func (h *idemHarness) send(t *testing.T, tool, key, args string) (*http.Response, *contracts.Envelope) {
-	t.Helper()
-	hh := &harness{server: h.front}
-	hdr := map[string]string{}
-	if key != "" {
-		hdr["Idempotency-Key"] = key
-	}
-	return hh.call(t, tool, args, hdr)
-}
 
 func TestReplayReturnsTheStoredEnvelope(t *testing.T) {
 	h := newIdemHarness(t, nil, "", nil)
@@ -316,7 +120,7 @@ func TestConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
 					_, envs[i] = h.send(t, "send", "same-key", `{"mode":"slow","nonce":"c1"}`)
 				})
 			}
-			waitFor(t, "the first call to reach the backend", func() bool { return b.count("c1") == 1 })
+			policytest.Eventually(t, "the first call to reach the backend", func() bool { return b.count("c1") == 1 })
 			time.Sleep(50 * time.Millisecond) // let the others pile up as waiters
 			close(b.hold)
 			wg.Wait()
@@ -341,20 +145,15 @@ func TestConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
 
 func TestPreSendRejectionsAreNotStored(t *testing.T) {
 	// A dead backend: nothing is sent, the key is released, a retry runs.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	b := newEffectBackend()
-	h := newIdemHarness(t, nil, "http://"+addr, b)
+	dead := proxytest.RefusedURL(t)
+	h := newIdemHarness(t, nil, dead, b)
 	_, env := h.send(t, "send", "k-dead", `{"mode":"ok","nonce":"p1"}`)
 	if env.Status != contracts.StatusUpstream || !env.Retryable || env.SideEffect != contracts.SideEffectNone {
 		t.Fatalf("dead backend: %+v", env)
 	}
 	// The backend comes up on the same address; the retry with the same key runs.
-	ln, err = net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", strings.TrimPrefix(dead, "http://"))
 	if err != nil {
 		t.Skipf("address reused by another process: %v", err)
 	}
@@ -413,12 +212,6 @@ func TestUnknownOutcomes(t *testing.T) {
 	}
 }
 
-func newRedisStore(t *testing.T, srv *redistest.Server) *policy.RedisStore {
-	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialerRetries: 1, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	return policy.NewRedisStore(client, policy.RedisOptions{})
-}
-
 func TestStoreUnavailableFailsClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	store := newRedisStore(t, srv)
@@ -439,7 +232,7 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 		t.Errorf("read-only call: %+v", env)
 	}
 	srv.Restart()
-	waitFor(t, "the store to come back", func() bool { return h.core.Ping(context.Background()) == nil })
+	policytest.Eventually(t, "the store to come back", func() bool { return h.core.Ping(context.Background()) == nil })
 	if _, env := h.send(t, "send", "k-down", `{"mode":"ok","nonce":"s1"}`); env.Status != contracts.StatusOK {
 		t.Fatalf("after restart: %+v", env)
 	}
@@ -463,7 +256,7 @@ func TestTwoInstancesOnOneRedisRunOnce(t *testing.T) {
 		}
 		wg.Go(func() { _, envs[i] = h.send(t, "send", "shared", `{"mode":"slow","nonce":"r1"}`) })
 	}
-	waitFor(t, "the first call", func() bool { return b.count("r1") == 1 })
+	policytest.Eventually(t, "the first call", func() bool { return b.count("r1") == 1 })
 	time.Sleep(50 * time.Millisecond)
 	close(b.hold)
 	wg.Wait()
@@ -499,7 +292,7 @@ func TestInstanceStoppedMidCallResolvesTheKey(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, "the call to reach the backend", func() bool { return b.count("d1") == 1 })
+	policytest.Eventually(t, "the call to reach the backend", func() bool { return b.count("d1") == 1 })
 	store.Close()
 	close(b.hold)
 	<-done

@@ -131,7 +131,7 @@ func (c *Core) observeStart() time.Time {
 
 // observeAttempt shows a tool call's backend attempt to the observer: the
 // request as bound and the answer as read, before its buffer is reused.
-func (c *Core) observeAttempt(cl *call, bound contracts.Bound, req *http.Request, a *attempt, start time.Time) {
+func (c *Core) observeAttempt(cl *Call, req *http.Request, a *attempt, start time.Time) {
 	if c.observer == nil {
 		return
 	}
@@ -142,10 +142,10 @@ func (c *Core) observeAttempt(cl *call, bound contracts.Bound, req *http.Request
 		Tool:           t.contract.Name,
 		Route:          t.contract.Binding.PathTemplate(),
 		Method:         req.Method,
-		EscapedPath:    bound.Path,
-		RawQuery:       bound.Query,
+		EscapedPath:    cl.bound.Path,
+		RawQuery:       cl.bound.Query,
 		RequestHeader:  req.Header,
-		RequestBody:    bound.Body,
+		RequestBody:    cl.bound.Body,
 		Status:         a.code,
 		ResponseHeader: a.header,
 		ResponseBody:   a.body,

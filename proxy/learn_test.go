@@ -10,9 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/learn"
 )
 
@@ -85,23 +84,9 @@ func newLearnCore(t *testing.T) (*httptest.Server, *recorder) {
 	t.Helper()
 	backend := httptest.NewServer(http.HandlerFunc(learnBackend))
 	t.Cleanup(backend.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
-	doc := strings.NewReplacer("{{url}}", backend.URL, "{{dead}}", dead).Replace(learnPolicy)
-	snap, err := config.CompileSource("learn.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := strings.NewReplacer("{{url}}", backend.URL, "{{dead}}", proxytest.RefusedURL(t)).Replace(learnPolicy)
 	rec := &recorder{}
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serveCore(t, core), rec
+	return serveCore(t, newTestCore(t, doc, Options{Observer: rec})), rec
 }
 
 func TestObserverSeesPassthroughExchanges(t *testing.T) {
@@ -197,7 +182,7 @@ func TestObserverSeesToolAttempts(t *testing.T) {
 // the client got its answer) and returns it.
 func nth(t *testing.T, rec *recorder, n int) learn.Exchange {
 	t.Helper()
-	waitFor(t, "the observer", func() bool { return len(rec.exchanges()) >= n })
+	policytest.Eventually(t, "the observer", func() bool { return len(rec.exchanges()) >= n })
 	return rec.exchanges()[n-1]
 }
 
@@ -224,16 +209,8 @@ server:
 upstreams:
   legacy: {url: "{{url}}"}
 `)
-	snap, err := config.CompileSource("ws.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &recorder{}
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serveCore(t, core)
+	srv := serveCore(t, newTestCore(t, doc, Options{Observer: rec}))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,13 +10,14 @@ package proxy
 // mismatch error (-32020, HTTP 400), and the shape of every result,
 // resultType included. toolgate adds around it:
 //
-//   - one SDK server per policy snapshot, with every tool of the snapshot
-//     registered as an SDK tool whose handler is Core.Call: the SDK's own
-//     tool machinery writes each tools/call result, so the result is what
-//     the negotiated revision requires; a middleware filters tools/list by
-//     the caller of the HTTP request and sends unknown tools through
-//     Core.Call too (same pipeline, metrics and log line as the HTTP
-//     front);
+//   - one SDK server per policy snapshot (per View), with every tool of
+//     the snapshot registered as an SDK tool whose handler is View.Call:
+//     the SDK's own tool machinery writes each tools/call result, so the
+//     result is what the negotiated revision requires; a middleware filters
+//     tools/list by the caller of the HTTP request and answers unknown
+//     tools through the same finish (same metrics and log line as the
+//     HTTP front). A request is served by the server of the View taken
+//     when it arrived, so a reload never changes it midway;
 //   - a stateless handler: there is no Mcp-Session-Id, any replica serves
 //     any request, and policy reloads need no session bookkeeping;
 //   - the agent port's Host and Origin checks (crossorigin.go), a request
@@ -35,7 +36,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/policy"
 )
 
 // MCPOptions tune the MCP front. The zero value is a complete configuration.
@@ -187,7 +187,7 @@ func (h sdkLogHandler) WithGroup(name string) slog.Handler {
 	return sdkLogHandler{h.Handler.WithGroup(name)}
 }
 
-// mcpFront adapts MCP requests to Core.Call.
+// mcpFront adapts MCP requests to View.Call.
 type mcpFront struct {
 	core         *Core
 	sdk          http.Handler
@@ -199,27 +199,37 @@ type mcpFront struct {
 
 // mcpServer is the SDK server of one policy snapshot: every tool of the
 // snapshot is registered on it, so the SDK validates, routes and shapes
-// tools/call exactly as for a server written with it.
+// tools/call exactly as for a server written with it. Its calls run on its
+// view.
 type mcpServer struct {
-	snap   *policy.Snapshot
+	f      *mcpFront
+	view   View
 	server *mcp.Server
 }
 
-// server returns the SDK server of the current snapshot, building it on the
+// viewKey carries the View serveHTTP took for a request to the SDK's
+// choice of server.
+type viewKey struct{}
+
+// server returns the SDK server of the request's view, building it on the
 // first request after a reload. Two requests racing after a reload may
 // both build one; either serves.
-func (f *mcpFront) server(*http.Request) *mcp.Server {
-	snap := f.core.Snapshot()
-	if s := f.current.Load(); s != nil && s.snap == snap {
+func (f *mcpFront) server(r *http.Request) *mcp.Server {
+	v, ok := r.Context().Value(viewKey{}).(View)
+	if !ok {
+		v = f.core.View()
+	}
+	if s := f.current.Load(); s != nil && s.view.st == v.st {
 		return s.server
 	}
-	s := f.build(snap)
+	s := f.build(v)
 	f.current.Store(s)
 	return s.server
 }
 
-func (f *mcpFront) build(snap *policy.Snapshot) *mcpServer {
-	s := &mcpServer{snap: snap}
+func (f *mcpFront) build(v View) *mcpServer {
+	snap := v.st.snap
+	s := &mcpServer{f: f, view: v}
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: f.core.version}, &mcp.ServerOptions{
 		Instructions: f.instructions,
 		Logger:       f.logger,
@@ -229,9 +239,9 @@ func (f *mcpFront) build(snap *policy.Snapshot) *mcpServer {
 		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		SupportedProtocolVersions: MCPRevisions(),
 	})
-	s.server.AddReceivingMiddleware(f.middleware(s))
+	s.server.AddReceivingMiddleware(s.middleware)
 	for _, name := range snap.ToolNames {
-		f.register(s.server, snap.Tools[name])
+		s.register(snap.Tools[name])
 	}
 	return s
 }
@@ -240,13 +250,13 @@ func (f *mcpFront) build(snap *policy.Snapshot) *mcpServer {
 // input schema it cannot serve, such as a malformed x-mcp-header
 // annotation; such a tool is left out of MCP, with an error in the log,
 // and stays callable on the HTTP front.
-func (f *mcpFront) register(server *mcp.Server, ct *contracts.Contract) {
+func (s *mcpServer) register(ct *contracts.Contract) {
 	defer func() {
 		if p := recover(); p != nil {
-			f.logger.Error("tool left out of MCP", "tool", ct.Name, "error", fmt.Sprint(p))
+			s.f.logger.Error("tool left out of MCP", "tool", ct.Name, "error", fmt.Sprint(p))
 		}
 	}()
-	server.AddTool(MCPTool(ct), f.call)
+	s.server.AddTool(MCPTool(ct), s.call)
 }
 
 // unadvertised reports whether method belongs to a capability toolgate does
@@ -263,42 +273,40 @@ func unadvertised(method string) bool {
 // middleware filters tools/list by caller, runs unknown tools through the
 // core, and refuses methods of capabilities toolgate does not declare
 // where the revision says so; everything else goes to the SDK.
-func (f *mcpFront) middleware(s *mcpServer) mcp.Middleware {
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			switch r := req.(type) {
-			case *mcp.ListToolsRequest:
-				res, err := next(ctx, method, req)
-				if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-					return f.filter(s.snap, list, requestHeader(req)), nil
-				}
-				return res, err
-			case *mcp.CallToolRequest:
-				if r.Params == nil || r.Params.Name == "" {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params.name: the name of one of the listed tools"}
-				}
-				if s.snap.Tools[r.Params.Name] == nil {
-					return nil, f.unknownTool(ctx, r)
-				}
+func (s *mcpServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch r := req.(type) {
+		case *mcp.ListToolsRequest:
+			res, err := next(ctx, method, req)
+			if list, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				return s.filter(list, requestHeader(req)), nil
 			}
-			// Since 2026-07-28 a method behind a capability the server did
-			// not advertise is "method not found"; earlier revisions leave
-			// it open, and the SDK's empty answers are true for toolgate.
-			if unadvertised(method) && requestRevision(req) >= "2026-07-28" {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not available: toolgate serves tools only", method)}
+			return res, err
+		case *mcp.CallToolRequest:
+			if r.Params == nil || r.Params.Name == "" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params.name: the name of one of the listed tools"}
 			}
-			return next(ctx, method, req)
+			if s.view.st.snap.Tools[r.Params.Name] == nil {
+				return nil, s.unknownTool(ctx, r)
+			}
 		}
+		// Since 2026-07-28 a method behind a capability the server did
+		// not advertise is "method not found"; earlier revisions leave
+		// it open, and the SDK's empty answers are true for toolgate.
+		if unadvertised(method) && requestRevision(req) >= "2026-07-28" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not available: toolgate serves tools only", method)}
+		}
+		return next(ctx, method, req)
 	}
 }
 
 // unknownTool counts a call of a tool the snapshot does not have as
 // not_found, like the HTTP front, and answers it as a JSON-RPC error.
-func (f *mcpFront) unknownTool(ctx context.Context, req *mcp.CallToolRequest) error {
+func (s *mcpServer) unknownTool(ctx context.Context, req *mcp.CallToolRequest) error {
 	h := requestHeader(req)
-	res := f.core.withoutTool(ctx, &Request{
+	res := s.view.withoutTool(ctx, &Request{
 		Tool:     req.Params.Name,
-		Caller:   f.core.Identify(h),
+		Caller:   s.view.Identify(h),
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
 		LogAttrs: mcpLogAttrs(req),
@@ -325,8 +333,9 @@ func requestRevision(req mcp.Request) string {
 // filter keeps the tools the caller of this HTTP request may use. The list
 // depends on the caller and changes on reload, so it is private and never
 // fresh for long.
-func (f *mcpFront) filter(snap *policy.Snapshot, list *mcp.ListToolsResult, h http.Header) *mcp.ListToolsResult {
-	caller := snap.Access.Identify(snap.Server, h)
+func (s *mcpServer) filter(list *mcp.ListToolsResult, h http.Header) *mcp.ListToolsResult {
+	snap := s.view.st.snap
+	caller := s.view.Identify(h)
 	out := *list
 	out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
 	for _, t := range list.Tools {
@@ -361,14 +370,15 @@ func MCPTool(ct *contracts.Contract) *mcp.Tool {
 // through the core. Every outcome is a tool result: one text block, the
 // observation, for the model; MCPOutput as structuredContent; isError for
 // anything but ok and empty.
-func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *mcpServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	v := s.view
 	h := requestHeader(req)
 	name := req.Params.Name
 	args := []byte(req.Params.Arguments)
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
 	}
-	args = nullArgs(f.core.Snapshot().Tools[name], args)
+	args = nullArgs(v.st.snap.Tools[name], args)
 	// MCP carries the W3C trace context in _meta (clients without headers),
 	// otherwise in the HTTP request's headers. An invalid _meta value does
 	// not replace the headers' (the core drops invalid ones either way).
@@ -377,23 +387,19 @@ func (f *mcpFront) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		traceparent = tp
 		tracestate, _ = req.Params.Meta["tracestate"].(string)
 	}
-	res := f.core.Call(ctx, &Request{
+	res := v.Call(ctx, &Request{
 		TraceParent: traceparent,
 		TraceState:  tracestate,
 		Tool:        name,
 		// Raw bytes, so size limits and strict parsing (duplicate keys,
 		// exact numbers) apply exactly as on the HTTP front.
 		Body:     args,
-		Caller:   f.core.Identify(h),
+		Caller:   v.Identify(h),
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
 		LogAttrs: mcpLogAttrs(req),
 		Header:   h,
 	})
-	if res.Reason == contracts.ReasonUnknownTool {
-		// The tool went away in a reload since this request began.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: res.Envelope.Message}
-	}
 	env := &res.Envelope
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: env.Observation}},

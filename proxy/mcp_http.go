@@ -6,8 +6,8 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -26,7 +26,8 @@ const (
 )
 
 func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	if why := f.guard.refusal(r); why != "" {
+	v := f.core.View()
+	if why := f.guard.refusal(r, &v.st.snap.Server); why != "" {
 		writeRPCError(w, http.StatusForbidden, nil, rpcInvalidRequest, "Forbidden: "+why, nil)
 		return
 	}
@@ -37,14 +38,17 @@ func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		ew.finish()
 		return
 	}
-	limit := f.core.Snapshot().Server.MaxRequestBytes + mcpRequestOverhead
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("the message is over %d bytes", limit), nil)
-			return
-		}
+	limit := v.st.snap.Server.MaxRequestBytes + mcpRequestOverhead
+	// A fresh buffer: the SDK may keep parts of the message.
+	body, tooLarge, err := readRequestBody(r, limit, new([]byte))
+	switch {
+	case tooLarge:
+		// The rest of the body is not read: the connection cannot serve
+		// another request.
+		w.Header().Set("Connection", "close")
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("the message is over %d bytes", limit), nil)
+		return
+	case err != nil:
 		w.Header().Set("Connection", "close")
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "the request body ended early", nil)
 		return
@@ -70,6 +74,8 @@ func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("JSON-RPC batches are not part of MCP %s; send one message per request", revision), nil)
 		return
 	}
+	// The SDK serves the message on the server of the request's view.
+	r = r.WithContext(context.WithValue(r.Context(), viewKey{}, v))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	ew := &rpcErrorWriter{ResponseWriter: w, body: body, modern: revision >= "2026-07-28"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -170,7 +171,7 @@ func TestMCPAnswersFollowEachRevisionSchema(t *testing.T) {
 					if ex.method == "initialize" {
 						version = ""
 					}
-					resp, raw := mcpPost(t, env.server.URL+"/mcp", version, header, body)
+					resp, raw := proxytest.MCPPost(t, env.server.URL+"/mcp", version, header, body)
 					if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 						t.Fatalf("HTTP %d %s: %s", resp.StatusCode, ct, raw)
 					}

@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -39,7 +39,7 @@ type mcpEnv struct {
 	core   *proxy.Core
 	notify *examples.NotifyBackend
 	server *httptest.Server // the agent port: /mcp and /v1/tools
-	logs   *mcpLogBuffer
+	logs   *proxytest.LogBuffer
 
 	searchURL, notifyURL string
 }
@@ -66,7 +66,7 @@ func newMCPEnv(t *testing.T, edit func(string) string) *mcpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &mcpLogBuffer{}
+	logs := &proxytest.LogBuffer{}
 	core, err := proxy.NewCore(snap, proxy.Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -416,7 +416,7 @@ func TestMCPResultIsTheHTTPEnvelope(t *testing.T) {
 	for _, args := range []string{`{"q":"go","limit":2}`, `{"q":"量子引力"}`, `{"q":"secret"}`, `{"q":"go","limit":0}`} {
 		t.Run(args, func(t *testing.T) {
 			header := http.Header{"X-Request-Id": {"req-42"}, "X-Toolgate-Caller": {"research-agent"}}
-			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", header,
+			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", header,
 				`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_articles","arguments":`+args+`}}`)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
@@ -454,35 +454,6 @@ func TestMCPResultIsTheHTTPEnvelope(t *testing.T) {
 	}
 }
 
-// mcpPost sends one raw JSON-RPC message as a Streamable HTTP client would
-// at the 2025-11-25 revision (a stateless server needs no initialize first).
-func mcpPost(t *testing.T, endpoint, revision string, header http.Header, body string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header = header.Clone()
-	if req.Header == nil {
-		req.Header = http.Header{}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if revision != "" {
-		req.Header.Set("MCP-Protocol-Version", revision)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
-}
-
 // TestMCPArgumentsAreParsedLikeHTTPBodies sends arguments no typed client
 // would: they reach the core as raw bytes, so the HTTP front's strict
 // parsing applies, and the answer is a tool result, never a JSON-RPC error.
@@ -502,7 +473,7 @@ func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
 		{"a required argument given as null is bad_args", `"arguments":{"q":null}`, contracts.StatusBadArgs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
 				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles",`+tc.params+`}}`)
 			var msg struct {
 				Result *mcp.CallToolResult `json:"result"`
@@ -586,7 +557,7 @@ func TestMCPUnknownToolIsAJSONRPCError(t *testing.T) {
 		})
 	}
 	t.Run("the answer is HTTP 200", func(t *testing.T) {
-		resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+		resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
 			`{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"nope","arguments":{}}}`)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"code":-32602`) {
 			t.Errorf("HTTP %d: %s", resp.StatusCode, body)
@@ -681,7 +652,7 @@ func TestMCPRevision20260728ChecksRoutingHeaders(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := mcpPost(t, env.server.URL+"/mcp", tc.version, tc.header, tc.body)
+			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", tc.version, tc.header, tc.body)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("HTTP %d, want %d: %s", resp.StatusCode, tc.status, body)
 			}
@@ -859,7 +830,7 @@ func TestMCPRequestBodyIsBounded(t *testing.T) {
 	})
 	t.Run("a message far over the limit is refused with 413", func(t *testing.T) {
 		huge := strings.Repeat("x", 128<<10)
-		resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+		resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"`+huge+`"}}}`)
 		if resp.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("HTTP %d, want 413: %.200s", resp.StatusCode, body)
@@ -894,24 +865,6 @@ func TestMCPLeaksNoGoroutines(t *testing.T) {
 			t.Errorf("%s: close: %v", rev, err)
 		}
 	}
-}
-
-// mcpLogBuffer is a log sink safe for the concurrent writes of a server.
-type mcpLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *mcpLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *mcpLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestMCPRefusalsAreJSONRPCErrors: whatever toolgate or the SDK refuses is
@@ -1010,7 +963,7 @@ func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
 			if tc.params == "{}" {
 				params = "{" + meta + "}"
 			}
-			resp, body := mcpPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {tc.method}},
+			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {tc.method}},
 				`{"jsonrpc":"2.0","id":1,"method":"`+tc.method+`","params":`+params+`}`)
 			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
 				t.Errorf("HTTP %d, want 404 with -32601: %s", resp.StatusCode, body)
@@ -1019,7 +972,7 @@ func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
 	}
 	for _, method := range []string{"resources/list", "prompts/list"} {
 		t.Run(method+" at 2025-11-25", func(t *testing.T) {
-			resp, body := mcpPost(t, env.server.URL+"/mcp", "2025-11-25", nil, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`)
+			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`)
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"result"`) {
 				t.Errorf("HTTP %d, want an empty list: %s", resp.StatusCode, body)
 			}
@@ -1033,7 +986,7 @@ func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
 func TestMCPClientMistakesAreNotErrorsInTheLog(t *testing.T) {
 	env := newMCPEnv(t, nil)
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
-	resp, body := mcpPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {"ping"}},
+	resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {"ping"}},
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{`+meta+`}}`)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
 		t.Fatalf("HTTP %d, want -32601: %s", resp.StatusCode, body)

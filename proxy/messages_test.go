@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,9 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 )
 
@@ -253,14 +250,7 @@ func TestReplaysSayTheyAreReplays(t *testing.T) {
 		messageCheck{want: []string{"earlier call with this idempotency key", "not sent again", "do not repeat it"}}.check(t, again)
 	})
 	t.Run("a call cancelled after it reached the backend", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		before := h.backend.calls.Load()
-		go func() {
-			for deadline := time.Now().Add(5 * time.Second); h.backend.calls.Load() == before && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-			cancel()
-		}()
+		ctx := h.leaveOnceCalled()
 		res := h.core.Call(ctx, &Request{Tool: "write", Body: []byte(`{"mode":"hang"}`), IdempotencyKey: "replay-gone", Front: "http"})
 		envelope{contracts.StatusUpstream, false, contracts.SideEffectUnknown}.check(t, &res.Envelope)
 		messageCheck{want: []string{"cancelled after it reached the service", "may or may not", "new idempotency key"},
@@ -371,14 +361,7 @@ func TestTheExamplePolicysTemplatesKeepGatewayReasons(t *testing.T) {
 	doc := strings.NewReplacer("http://127.0.0.1:7001", search.URL, "http://127.0.0.1:7002", search.URL,
 		"  callers:\n", "  callers:\n    rate-agent: {tools: [\"*\"], rate: {rps: 0.001, burst: 1}}\n    budget-agent: {tools: [\"*\"], budget: {cost: 0.001, per: 1h}}\n",
 	).Replace(string(raw))
-	snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, doc, Options{})
 	h := &harness{core: core, server: serveCore(t, core)}
 	as := func(caller string) map[string]string { return map[string]string{"X-Toolgate-Caller": caller} }
 	for _, caller := range []string{"rate-agent", "budget-agent"} {

@@ -50,66 +50,58 @@ const (
 
 // NewMetrics creates the metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
-	latency := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	// One line a metric: name, help and labels (DESIGN section 5).
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	}
+	latency := func(name, help string, labels ...string) *prometheus.HistogramVec {
+		buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	}
 	m := &Metrics{
-		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_tool_calls_total",
-			Help: "Tool calls by tool, envelope status and caller.",
-		}, []string{"tool", "status", "caller"}),
-		ToolCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "toolgate_tool_call_duration_seconds",
-			Help:    "Duration of tool calls, from request to envelope.",
-			Buckets: latency,
-		}, []string{"tool", "status"}),
-		ToolCost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_tool_cost_total",
-			Help: "Cost units consumed by tool calls that reached the backend (replays cost nothing).",
-		}, []string{"tool", "caller"}),
-		UpstreamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_upstream_requests_total",
-			Help: "Backend attempts by upstream and HTTP code, or timeout, reset, connect, circuit_open.",
-		}, []string{"upstream", "code"}),
-		UpstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "toolgate_upstream_request_duration_seconds",
-			Help:    "Duration of backend attempts.",
-			Buckets: latency,
-		}, []string{"upstream"}),
-		IdempotencyEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_idempotency_events_total",
-			Help: "Idempotency events: stored, replayed, waited, mismatch, missing_key, unknown_kept, evicted.",
-		}, []string{"tool", "event"}),
-		CircuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "toolgate_circuit_state",
-			Help: "Circuit breaker state per upstream: 0 closed, 1 half-open, 2 open.",
-		}, []string{"upstream"}),
-		ContractViolations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_contract_violations_total",
-			Help: "Calls rejected by the contract: schema, key, size.",
-		}, []string{"tool", "kind"}),
-		AccessRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_access_rejections_total",
-			Help: "Calls rejected by access control: denied, rate, budget.",
-		}, []string{"caller", "tool", "reason"}),
-		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_config_reloads_total",
-			Help: "Policy reloads by result.",
-		}, []string{"result"}),
-		ConfigLastReloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "toolgate_config_last_reload_successful",
-			Help: "Whether the last policy reload succeeded (1) or failed (0).",
-		}),
-		ConfigGeneration: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "toolgate_config_generation",
-			Help: "Generation of the loaded policy; increases when a reload changes it.",
-		}),
-		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "toolgate_build_info",
-			Help: "Build information; the value is always 1.",
-		}, []string{"version", "goversion"}),
-		IdempotencyStoreErr: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "toolgate_idempotency_store_errors_total",
-			Help: "Errors of the state store by operation (claim, complete, wait; budget for cost budgets); calls fail closed on them.",
-		}, []string{"op"}),
+		ToolCalls: counter("toolgate_tool_calls_total",
+			"Tool calls by tool, envelope status and caller.",
+			"tool", "status", "caller"),
+		ToolCallDuration: latency("toolgate_tool_call_duration_seconds",
+			"Duration of tool calls, from request to envelope.",
+			"tool", "status"),
+		ToolCost: counter("toolgate_tool_cost_total",
+			"Cost units consumed by tool calls that reached the backend (replays cost nothing).",
+			"tool", "caller"),
+		UpstreamRequests: counter("toolgate_upstream_requests_total",
+			"Backend attempts by upstream and HTTP code, or timeout, reset, connect, circuit_open.",
+			"upstream", "code"),
+		UpstreamDuration: latency("toolgate_upstream_request_duration_seconds",
+			"Duration of backend attempts.",
+			"upstream"),
+		IdempotencyEvents: counter("toolgate_idempotency_events_total",
+			"Idempotency events: stored, replayed, waited, mismatch, missing_key, unknown_kept, evicted.",
+			"tool", "event"),
+		CircuitState: gauge("toolgate_circuit_state",
+			"Circuit breaker state per upstream: 0 closed, 1 half-open, 2 open.",
+			"upstream"),
+		ContractViolations: counter("toolgate_contract_violations_total",
+			"Calls rejected by the contract: schema, key, size.",
+			"tool", "kind"),
+		AccessRejections: counter("toolgate_access_rejections_total",
+			"Calls rejected by access control: denied, rate, budget.",
+			"caller", "tool", "reason"),
+		ConfigReloads: counter("toolgate_config_reloads_total",
+			"Policy reloads by result.",
+			"result"),
+		ConfigLastReloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: "toolgate_config_last_reload_successful",
+			Help: "Whether the last policy reload succeeded (1) or failed (0)."}),
+		ConfigGeneration: prometheus.NewGauge(prometheus.GaugeOpts{Name: "toolgate_config_generation",
+			Help: "Generation of the loaded policy; increases when a reload changes it."}),
+		BuildInfo: gauge("toolgate_build_info",
+			"Build information; the value is always 1.",
+			"version", "goversion"),
+		IdempotencyStoreErr: counter("toolgate_idempotency_store_errors_total",
+			"Errors of the state store by operation (claim, complete, wait; budget for cost budgets); calls fail closed on them.",
+			"op"),
 	}
 	reg.MustRegister(m.ToolCalls, m.ToolCallDuration, m.ToolCost, m.UpstreamRequests, m.UpstreamDuration,
 		m.IdempotencyEvents, m.CircuitState, m.ContractViolations, m.AccessRejections, m.ConfigReloads,

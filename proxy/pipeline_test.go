@@ -1,11 +1,7 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -39,66 +36,6 @@ func TestHangingBackendTimesOutWithinTheDeadlineAndLeaksNothing(t *testing.T) {
 	if !strings.Contains(env.Message, "300ms") {
 		t.Errorf("message does not name the deadline: %q", env.Message)
 	}
-}
-
-const retryPolicy = `
-version: 1
-upstreams:
-  legacy:
-    url: http://legacy.invalid
-    timeout: 5s
-    retries: {attempts: 3, backoff: 100ms, max_backoff: 1s}
-tools:
-  read:
-    description: Read.
-    upstream: legacy
-    args: {type: object}
-    request: {method: GET, path: /r}
-  write:
-    description: Write.
-    upstream: legacy
-    side_effect: true
-    args: {type: object}
-    request: {method: POST, path: /w}
-`
-
-// scriptedBackend answers from a script of status codes, then 200.
-type scriptedBackend struct {
-	mu         sync.Mutex
-	script     []int
-	retryAfter string
-	calls      int
-	connErr    int // the first n calls fail to connect
-}
-
-func (s *scriptedBackend) RoundTrip(r *http.Request) (*http.Response, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls++
-	if s.connErr > 0 {
-		s.connErr--
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: fmt.Errorf("connection refused")}
-	}
-	code := 200
-	if len(s.script) > 0 {
-		code, s.script = s.script[0], s.script[1:]
-	}
-	h := http.Header{"Content-Type": {"application/json"}}
-	if s.retryAfter != "" && code != 200 {
-		h.Set("Retry-After", s.retryAfter)
-	}
-	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(bytes.NewReader([]byte(`{"ok":true}`))), Request: r}, nil
-}
-
-func newScriptedCore(t *testing.T, sb *scriptedBackend) *Core {
-	t.Helper()
-	fb := &fakeBackend{}
-	core, _ := newFakeCore(t, retryPolicy, fb)
-	core2, err := NewCore(core.Snapshot(), Options{Transport: func(*policy.Upstream) http.RoundTripper { return sb }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return core2
 }
 
 func TestRetries(t *testing.T) {
@@ -141,6 +78,68 @@ func TestRetries(t *testing.T) {
 	}
 }
 
+// TestRetryWaitsTheBackoffOrTheBackendsRetryAfter: between attempts the
+// call waits the upstream's retries.backoff, or the backend's Retry-After
+// when that is longer. The 1 s retry_after_ms a connect failure tells the
+// agent is not a wait of the call's own: with it, the example's
+// search_articles (timeout 500ms, 2 attempts, backoff 100ms) could never
+// retry. Time is the synctest bubble's, so the waits are exact.
+func TestRetryWaitsTheBackoffOrTheBackendsRetryAfter(t *testing.T) {
+	const policyDoc = `
+version: 1
+upstreams:
+  legacy:
+    url: http://legacy.invalid
+    timeout: 500ms
+    retries: {attempts: 2, backoff: 100ms, max_backoff: 2s}
+  patient:
+    url: http://patient.invalid
+    timeout: 5s
+    retries: {attempts: 2, backoff: 100ms, max_backoff: 2s}
+tools:
+  search_articles:
+    description: Search.
+    upstream: legacy
+    args: {type: object}
+    request: {method: GET, path: /search}
+  slow_search:
+    description: Search a backend that asks for patience.
+    upstream: patient
+    args: {type: object}
+    request: {method: GET, path: /search}
+`
+	tests := []struct {
+		name     string
+		tool     string
+		backend  *scriptedBackend
+		min, max time.Duration // the wait between the attempts
+	}{
+		{"a connect failure is retried after the backoff", "search_articles", &scriptedBackend{connErr: 1}, 50 * time.Millisecond, 100 * time.Millisecond},
+		{"a 503 is retried after the backoff", "search_articles", &scriptedBackend{script: []int{503}}, 50 * time.Millisecond, 100 * time.Millisecond},
+		{"a backend's longer Retry-After wins over the backoff", "slow_search", &scriptedBackend{script: []int{503}, retryAfter: "2"}, 2 * time.Second, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				core, err := NewCore(proxytest.Snapshot(t, policyDoc), Options{Transport: func(*policy.Upstream) http.RoundTripper { return tt.backend }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer core.Close()
+				start := time.Now()
+				res := core.Call(context.Background(), &Request{Tool: tt.tool, Body: []byte(`{}`)})
+				waited := time.Since(start)
+				if res.Envelope.Status != contracts.StatusOK || tt.backend.calls != 2 {
+					t.Fatalf("status %s (%s) after %d attempts, want ok after 2", res.Envelope.Status, res.Reason, tt.backend.calls)
+				}
+				if waited < tt.min || waited > tt.max {
+					t.Errorf("waited %v between the attempts, want %v to %v", waited, tt.min, tt.max)
+				}
+			})
+		})
+	}
+}
+
 func TestRetryDelayIsJitteredExponentialAndCapped(t *testing.T) {
 	r := policy.RetrySettings{Attempts: 5, Backoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond}
 	for _, tt := range []struct {
@@ -161,27 +160,11 @@ func TestRetryDelayIsJitteredExponentialAndCapped(t *testing.T) {
 	}
 }
 
-// blockingBackend holds every request until released.
-type blockingBackend struct {
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (b *blockingBackend) RoundTrip(r *http.Request) (*http.Response, error) {
-	b.entered <- struct{}{}
-	select {
-	case <-b.release:
-	case <-r.Context().Done():
-		return nil, r.Context().Err()
-	}
-	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"a":1}`)), Request: r}, nil
-}
-
 func TestBulkheadFailsFastWhenFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bb := &blockingBackend{entered: make(chan struct{}, 2), release: make(chan struct{})}
 		doc := strings.Replace(breakerPolicy, "timeout: 1s", "timeout: 1s\n    max_concurrent: 2", 1)
-		snap := mustSnapshot(t, doc)
+		snap := proxytest.Snapshot(t, doc)
 		core, err := NewCore(snap, Options{Transport: func(*policy.Upstream) http.RoundTripper { return bb }})
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"unicode/utf8"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -173,12 +172,10 @@ access:
 // that repeats everything a careless proxy could pass on: the credentials
 // it received, its internal host name, a stack trace. /raw echoes the
 // headers it received.
-type leakyBackend struct{ headerRecorder }
+type leakyBackend struct{ proxytest.HeaderRecorder }
 
 func (b *leakyBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b.mu.Lock()
-	b.headers = append(b.headers, r.Header.Clone())
-	b.mu.Unlock()
+	b.Record(r)
 	_, _ = io.Copy(io.Discard, r.Body)
 	if strings.HasPrefix(r.URL.Path, "/raw") {
 		w.Header().Set("Content-Type", "application/json")
@@ -205,25 +202,7 @@ type securityHarness struct {
 	reg     *prometheus.Registry
 	front   *httptest.Server
 	backend *leakyBackend
-	logs    *syncLog
-}
-
-// syncLog is a log sink that tests read while the core writes.
-type syncLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+	logs    *proxytest.LogBuffer
 }
 
 func newSecurityHarness(t *testing.T, from string) *securityHarness {
@@ -242,7 +221,7 @@ func newSecurityHarness(t *testing.T, from string) *securityHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncLog{}
+	logs := &proxytest.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	core, err := NewCore(snap, Options{Registry: reg, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
@@ -284,12 +263,11 @@ func TestIdentityHeadersNeverReachTheBackendOnAnyFront(t *testing.T) {
 			send(http.MethodGet, "/raw/anything", "", nil)                                                // passthrough, forwarded untouched otherwise
 			send(http.MethodPost, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"code","arguments":{"n":"200"}}}`,
 				map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
-			h.backend.mu.Lock()
-			defer h.backend.mu.Unlock()
-			if len(h.backend.headers) != 5 {
-				t.Fatalf("the backend saw %d requests, want 5", len(h.backend.headers))
+			headers := h.backend.Headers()
+			if len(headers) != 5 {
+				t.Fatalf("the backend saw %d requests, want 5", len(headers))
 			}
-			for i, got := range h.backend.headers {
+			for i, got := range headers {
 				for name := range identityHeaders {
 					if v := got.Values(name); len(v) != 0 {
 						t.Errorf("request %d: the backend received %s: %q", i, name, v)
@@ -314,7 +292,7 @@ func TestBackendInternalsNeverReachTheAgent(t *testing.T) {
 	for code := 200; code <= 599; code++ {
 		for _, tool := range []string{"code", "code_write"} {
 			hdr := map[string]string{"Idempotency-Key": fmt.Sprintf("k-%d", code)}
-			_, env := (&harness{server: h.front}).call(t, tool, fmt.Sprintf(`{"n":"%d"}`, code), hdr)
+			_, env := postCall(t, h.front, tool, fmt.Sprintf(`{"n":"%d"}`, code), hdr)
 			for _, leak := range []string{secretHost, "java.lang", "<html", leakSecret, "127.0.0.1", "Bearer"} {
 				if strings.Contains(env.Message, leak) || strings.Contains(env.Observation, leak) {
 					t.Errorf("%s %d: message or observation repeats %q: %q", tool, code, leak, env.Observation)
@@ -327,16 +305,7 @@ func TestBackendInternalsNeverReachTheAgent(t *testing.T) {
 		}
 	}
 	rpc := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"code","arguments":{"n":"500"}}}`
-	req, _ := http.NewRequest(http.MethodPost, h.front.URL+"/mcp", strings.NewReader(rpc))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpBody, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, mcpBody := proxytest.MCPPost(t, h.front.URL+"/mcp", "2025-11-25", nil, rpc)
 	seen = append(seen, string(mcpBody))
 
 	var metrics strings.Builder
@@ -365,7 +334,7 @@ func TestBackendInternalsNeverReachTheAgent(t *testing.T) {
 // envelope. It must replay as an outcome lost, like any unreadable record
 // (found by FuzzStoredRecordReplay; the crasher stays in testdata/fuzz).
 func TestDamagedStoredRecordIsAnOutcomeLost(t *testing.T) {
-	snap := mustSnapshot(t, strings.NewReplacer("{{legacy}}", "http://127.0.0.1:9", "{{refused}}", "http://127.0.0.1:9", "{{tls}}", "https://127.0.0.1:9").Replace(harnessPolicy))
+	snap := proxytest.Snapshot(t, strings.NewReplacer("{{legacy}}", "http://127.0.0.1:9", "{{refused}}", "http://127.0.0.1:9", "{{tls}}", "https://127.0.0.1:9").Replace(harnessPolicy))
 	for _, record := range []string{
 		"{\"status\":\"ok\",\"message\":\"m\",\"data\":{\"\xcb\":\"\"},\"retryable\":false,\"side_effect\":\"done\",\"side_effect_done\":true,\"replayed\":false,\"cost\":0,\"tool\":\"write\",\"call_id\":\"c\",\"observation\":\"[OK] m\"}",
 		"{\"status\":\"ok\",\"message\":\"\xff\",\"retryable\":false,\"side_effect\":\"done\",\"side_effect_done\":true,\"replayed\":false,\"cost\":0,\"tool\":\"write\",\"call_id\":\"c\",\"observation\":\"[OK] \xff\"}",

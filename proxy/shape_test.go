@@ -187,14 +187,7 @@ tools:
     args: {type: object, properties: {id: {type: string}}}
     request: {method: POST, path: /lookup, body: {id: id}}
 `
-	snap, err := config.CompileSource("accept.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, doc, Options{})
 	t.Cleanup(core.Close)
 	core.Call(context.Background(), &Request{Tool: "lookup", Body: []byte(`{"id":"a"}`)})
 	got := rb.last(t)
@@ -206,7 +199,7 @@ tools:
 }
 
 // TestExtprocBackendRequestIsTheSameRequest: the request an ext_proc call
-// describes (Pending.Backend) is the request the HTTP front sends, byte
+// describes (Call.Backend) is the request the HTTP front sends, byte
 // for byte: one code path binds both.
 func TestExtprocBackendRequestIsTheSameRequest(t *testing.T) {
 	core, rb := newShapedCore(t)
@@ -222,11 +215,11 @@ func TestExtprocBackendRequestIsTheSameRequest(t *testing.T) {
 				t.Fatalf("status %s: %s", res.Envelope.Status, res.Envelope.Message)
 			}
 			sent := rb.last(t)
-			p, res := core.Begin(context.Background(), req("extproc-"+tc.tool))
+			p, res := core.View().Begin(context.Background(), req("extproc-"+tc.tool))
 			if res != nil {
 				t.Fatalf("begin: %s %s", res.Envelope.Status, res.Envelope.Message)
 			}
-			defer p.Finish(200, http.Header{}, []byte(`{}`))
+			defer p.Finish(Answer{Code: 200, Header: http.Header{}, Body: []byte(`{}`)})
 			b := p.Backend()
 			uri := b.Path
 			if b.RawQuery != "" {
@@ -299,14 +292,7 @@ tools:
       encoding: form
       body: {To: to, From: {const: "+15017122661"}, Body: text}
 `
-	snap, err := config.CompileSource("transparent-shaped.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, doc, Options{})
 	front := httptest.NewServer(core.Handler())
 	t.Cleanup(func() { front.Close(); core.Close() })
 	tests := []struct {

@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/internal/redistest"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -113,30 +111,16 @@ func newFaultHarness(t *testing.T) *faultHarness {
 	b := &faultBackend{effects: map[string]int{}, seen: map[string]bool{}, onStall: func() {}}
 	backend := httptest.NewServer(b)
 	t.Cleanup(backend.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
-	doc := strings.NewReplacer("{{url}}", backend.URL, "{{dead}}", dead).Replace(faultPolicy)
-	snap, err := config.CompileSource("fault.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := strings.NewReplacer("{{url}}", backend.URL, "{{dead}}", proxytest.RefusedURL(t)).Replace(faultPolicy)
 	opts, err := policy.RedisClientOptions("redis://" + p.Addr() + "/0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := redis.NewClient(opts)
-	core, err := NewCore(snap, Options{
-		Registry: prometheus.NewRegistry(),
-		Store:    policy.NewRedisStore(client, policy.RedisOptions{}),
-		Budgets:  policy.NewRedisBudgets(client, policy.RedisBudgetOptions{}),
+	core := newTestCore(t, doc, Options{
+		Store:   policy.NewRedisStore(client, policy.RedisOptions{}),
+		Budgets: policy.NewRedisBudgets(client, policy.RedisBudgetOptions{}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { direct.Close() })
 	return &faultHarness{core: core, front: serveCore(t, core), proxy: p, direct: direct, backend: b}
@@ -144,7 +128,7 @@ func newFaultHarness(t *testing.T) *faultHarness {
 
 func (h *faultHarness) send(t *testing.T, tool, key, args string) *contracts.Envelope {
 	t.Helper()
-	_, env := (&harness{server: h.front}).call(t, tool, args, map[string]string{"Idempotency-Key": key, "X-Toolgate-Caller": "payer"})
+	_, env := postCall(t, h.front, tool, args, map[string]string{"Idempotency-Key": key, "X-Toolgate-Caller": "payer"})
 	return env
 }
 

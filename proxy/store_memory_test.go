@@ -38,7 +38,7 @@ func TestMemoryStoreBoundsComeFromThePolicy(t *testing.T) {
 	t.Cleanup(backend.Close)
 	h := newIdemHarnessDoc(t, strings.ReplaceAll(boundedPolicy, "{{url}}", backend.URL), nil)
 	call := func(caller, key string) *contracts.Envelope {
-		_, env := (&harness{server: h.front}).call(t, "send", `{"nonce":"`+key+`"}`,
+		_, env := postCall(t, h.front, "send", `{"nonce":"`+key+`"}`,
 			map[string]string{"Idempotency-Key": key, "X-Toolgate-Caller": caller})
 		return env
 	}

@@ -62,7 +62,7 @@ func (t tracing) startCall(ctx context.Context, req *Request) (context.Context, 
 }
 
 // endCall records the call's outcome on its span and ends it.
-func (t tracing) endCall(span trace.Span, cl *call, res *Result) {
+func (t tracing) endCall(span trace.Span, cl *Call, res *Result) {
 	if span == nil {
 		return
 	}

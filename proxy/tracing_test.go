@@ -2,63 +2,41 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
-// traceRecorder is a backend that records the traceparent it received.
-type traceRecorder struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (tr *traceRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tr.mu.Lock()
-	tr.got = append(tr.got, r.Header.Get("Traceparent"))
-	tr.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"results":[1],"total":1,"id":"x"}`))
+// newTraceCore is a core on accessPolicy in front of backend, which the
+// test closes with it.
+func newTraceCore(t *testing.T, backend http.Handler, opts Options) *Core {
+	t.Helper()
+	srv := httptest.NewServer(backend)
+	t.Cleanup(srv.Close)
+	doc := strings.NewReplacer("{{url}}", srv.URL, "{{from}}", "header", "{{default}}", "allow").Replace(accessPolicy)
+	return newTestCore(t, doc, opts)
 }
 
 const agentTrace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 func TestCallsAreSpansThatContinueTheAgentsTrace(t *testing.T) {
-	rec := &traceRecorder{}
-	backend := httptest.NewServer(rec)
-	defer backend.Close()
-	doc := strings.ReplaceAll(accessPolicy, "{{url}}", backend.URL)
-	doc = strings.NewReplacer("{{from}}", "header", "{{default}}", "allow").Replace(doc)
-	snap, err := config.CompileSource("trace.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := &proxytest.HeaderRecorder{}
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	logger := slog.New(slog.NewJSONHandler(lockedWriter{&logMu, &logs}, nil))
-	core, err := NewCore(snap, Options{TracerProvider: tp, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer core.Close()
+	logs := &proxytest.LogBuffer{}
+	core := newTraceCore(t, rec, Options{TracerProvider: tp, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 
 	res := core.Call(context.Background(), &Request{Tool: "send", Body: []byte(`{}`), IdempotencyKey: "k", TraceParent: agentTrace, Caller: "ops-agent"})
 	if res.Envelope.Status != contracts.StatusOK {
@@ -100,35 +78,18 @@ func TestCallsAreSpansThatContinueTheAgentsTrace(t *testing.T) {
 		}
 	}
 	attempt := byName["toolgate.upstream.attempt"]
-	rec.mu.Lock()
-	sent := rec.got[0]
-	rec.mu.Unlock()
+	sent := rec.Headers()[0].Get("Traceparent")
 	if !strings.Contains(sent, "4bf92f3577b34da6a3ce929d0e0e4736") || !strings.Contains(sent, attempt.SpanContext.SpanID().String()) {
 		t.Errorf("backend got traceparent %q, want the attempt span %s", sent, attempt.SpanContext.SpanID())
 	}
-	logMu.Lock()
-	var line map[string]any
-	_ = json.Unmarshal(bytes.Split(logs.Bytes(), []byte("\n"))[0], &line)
-	logMu.Unlock()
-	if line["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" {
+	if line := logs.Lines(t)[0]; line["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" {
 		t.Errorf("log line trace_id = %v", line["trace_id"])
 	}
 }
 
 func TestWithoutTracingTheAgentsTraceparentPassesThrough(t *testing.T) {
-	rec := &traceRecorder{}
-	backend := httptest.NewServer(rec)
-	defer backend.Close()
-	doc := strings.ReplaceAll(accessPolicy, "{{url}}", backend.URL)
-	doc = strings.NewReplacer("{{from}}", "header", "{{default}}", "allow").Replace(doc)
-	snap, err := config.CompileSource("trace.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, _ := NewCore(snap, Options{})
-	defer core.Close()
-	front := httptest.NewServer(core.Handler())
-	defer front.Close()
+	rec := &proxytest.HeaderRecorder{}
+	front := serveCore(t, newTraceCore(t, rec, Options{}))
 	req, _ := http.NewRequest("POST", front.URL+"/v1/tools/search", strings.NewReader(`{}`))
 	req.Header.Set("Traceparent", agentTrace)
 	resp, err := front.Client().Do(req)
@@ -136,22 +97,9 @@ func TestWithoutTracingTheAgentsTraceparentPassesThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.got) != 1 || rec.got[0] != agentTrace {
-		t.Errorf("backend got %q", rec.got)
+	if got := rec.Headers(); len(got) != 1 || got[0].Get("Traceparent") != agentTrace {
+		t.Errorf("backend got %q", got)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 func TestTraceContextValidation(t *testing.T) {
@@ -212,27 +160,6 @@ func TestTraceContextValidation(t *testing.T) {
 	}
 }
 
-// traceHeaderBackend records the trace headers and any injected header
-// each request brought.
-type traceHeaderBackend struct {
-	mu  sync.Mutex
-	got []http.Header
-}
-
-func (b *traceHeaderBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b.mu.Lock()
-	b.got = append(b.got, r.Header.Clone())
-	b.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write([]byte(`{"results":[1],"total":1,"id":"x"}`))
-}
-
-func (b *traceHeaderBackend) requests() []http.Header {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.got)
-}
-
 // TestInvalidTraceContextIsNotForwarded: whatever an agent puts in its
 // trace context (CR LF included, which a backend would read as a header of
 // its own, and which an https:// transport refuses before dialing), the
@@ -254,29 +181,17 @@ func TestInvalidTraceContextIsNotForwarded(t *testing.T) {
 		} {
 			name := fmt.Sprintf("tracing %v: %s", map[bool]string{false: "off", true: "on"}[tracingOn], tc.name)
 			t.Run(name, func(t *testing.T) {
-				backend := &traceHeaderBackend{}
-				srv := httptest.NewServer(backend)
-				defer srv.Close()
-				doc := strings.ReplaceAll(accessPolicy, "{{url}}", srv.URL)
-				doc = strings.NewReplacer("{{from}}", "header", "{{default}}", "allow").Replace(doc)
-				snap, err := config.CompileSource("trace.yaml", []byte(doc), config.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				backend := &proxytest.HeaderRecorder{}
 				opts := Options{}
 				if tracingOn {
 					opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
 				}
-				core, err := NewCore(snap, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer core.Close()
+				core := newTraceCore(t, backend, opts)
 				res := core.Call(context.Background(), &Request{Tool: "search", Body: []byte(`{}`), TraceParent: tc.parent, TraceState: tc.state})
 				if res.Envelope.Status != contracts.StatusOK {
 					t.Fatalf("the call failed: %+v", res.Envelope)
 				}
-				got := backend.requests()
+				got := backend.Headers()
 				if len(got) != 1 {
 					t.Fatalf("backend got %d requests", len(got))
 				}
@@ -307,22 +222,8 @@ func TestInvalidTraceContextIsNotForwarded(t *testing.T) {
 // obsolete line fold over a raw connection (a Go client would refuse to):
 // the server joins the lines with a space, which is no traceparent.
 func TestFoldedTraceparentHeaderIsNotForwarded(t *testing.T) {
-	backend := &traceHeaderBackend{}
-	srv := httptest.NewServer(backend)
-	defer srv.Close()
-	doc := strings.ReplaceAll(accessPolicy, "{{url}}", srv.URL)
-	doc = strings.NewReplacer("{{from}}", "header", "{{default}}", "allow").Replace(doc)
-	snap, err := config.CompileSource("trace.yaml", []byte(doc), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer core.Close()
-	front := httptest.NewServer(core.Handler())
-	defer front.Close()
+	backend := &proxytest.HeaderRecorder{}
+	front := serveCore(t, newTraceCore(t, backend, Options{}))
 	conn, err := net.Dial("tcp", front.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +236,7 @@ func TestFoldedTraceparentHeaderIsNotForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	got := backend.requests()
+	got := backend.Headers()
 	if resp.StatusCode == http.StatusBadRequest && len(got) == 0 {
 		return // the server refused the folded header outright: nothing was forwarded
 	}

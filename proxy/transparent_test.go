@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 const transparentPolicy = `
@@ -94,14 +95,7 @@ func newTransparentHarness(t *testing.T) (*httptest.Server, *echoBackend, *Core)
 	eb := &echoBackend{}
 	backend := httptest.NewServer(eb)
 	t.Cleanup(backend.Close)
-	snap, err := config.CompileSource("transparent.yaml", []byte(strings.ReplaceAll(transparentPolicy, "{{url}}", backend.URL)), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := newTestCore(t, strings.ReplaceAll(transparentPolicy, "{{url}}", backend.URL), Options{})
 	front := httptest.NewServer(core.Handler())
 	t.Cleanup(func() { front.Close(); core.Close() })
 	return front, eb, core
@@ -165,10 +159,9 @@ func TestTransparentRoutes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			env, err := contracts.DecodeEnvelope([]byte(strings.TrimSpace(string(b))))
+			env, _, err := proxytest.ReadEnvelope(resp)
 			if err != nil {
-				t.Fatalf("not an envelope: %s", b)
+				t.Fatal(err)
 			}
 			if env.Status != tt.wantStatus || env.Tool != tt.wantTool {
 				t.Fatalf("envelope = %s %s (%s), want %s %s", env.Tool, env.Status, env.Message, tt.wantTool, tt.wantStatus)
@@ -264,12 +257,14 @@ func TestRouteConflicts(t *testing.T) {
     args: {type: object, properties: {name: {type: string}}}
     request: {method: GET, path: "/api/items/{name}"}
 `
-	s, err := config.CompileSource("t.yaml", []byte(doc), config.Options{})
-	if err != nil {
+	if _, err := config.CompileSource("t.yaml", []byte(doc), config.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := RouteConflicts(s); len(got) != 1 || got[0] != "get_item and get_item_by_name" {
-		t.Errorf("conflicts = %v", got)
+	// Where calls are identified by their route, config refuses the pair
+	// (config/routes.go, the one home of route ambiguity).
+	_, err = config.CompileSource("t.yaml", []byte(doc), config.Options{ByRoute: true})
+	if err == nil || !strings.Contains(err.Error(), "tools.get_item_by_name.request.path") || !strings.Contains(err.Error(), "ambiguous with tool get_item ") {
+		t.Errorf("conflict = %v", err)
 	}
 }
 
@@ -277,15 +272,8 @@ func TestRouteConflicts(t *testing.T) {
 // extraction never panics, and what it extracts either validates or is
 // refused with an argument error.
 func FuzzTransparentArgs(f *testing.F) {
-	snap, err := config.CompileSource("t.yaml", []byte(strings.ReplaceAll(transparentPolicy, "{{url}}", "http://127.0.0.1:1")), config.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	st := core.state.Load()
+	core := newTestCore(f, strings.ReplaceAll(transparentPolicy, "{{url}}", "http://127.0.0.1:1"), Options{})
+	v := core.View()
 	for _, s := range []string{"/api/search?q=go&limit=3", "/api/items/%2e%2e", "/reports/.json", "/api/search?q=%zz", "/api/search?tag=a&tag=b&limit=-0", "/v1/users/%0d%0a/notifications"} {
 		f.Add(s, `{"text":"x"}`)
 	}
@@ -295,11 +283,12 @@ func FuzzTransparentArgs(f *testing.F) {
 			return
 		}
 		for _, method := range []string{"GET", "POST"} {
-			tl, vals := st.router.match(method, u.EscapedPath())
-			if tl == nil {
+			route, ok := v.MatchRoute(method, u.EscapedPath())
+			if !ok {
 				continue
 			}
-			args, err := extractArgs(tl.contract, vals, u.RawQuery, nil, []byte(body))
+			tl := route.tool
+			args, err := route.Args(u.RawQuery, nil, []byte(body))
 			if err != nil {
 				if _, ok := err.(*contracts.ArgError); !ok {
 					t.Fatalf("extraction error %T is not an argument error", err)

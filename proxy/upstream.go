@@ -12,7 +12,6 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -170,26 +169,16 @@ func newTransport(cfg *policy.Upstream, tlsConfig *tls.Config) *http.Transport {
 	}
 }
 
-// attempt is one request to the backend and what came of it.
-type attempt struct {
-	outcome contracts.Outcome
-	code    int // HTTP status, 0 without an answer
-	header  http.Header
-	body    []byte
-	sent    bool // the request may have reached the backend
-	verdict policy.Verdict
-	buf     *[]byte // pooled buffer behind body; putBody once classified
-}
-
-// send performs one attempt. It never returns an error: every failure is
-// classified into the attempt's outcome.
+// send performs one attempt of toolgate's own send. It never returns an
+// error: every failure is classified into the attempt's outcome
+// (classify.go).
 //
 // A request written whole goes out a second time within the attempt (a
 // reused connection that closed before any answer) only when acting twice
 // is harmless: the tool is read-only, or the backend dedupes on the key
 // forwarded to it. Whatever the HTTP method: a side-effecting tool bound to
 // GET acts as surely as one bound to POST.
-func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool) attempt {
+func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool, now func() time.Time) attempt {
 	cred, a, ok := u.authorize(ctx, req)
 	if !ok {
 		return a
@@ -209,7 +198,10 @@ func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, s
 		return u.failed(ctx, &ex, sideEffect, dedupes)
 	}
 	u.auth.answered(cred, ex.resp.StatusCode)
-	return u.answered(ctx, &ex, buf, sideEffect, dedupes)
+	ans := answer{code: ex.resp.StatusCode, header: ex.resp.Header, body: ex.body, bodyErr: ex.readErr, writes: ex.writes}
+	at := u.answered(ctx, &ans, sideEffect, dedupes, now)
+	at.buf = buf
+	return at
 }
 
 // roundTrip sends req through the upstream's http.RoundTripper: HTTPS
@@ -272,7 +264,7 @@ func readRoundTrip(resp *http.Response, err error, maxBody int64, buf *[]byte) e
 		return exchange{err: err}
 	}
 	ex := exchange{resp: resp}
-	ex.body, ex.readErr = readBody(resp.Body, maxBody, resp.ContentLength, buf)
+	ex.body, ex.readErr = ReadBody(resp.Body, maxBody, resp.ContentLength, buf)
 	resp.Body.Close()
 	return ex
 }
@@ -358,138 +350,6 @@ type emptyBody struct{}
 
 func (emptyBody) Read([]byte) (int, error) { return 0, io.EOF }
 func (emptyBody) Close() error             { return nil }
-
-// failed classifies an exchange that got no answer.
-func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool) attempt {
-	if errors.Is(ex.err, errInvalidRequest) {
-		// toolgate's own fault: nothing was sent, the backend is not to
-		// blame (the breaker does not hear of it), and the same call
-		// would fail again.
-		return attempt{
-			outcome: contracts.Outcome{Status: contracts.StatusUpstream, Reason: reasonInvalidRequest, Effect: contracts.SideEffectNone},
-			verdict: policy.VerdictIgnored,
-		}
-	}
-	f := transportFailure(ctx, ex.err, ex.gotConn)
-	written := ex.writes > 0
-	if f == contracts.FailConnect && written {
-		// The resend could not connect, but the first write went out
-		// whole before its connection broke.
-		f = contracts.FailReset
-	}
-	a := attempt{outcome: contracts.ClassifyTransport(f, written, sideEffect, dedupes), sent: written}
-	a.verdict = policy.VerdictFailure
-	switch f {
-	case contracts.FailConnect:
-		u.codes.connect.Inc()
-	case contracts.FailDeadline:
-		u.codes.timeout.Inc()
-	case contracts.FailCanceled:
-		u.codes.reset.Inc()
-		a.verdict = policy.VerdictIgnored
-	default:
-		u.codes.reset.Inc()
-	}
-	return a
-}
-
-// answered classifies an exchange that got an answer.
-func (u *upstream) answered(ctx context.Context, ex *exchange, buf *[]byte, sideEffect, dedupes bool) attempt {
-	code := ex.resp.StatusCode
-	a := attempt{code: code, header: ex.resp.Header, body: ex.body, buf: buf, sent: true}
-	u.codes.count(code)
-	success := code >= 200 && code < 300
-	switch {
-	case ex.readErr == nil:
-	case errors.Is(ex.readErr, errBodyTooLarge):
-		if success {
-			a.outcome = contracts.BadResponse(code)
-			a.verdict = policy.VerdictSuccess
-			return a
-		}
-		a.body = nil // an oversized error body is not read by the rules
-	default:
-		f := transportFailure(ctx, ex.readErr, true)
-		if success {
-			// The backend acted; only its answer is lost.
-			a.outcome = contracts.BadResponse(code)
-			if f == contracts.FailDeadline {
-				a.outcome = contracts.AnswerCut(code, sideEffect)
-			}
-			a.verdict = policy.VerdictFailure
-			return a
-		}
-		a.body = nil
-	}
-	a.verdict = breakerVerdict(code)
-	if !success {
-		a.outcome = contracts.ClassifyHTTP(code, sideEffect, dedupes, retryAfter(ex.resp.Header, time.Now()))
-		if sideEffect && ex.writes > 1 && a.outcome.Effect == contracts.SideEffectNone {
-			// This answer is to a resend: the first write may have acted
-			// before its connection broke, whatever the resend met.
-			a.outcome.Effect, a.outcome.Retryable = contracts.SideEffectUnknown, dedupes
-		}
-	}
-	return a
-}
-
-func breakerVerdict(code int) policy.Verdict {
-	switch {
-	case code == 500 || code == 502 || code == 503 || code == 504:
-		return policy.VerdictFailure
-	case code == 501 || code == 505 || (code >= 400 && code < 500):
-		return policy.VerdictIgnored
-	case code > 505:
-		return policy.VerdictFailure
-	default:
-		return policy.VerdictSuccess
-	}
-}
-
-var errBodyTooLarge = errors.New("response body too large")
-
-// readBody reads at most max bytes; a longer body is errBodyTooLarge. The
-// length is found by reading, never by trusting Content-Length.
-func readBody(r io.Reader, max, sizeHint int64, buf *[]byte) ([]byte, error) {
-	b := (*buf)[:0]
-	if sizeHint > 0 && sizeHint <= max && int64(cap(b)) < sizeHint+1 {
-		b = make([]byte, 0, sizeHint+1) // one read past the end sees EOF
-	}
-	for {
-		if len(b) == cap(b) {
-			if int64(len(b)) > max {
-				break
-			}
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if int64(len(b)) > max {
-			break
-		}
-		if err == io.EOF {
-			*buf = b
-			return b, nil
-		}
-		if err != nil {
-			*buf = b
-			return nil, err
-		}
-	}
-	*buf = b
-	return nil, errBodyTooLarge
-}
-
-// bodyPool recycles backend answer buffers. A buffer goes back once the
-// answer is classified: the envelope's data is always a copy.
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-
-func putBody(buf *[]byte) {
-	if buf != nil && cap(*buf) <= 256<<10 {
-		*buf = (*buf)[:0]
-		bodyPool.Put(buf)
-	}
-}
 
 // transportFailure maps a transport error to a failure class. Each branch
 // says why.

@@ -3,8 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +25,8 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -66,20 +66,6 @@ tools:
     args: {type: object, required: [n], properties: {n: {type: string}}}
     request: {method: GET, path: /wg}
 `
-
-func newWireCore(t testing.TB, url string, rt func(*policy.Upstream) http.RoundTripper) *Core {
-	t.Helper()
-	snap, err := config.CompileSource("wire.yaml", []byte(strings.ReplaceAll(wirePolicy, "{{url}}", url)), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: rt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(core.Close)
-	return core
-}
 
 // wireCall calls tool as call id, with key k-<id> and the call id as the
 // request id the backend sees.
@@ -180,7 +166,7 @@ func TestStrayBytesAreNeverAnotherCallsAnswer(t *testing.T) {
 			}
 			close(writeStray)
 			<-strayWritten
-			waitFor(t, "the stray bytes to reach toolgate", func() bool { return pooledConnStirred(core, "svc") })
+			policytest.Eventually(t, "the stray bytes to reach toolgate", func() bool { return pooledConnStirred(core, "svc") })
 
 			res := wireCall(core, tt.tool, "B")
 			effect := contracts.SideEffectNone
@@ -261,7 +247,7 @@ func TestQuickCloseBeforeReuse(t *testing.T) {
 				t.Fatalf("A got %s", a.Envelope.Status)
 			}
 			<-closed
-			waitFor(t, "the close to reach toolgate", func() bool { return pooledConnStirred(core, "svc") })
+			policytest.Eventually(t, "the close to reach toolgate", func() bool { return pooledConnStirred(core, "svc") })
 			res := wireCall(core, tool, "B")
 			wantEnv(t, res, contracts.StatusOK, contracts.SideEffectDone, false)
 			if got, conns := b.received("B"), b.conns.Load(); got != 1 || conns != 2 {
@@ -290,7 +276,7 @@ func TestNothingWrittenIsNothingDone(t *testing.T) {
 	}
 	defer u.closeIdle()
 	req, _ := http.NewRequest(http.MethodPost, "http://backend.test/w", strings.NewReader(`{"n":"x"}`))
-	a := u.send(context.Background(), req, 1<<20, true, false)
+	a := u.send(context.Background(), req, 1<<20, true, false, time.Now)
 	if a.sent || a.outcome.Effect != contracts.SideEffectNone || !a.outcome.Retryable || b.requests.Load() != 0 {
 		t.Errorf("attempt %+v sent=%v after %d backend requests, want nothing sent, none, retryable", a.outcome, a.sent, b.requests.Load())
 	}
@@ -319,18 +305,6 @@ func (l *trackingListener) closeAll() {
 	defer l.mu.Unlock()
 	for _, c := range l.conns {
 		c.Close()
-	}
-}
-
-// tlsTransport is toolgate's own transport for an upstream, trusting the
-// test server's certificate.
-func tlsTransport(srv *httptest.Server) func(*policy.Upstream) http.RoundTripper {
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	return func(cfg *policy.Upstream) http.RoundTripper {
-		t := newTransport(cfg, nil)
-		t.TLSClientConfig = &tls.Config{RootCAs: pool}
-		return t
 	}
 }
 
@@ -417,7 +391,7 @@ func TestNoReplayWritesNoBody(t *testing.T) {
 	b := newRawBackend(t, func(c *rawConn, n int) bool {
 		return c.answer("HTTP/1.1 204 No Content\r\n\r\n")
 	})
-	var raw syncLog
+	var raw proxytest.LogBuffer
 	rt := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		return &recordingConn{Conn: nc, w: &raw}, err

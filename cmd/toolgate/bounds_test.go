@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 // slowBody is a connection that sends a tool call's headers and part of
@@ -162,8 +161,7 @@ func TestLongToolCallOutlivesServerTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	env, err := contracts.DecodeEnvelope(bytes.TrimSpace(raw))
+	env, raw, err := proxytest.ReadEnvelope(resp)
 	if err != nil || !env.Status.Success() {
 		t.Fatalf("a 3s call with 500ms server timeouts: HTTP %d %v %s", resp.StatusCode, err, raw)
 	}

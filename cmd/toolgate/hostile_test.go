@@ -20,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 // These tests run the daemon `toolgate serve` builds (newDaemon) against
@@ -141,16 +142,7 @@ func politeCaller(t *testing.T, agentURL string) (stop func()) {
 }
 
 func politeCall(client *http.Client, agentURL string) error {
-	resp, err := client.Post(agentURL+"/v1/tools/search_articles", "application/json", strings.NewReader(`{"q":"go"}`))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	env, err := contracts.DecodeEnvelope(bytes.TrimSpace(raw))
+	_, env, err := proxytest.PostCall(client, agentURL, "search_articles", `{"q":"go"}`, nil)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 func TestMain(m *testing.M) {
@@ -126,24 +127,6 @@ func brokenLine(p policyParams) int {
 	return strings.Count(testPolicy(p), "\n") + 1
 }
 
-// syncBuffer collects log output written from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // serverOptions configure startServer.
 type serverOptions struct {
 	watch             bool
@@ -170,7 +153,7 @@ type testServer struct {
 	*daemon
 	t        *testing.T
 	opts     serverOptions
-	logs     *syncBuffer
+	logs     *proxytest.LogBuffer
 	client   *http.Client
 	agentURL string // serve's agent port; extproc's gRPC address is frontAddr
 	adminURL string
@@ -182,7 +165,7 @@ func startServer(t *testing.T, path string, opts serverOptions) *testServer {
 	if opts.grace == 0 {
 		opts.grace = 10 * time.Second
 	}
-	logs := &syncBuffer{}
+	logs := &proxytest.LogBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	flags := daemonFlags{configPath: path, listen: opts.listen, admin: opts.admin}
 	name, front := "toolgate", newAgentFront

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 // buildToolgate builds this command into a temporary directory, with the
@@ -45,7 +46,7 @@ func buildToolgate(t *testing.T) string {
 type process struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *proxytest.LogBuffer
 	agent  string // host:port of serve's agent port, or of extproc's gRPC port
 	admin  string // host:port
 	client *http.Client
@@ -56,7 +57,7 @@ type process struct {
 // extproc started") log line, which names the ports it listens on.
 func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{t: t, logs: &syncBuffer{}}
+	p := &process{t: t, logs: &proxytest.LogBuffer{}}
 	started := "toolgate started"
 	if len(args) > 0 && args[0] == "extproc" {
 		started = "toolgate extproc started"

@@ -19,7 +19,7 @@ type reply struct {
 }
 
 // backendAnswer is an answer the backend gave: classified by its status and
-// body like any other, through Pending.Finish.
+// body like any other, through proxy.Call.Finish.
 var backendAnswer = reply{}
 
 // Envoy's response code details (the response.code_details attribute) for

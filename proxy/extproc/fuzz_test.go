@@ -33,7 +33,7 @@ func FuzzRequestPhase(f *testing.F) {
 	f.Add("POST", "/v1/charges?amount=1", `{"amount":"x"}`)
 	f.Add("GET", "/health/../api/search?q=%", "")
 	f.Fuzz(func(t *testing.T, method, path, body string) {
-		ex := &exchange{s: srv, core: core}
+		ex := &exchange{s: srv}
 		defer ex.abandon()
 		msg := &httpMessage{method: method, path: path, header: http.Header{"Idempotency-Key": {"k"}}}
 		resp, err := ex.handle(context.Background(), requestHeaders(msg, body == ""))
@@ -48,10 +48,10 @@ func FuzzRequestPhase(f *testing.F) {
 				t.Fatalf("request body: %v %v", resp, err)
 			}
 		}
-		if ex.pending == nil {
+		if ex.call == nil {
 			return
 		}
-		b := ex.pending.Backend()
+		b := ex.call.Backend()
 		if !strings.HasPrefix(b.Path, "/") {
 			t.Errorf("backend path %q", b.Path)
 		}

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -177,21 +177,11 @@ func newHarness(t *testing.T) *harness {
 	b := &backend{}
 	legacy := httptest.NewServer(b)
 	t.Cleanup(legacy.Close)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + ln.Addr().String()
-	ln.Close()
-	doc := strings.NewReplacer("{{legacy}}", legacy.URL, "{{refused}}", refused).Replace(testPolicy)
+	doc := strings.NewReplacer("{{legacy}}", legacy.URL, "{{refused}}", proxytest.RefusedURL(t)).Replace(testPolicy)
 	// Two cores on the same policy, so idempotency records and metrics of
 	// one front never meet the other's.
 	compile := func(reg *prometheus.Registry) *proxy.Core {
-		snap, err := config.CompileSource("extproc.yaml", []byte(doc), config.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		core, err := proxy.NewCore(snap, proxy.Options{Registry: reg})
+		core, err := proxy.NewCore(proxytest.Snapshot(t, doc), proxy.Options{Registry: reg})
 		if err != nil {
 			t.Fatal(err)
 		}

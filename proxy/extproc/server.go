@@ -7,14 +7,17 @@
 // One gRPC stream is one HTTP request. The request phase identifies the
 // tool by :method and :path (the routes of transparent mode), resolves the
 // caller, extracts the arguments (waiting for the buffered body when the
-// tool binds body fields) and runs Core.Begin: access, validation,
-// idempotency and binding. A call that must not go on is answered with an
-// ImmediateResponse carrying the envelope; otherwise the request is
-// rewritten to the backend request the contract binds and Envoy sends it.
-// The response phase hands the backend's answer (or Envoy's own local reply
-// in its place, see classify.go) to the Pending call and replaces the
+// tool binds body fields) and begins the call (proxy.View.Begin): access,
+// validation, idempotency and binding. A call that must not go on is
+// answered with an ImmediateResponse carrying the envelope; otherwise the
+// request is rewritten to the backend request the contract binds
+// (proxy.Call.Backend) and Envoy sends it. The response phase hands the
+// backend's answer (or Envoy's own local reply in its place, see
+// classify.go) to the call (proxy.Call.Finish or Fail) and replaces the
 // answer with the envelope. Statuses, headers and bodies are byte for byte
-// what the HTTP front writes for the same call.
+// what the HTTP front writes for the same call, and the spans and the log
+// line are the same as well. The whole stream runs on the one policy
+// snapshot (proxy.View) that was current when its request headers came.
 //
 // Guarantees and limits:
 //   - Every call that began ends exactly once: with the answer, with a
@@ -134,7 +137,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 			}
 		}
 	}()
-	ex := &exchange{s: s, core: s.core}
+	ex := &exchange{s: s}
 	// A call that began and got no answer ends here: the stream is gone.
 	defer ex.abandon()
 	var timer *time.Timer
@@ -198,7 +201,7 @@ const (
 // exchange is one HTTP request going through the processor.
 type exchange struct {
 	s     *Server
-	core  *proxy.Core
+	view  proxy.View // the snapshot the request runs on, from its headers on
 	phase phase
 
 	// The request.
@@ -206,25 +209,26 @@ type exchange struct {
 	names       []string    // the request's header names as Envoy sent them
 	escapedPath string
 	rawQuery    string
-	route       proxy.LegacyRoute
+	route       proxy.Route
 	tooLarge    bool
 	body        []byte
 
 	// The call, once it began.
-	pending  *proxy.Pending
+	call     *proxy.Call
 	ended    bool
 	deadline time.Time
 
 	// The answer.
-	code       int
-	respHeader http.Header
-	respNames  []string
-	respBody   []byte
-	details    string
+	code         int
+	respHeader   http.Header
+	respNames    []string
+	respBody     []byte
+	respTooLarge bool // the body went past server.max_response_bytes
+	details      string
 }
 
 func (ex *exchange) waiting() bool {
-	return ex.pending != nil && !ex.ended && (ex.phase == phaseSent || ex.phase == phaseResponseBody)
+	return ex.call != nil && !ex.ended && (ex.phase == phaseSent || ex.phase == phaseResponseBody)
 }
 
 // handle answers one message from Envoy; nil means no answer is due.
@@ -263,14 +267,15 @@ func (ex *exchange) handle(ctx context.Context, m *extprocv3.ProcessingRequest) 
 // requestHeaders starts an exchange: passthrough, an unknown route, a call
 // decided now, or a call waiting for its body.
 func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	ex.view = ex.s.core.View()
 	pseudo := ex.readRequestHeaders(h.GetHeaders())
 	method := pseudo[":method"]
 	ex.escapedPath, ex.rawQuery, _ = strings.Cut(pseudo[":path"], "?")
-	if upstream, ok := ex.core.PassthroughUpstream(ex.escapedPath); ok {
+	if p, ok := ex.view.Passthrough(ex.escapedPath); ok {
 		ex.phase = phasePassthrough
-		return ex.passthrough(ctx, upstream)
+		return ex.passthrough(ctx, p)
 	}
-	route, ok := ex.core.MatchRoute(method, ex.escapedPath)
+	route, ok := ex.view.MatchRoute(method, ex.escapedPath)
 	if !ok {
 		// No tool's route: a not_found envelope, as the HTTP front
 		// answers an unknown route.
@@ -278,12 +283,12 @@ func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders
 		if err != nil {
 			path = ex.escapedPath
 		}
-		return ex.immediate(ex.core.NoRoute(ctx, ex.request(""), method, path))
+		return ex.immediate(ex.view.NoRoute(ctx, ex.request(""), method, path))
 	}
 	ex.route = route
 	// A declared length over the limit is refused without reading, as
 	// the HTTP front does.
-	if n, err := strconv.ParseInt(ex.header.Get("Content-Length"), 10, 64); err == nil && n > ex.core.Snapshot().Server.MaxRequestBytes {
+	if n, err := strconv.ParseInt(ex.header.Get("Content-Length"), 10, 64); err == nil && n > ex.view.Policy().Server.MaxRequestBytes {
 		ex.tooLarge = true
 		return ex.decide(ctx, nil, headersStage(h.EndOfStream))
 	}
@@ -298,10 +303,8 @@ func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders
 
 // requestBody decides a call of a tool with body fields.
 func (ex *exchange) requestBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	limit := ex.core.Snapshot().Server.MaxRequestBytes
 	if !ex.tooLarge {
-		ex.body = append(ex.body, b.GetBody()...)
-		if int64(len(ex.body)) > limit {
+		if _, err := proxy.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxRequestBytes, &ex.body); err != nil {
 			ex.tooLarge, ex.body = true, nil
 		}
 	}
@@ -336,29 +339,31 @@ func (ex *exchange) decide(ctx context.Context, body []byte, st stage) *extprocv
 	req := ex.request(ex.route.Tool)
 	req.BodyTooLarge = ex.tooLarge
 	if !ex.tooLarge {
-		args, err := ex.core.ExtractArgs(ex.route.Tool, ex.route.PathValues, ex.rawQuery, ex.header, body)
+		args, err := ex.route.Args(ex.rawQuery, ex.header, body)
 		if err != nil {
 			req.Invalid = err
 		}
 		req.Args = args
 	}
 	start := ex.s.now()
-	p, res := ex.core.Begin(ctx, req)
+	call, res := ex.view.Begin(ctx, req)
 	if res != nil {
 		return ex.immediate(res)
 	}
-	ex.pending, ex.deadline, ex.phase = p, start.Add(p.Timeout()), phaseSent
-	return ex.rewrite(p.Backend(), st)
+	ex.call, ex.deadline, ex.phase = call, start.Add(call.Timeout()), phaseSent
+	return ex.rewrite(call.Backend(), st)
 }
 
 // request is the call as the core takes it, from the request headers.
 func (ex *exchange) request(tool string) *proxy.Request {
 	return &proxy.Request{
 		Tool:           tool,
-		Caller:         ex.core.Identify(ex.header),
+		Caller:         ex.view.Identify(ex.header),
 		CallID:         ex.header.Get("X-Request-Id"),
 		IdempotencyKey: ex.header.Get("Idempotency-Key"),
 		Front:          "extproc",
+		TraceParent:    ex.header.Get("Traceparent"),
+		TraceState:     ex.header.Get("Tracestate"),
 		Header:         ex.header,
 	}
 }
@@ -412,23 +417,23 @@ func (ex *exchange) rewrite(b proxy.BackendRequest, st stage) *extprocv3.Process
 	}
 }
 
-// passthrough lets a request under a passthrough prefix through, minus the
-// identity headers, plus the upstream's static headers and credential, as
-// transparent mode forwards it, and skips the response phase. Without its
-// credential it does not go on: 502, as transparent mode answers.
-func (ex *exchange) passthrough(ctx context.Context, upstream string) *extprocv3.ProcessingResponse {
-	snap := ex.core.Snapshot()
-	add, rawQuery, err := ex.core.PassthroughHeader(ctx, upstream, ex.rawQuery)
+// passthrough lets a request under a passthrough prefix through as
+// transparent mode forwards it (proxy.Passthrough: minus the identity
+// headers, plus the upstream's static headers), and skips the response
+// phase.
+func (ex *exchange) passthrough(ctx context.Context, p proxy.Passthrough) *extprocv3.ProcessingResponse {
+	add, rawQuery, err := p.Decorate(ctx, ex.rawQuery)
 	if err != nil {
+		// Without its credential the request does not go on: 502, as
+		// transparent mode answers.
 		ex.phase = phaseDone
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 			ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode_BadGateway}, Details: "toolgate_upstream_auth"},
 		}}
 	}
 	mut := &extprocv3.HeaderMutation{}
-	caller := strings.ToLower(snap.Server.CallerHeader)
 	for _, name := range ex.names {
-		if name == caller || name == "x-forwarded-client-cert" {
+		if p.Strips(name) {
 			mut.RemoveHeaders = append(mut.RemoveHeaders, name)
 		}
 	}
@@ -480,11 +485,11 @@ func (ex *exchange) localReplyBeforeCall(ctx context.Context, h *extprocv3.HttpH
 	ex.tooLarge = true
 	req := ex.request(ex.route.Tool)
 	req.BodyTooLarge = true
-	p, res := ex.core.Begin(ctx, req)
-	if p != nil {
+	call, res := ex.view.Begin(ctx, req)
+	if call != nil {
 		// Begin refuses a body it is told is too large; were it ever to
 		// accept one, the call still ends here, unsent.
-		res = p.Fail(contracts.FailConnect, false)
+		res = call.Fail(contracts.FailConnect, false)
 	}
 	return ex.replace(res, headersOnly)
 }
@@ -498,12 +503,11 @@ func (ex *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 	default:
 		return nil
 	}
-	// Past max_response_bytes the size is all that matters; one byte more
-	// says so.
-	limit := ex.core.Snapshot().Server.MaxResponseBytes + 1
-	if room := limit - int64(len(ex.respBody)); room > 0 {
-		chunk := b.GetBody()
-		ex.respBody = append(ex.respBody, chunk[:min(int64(len(chunk)), room)]...)
+	// Past max_response_bytes the size is all that matters.
+	if !ex.respTooLarge {
+		if _, err := proxy.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxResponseBytes, &ex.respBody); err != nil {
+			ex.respTooLarge, ex.respBody = true, nil
+		}
 	}
 	if !b.GetEndOfStream() {
 		// A streamed chunk (the body is not buffered): kept for the
@@ -522,9 +526,9 @@ func (ex *exchange) finish(st stage) *extprocv3.ProcessingResponse {
 	body := ex.respBody
 	var res *proxy.Result
 	if r := classifyReply(ex.code, ex.respHeader, body, ex.details); r.local {
-		res = ex.pending.Fail(r.failure, r.written)
+		res = ex.call.Fail(r.failure, r.written)
 	} else {
-		res = ex.pending.Finish(ex.code, ex.respHeader, body)
+		res = ex.call.Finish(proxy.Answer{Code: ex.code, Header: ex.respHeader, Body: body, BodyTooLarge: ex.respTooLarge})
 	}
 	ex.ended = true
 	return ex.replace(res, st)
@@ -537,25 +541,24 @@ func (ex *exchange) expire() *extprocv3.ProcessingResponse {
 		return nil
 	}
 	ex.ended = true
-	return ex.immediate(ex.pending.Fail(contracts.FailDeadline, true))
+	return ex.immediate(ex.call.Fail(contracts.FailDeadline, true))
 }
 
 // abandon ends a call whose stream ended before its answer.
 func (ex *exchange) abandon() {
-	if ex.pending != nil && !ex.ended {
+	if ex.call != nil && !ex.ended {
 		ex.ended = true
-		ex.pending.Abandon()
+		ex.call.Abandon()
 	}
 }
 
 // immediate answers the envelope without (or instead of) the backend.
 func (ex *exchange) immediate(res *proxy.Result) *extprocv3.ProcessingResponse {
 	ex.phase = phaseDone
-	r := ex.core.Render(res)
+	r := res.Render()
 	mut := &extprocv3.HeaderMutation{}
-	h := r.Header.Clone()
-	h.Del("Content-Length") // Envoy sets it for the body it sends
-	setHeaders(mut, h)
+	r.Header.Del("Content-Length") // Envoy sets it for the body it sends
+	setHeaders(mut, r.Header)
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.Code)},
@@ -571,7 +574,7 @@ func (ex *exchange) immediate(res *proxy.Result) *extprocv3.ProcessingResponse {
 // x-envoy-* stay), and its body.
 func (ex *exchange) replace(res *proxy.Result, st stage) *extprocv3.ProcessingResponse {
 	ex.phase = phaseDone
-	r := ex.core.Render(res)
+	r := res.Render()
 	mut := &extprocv3.HeaderMutation{}
 	setHeader(mut, ":status", strconv.Itoa(r.Code))
 	for _, name := range ex.respNames {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/proxytest"
 )
 
 const htmlError = "<html>java.lang.IllegalStateException at db-7.internal:5432</html>"
@@ -483,5 +484,29 @@ func TestMetricsCountExtprocCalls(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(h.extReg, "toolgate_upstream_requests_total"); n == 0 {
 		t.Error("no upstream requests counted")
+	}
+}
+
+// TestAReloadMidCallKeepsTheCallsSnapshot: a call runs on the snapshot that
+// was current when its request headers came, to the end. A reload between
+// the request and the answer (here to http_status always_200, and without
+// the tool) changes neither the classification nor the rendering of the
+// answer: the backend's 404 stays not_found with HTTP 404.
+func TestAReloadMidCallKeepsTheCallsSnapshot(t *testing.T) {
+	h := newHarness(t)
+	run, s := h.viaExtproc(legacyRequest{method: "GET", path: "/docs/d-1", header: map[string]string{"X-Request-Id": "reloaded"}}, nil, false)
+	if run.sent == nil {
+		t.Fatal("the request phase did not let the call go on")
+	}
+	doc := strings.NewReplacer("{{legacy}}", "http://127.0.0.1:1", "{{refused}}", "http://127.0.0.1:1").Replace(testPolicy)
+	doc = strings.Replace(doc, "server:\n", "server:\n  http_status: always_200\n", 1)
+	doc = strings.Replace(doc, "  get_doc:\n", "  get_document:\n", 1)
+	if err := h.ext.Swap(proxytest.Snapshot(t, doc)); err != nil {
+		t.Fatal(err)
+	}
+	final := s.respond(&answer{code: 404, header: jsonType, body: `{"error":"no such document"}`}, false)
+	s.close()
+	if final.code != http.StatusNotFound || !strings.Contains(string(final.body), `"status":"not_found"`) || !strings.Contains(string(final.body), `"tool":"get_doc"`) {
+		t.Errorf("after a reload mid-call: HTTP %d %s; want 404, not_found, tool get_doc", final.code, final.body)
 	}
 }

@@ -1,0 +1,224 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// This file classifies what came of a sent request, whoever sent it:
+// toolgate's own clients (send.go) or Envoy (Call.Finish and Call.Fail).
+// First the pre-classification, one function for an answer (answered: its
+// code, a body over max_response_bytes, a body that broke off) and one for
+// no answer (failure: connect, reset, deadline); then the contract's rules
+// and the default table read the answer (classify).
+
+// attempt is one send of the backend request and what came of it.
+type attempt struct {
+	outcome contracts.Outcome
+	code    int // HTTP status, 0 without an answer
+	header  http.Header
+	body    []byte
+	sent    bool // the request may have reached the backend
+	verdict policy.Verdict
+	buf     *[]byte // pooled buffer behind body; putBody once classified
+}
+
+// answer is a backend's answer as a client read it.
+type answer struct {
+	code    int
+	header  http.Header
+	body    []byte
+	bodyErr error // ErrBodyTooLarge, or what cut the body off; body is nil then
+	writes  int   // times the request went out whole: 2 when it was resent
+}
+
+// failed classifies an exchange of toolgate's own clients that got no
+// answer.
+func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool) attempt {
+	if errors.Is(ex.err, errInvalidRequest) {
+		// toolgate's own fault: nothing was sent, the backend is not to
+		// blame (the breaker does not hear of it), and the same call
+		// would fail again.
+		return attempt{
+			outcome: contracts.Outcome{Status: contracts.StatusUpstream, Reason: reasonInvalidRequest, Effect: contracts.SideEffectNone},
+			verdict: policy.VerdictIgnored,
+		}
+	}
+	f := transportFailure(ctx, ex.err, ex.gotConn)
+	written := ex.writes > 0
+	if f == contracts.FailConnect && written {
+		// The resend could not connect, but the first write went out
+		// whole before its connection broke.
+		f = contracts.FailReset
+	}
+	return u.failure(f, written, sideEffect, dedupes)
+}
+
+// failure classifies a send that got no answer: what failed, and whether
+// the request went out whole. It counts the failure on the upstream.
+func (u *upstream) failure(f contracts.Failure, written, sideEffect, dedupes bool) attempt {
+	a := attempt{outcome: contracts.ClassifyTransport(f, written, sideEffect, dedupes), sent: written}
+	a.verdict = policy.VerdictFailure
+	switch f {
+	case contracts.FailConnect:
+		u.codes.connect.Inc()
+	case contracts.FailDeadline:
+		u.codes.timeout.Inc()
+	case contracts.FailCanceled:
+		u.codes.reset.Inc()
+		a.verdict = policy.VerdictIgnored
+	default:
+		u.codes.reset.Inc()
+	}
+	return a
+}
+
+// answered pre-classifies an answer and counts its code on the upstream. A
+// 2xx answer whose body is over max_response_bytes or broke off is
+// unreadable, though the backend acted: the rules never see it. A non-2xx
+// answer gets the default table's outcome, which the rules may still
+// override; its body goes to them only when it was read whole.
+func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupes bool, now func() time.Time) attempt {
+	code := ans.code
+	a := attempt{code: code, header: ans.header, body: ans.body, sent: true}
+	u.codes.count(code)
+	success := code >= 200 && code < 300
+	switch {
+	case ans.bodyErr == nil:
+	case errors.Is(ans.bodyErr, ErrBodyTooLarge):
+		if success {
+			a.outcome = contracts.BadResponse(code)
+			a.verdict = policy.VerdictSuccess
+			return a
+		}
+		a.body = nil // an oversized error body is not read by the rules
+	default:
+		f := transportFailure(ctx, ans.bodyErr, true)
+		if success {
+			// The backend acted; only its answer is lost.
+			a.outcome = contracts.BadResponse(code)
+			if f == contracts.FailDeadline {
+				a.outcome = contracts.AnswerCut(code, sideEffect)
+			}
+			a.verdict = policy.VerdictFailure
+			return a
+		}
+		a.body = nil
+	}
+	a.verdict = breakerVerdict(code)
+	if !success {
+		a.outcome = contracts.ClassifyHTTP(code, sideEffect, dedupes, retryAfter(ans.header, now()))
+		if sideEffect && ans.writes > 1 && a.outcome.Effect == contracts.SideEffectNone {
+			// This answer is to a resend: the first write may have acted
+			// before its connection broke, whatever the resend met.
+			a.outcome.Effect, a.outcome.Retryable = contracts.SideEffectUnknown, dedupes
+		}
+	}
+	return a
+}
+
+func breakerVerdict(code int) policy.Verdict {
+	switch {
+	case code == 500 || code == 502 || code == 503 || code == 504:
+		return policy.VerdictFailure
+	case code == 501 || code == 505 || (code >= 400 && code < 500):
+		return policy.VerdictIgnored
+	case code > 505:
+		return policy.VerdictFailure
+	default:
+		return policy.VerdictSuccess
+	}
+}
+
+// conclude records an attempt on its call and, when it brought an answer
+// the rules may read, classifies it. final says the outcome must not be
+// retried whatever its class.
+func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) (contracts.Outcome, bool) {
+	if a.sent {
+		cl.sent = true
+	}
+	if a.code != 0 {
+		cl.upCode = strconv.Itoa(a.code)
+	} else {
+		cl.upCode = string(a.outcome.Reason)
+	}
+	if a.code == 0 || a.outcome.Reason == contracts.ReasonBadResponse || a.outcome.Reason == contracts.ReasonDeadline {
+		return a.outcome, false
+	}
+	return c.classify(ctx, cl, a)
+}
+
+// classify applies the contract's rules and the default table to an answer.
+func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) (contracts.Outcome, bool) {
+	ct := cl.tool.contract
+	rules := ct.Rules
+	dedupes := ct.Idempotency.ForwardHeader != ""
+	success := a.code >= 200 && a.code < 300
+	in := contracts.RuleInput{Ctx: ctx, Status: a.code, Header: a.header, Args: cl.args}
+	body := bytes.TrimSpace(a.body)
+	var parseErr error
+	if len(body) > 0 && (success || rules.NeedsBody()) {
+		// One parse serves the rules, the data and the envelope.
+		in.Body, parseErr = contracts.ParseBody(body)
+		defer in.Body.Release() // the outcome holds copies only
+	}
+	m, matched, err := rules.MatchError(&in)
+	if err != nil {
+		// A rule that could not be evaluated (cost limit, deadline, a type
+		// error) leaves the answer unread: never "no match".
+		return contracts.Unreadable(a.code, a.outcome), true
+	}
+	if matched {
+		return contracts.ApplyRule(m, a.code, ct.SideEffect, dedupes, retryAfter(a.header, c.now())), true
+	}
+	if !success {
+		return a.outcome, false
+	}
+	if parseErr != nil {
+		return contracts.BadResponse(a.code), true
+	}
+	o := contracts.Answered(a.code)
+	data, members, shaped, err := rules.DataMembers(make([]byte, 0, len(body)), &in)
+	if err != nil {
+		return contracts.BadResponse(a.code), true
+	}
+	o.Members = members
+	if !shaped {
+		data = nil
+		if in.Body != nil {
+			data = in.Body.AppendCompact(make([]byte, 0, len(body)))
+		}
+	}
+	if string(data) == "null" {
+		data = nil
+	}
+	o.Data = data
+	empty, ruled, err := rules.Empty(&in)
+	if err != nil {
+		return contracts.BadResponse(a.code), true
+	}
+	if !ruled {
+		// Without a rule, "nothing found" is data that holds nothing. A
+		// side-effecting call that answered without a body (204) did its job.
+		empty = isEmptyJSON(data) && (len(body) > 0 || !ct.SideEffect)
+	}
+	if empty {
+		o.Empty()
+	}
+	return o, true
+}
+
+func isEmptyJSON(data []byte) bool {
+	switch string(data) {
+	case "", "null", "[]", "{}", `""`:
+		return true
+	}
+	return false
+}

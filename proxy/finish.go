@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// finish renders the outcome into the envelope, records metrics and writes
+// the log line. It is the only place that does.
+func (c *Core) finish(ctx context.Context, cl *Call, o contracts.Outcome) *Result {
+	st := cl.st
+	res := &Result{Reason: o.Reason, RetryLater: o.RetryLater(), always200: st.snap.Server.HTTPStatus == policy.HTTPStatusAlways200}
+	env := &res.Envelope
+	if cl.replay != nil {
+		// The stored envelope answers, as this call: its own call_id, no
+		// cost (nothing ran), marked replayed.
+		*env = *cl.replay
+		env.Replayed, env.Cost, env.CallID, env.Tool = true, 0, cl.callID, cl.req.Tool
+		// It says so in words as well: many clients show the model only
+		// the observation.
+		m := c.message(st, cl, &o)
+		env.Message = m.Text
+		env.Observation = contracts.EnvelopeObservation(env.Status, m, env.Data, observationOptions(st, cl))
+		c.record(ctx, cl, res)
+		return res
+	}
+	env.Status = o.Status
+	env.Tool = cl.req.Tool
+	env.CallID = cl.callID
+	env.Data = o.Data
+	env.Retryable = o.Retryable
+	env.SideEffect = contracts.SideEffectNone
+	sideEffect := cl.tool != nil && cl.tool.contract.SideEffect
+	if sideEffect {
+		env.SideEffect = o.Effect
+	}
+	env.SideEffectDone = env.SideEffect == contracts.SideEffectDone
+	env.RetryAfterMS = o.RetryAfterMS()
+	if cl.tool != nil && cl.sent {
+		env.Cost = cl.tool.contract.Cost
+	}
+	env.Replayed = cl.replayLost
+	m := c.message(st, cl, &o)
+	env.Message = m.Text
+	// Envelope data is always compact, valid UTF-8 JSON (the backend's
+	// answer went through the tape parser), so it is not validated again.
+	env.Observation = contracts.EnvelopeObservation(env.Status, m, env.Data, observationOptions(st, cl))
+	c.record(ctx, cl, res)
+	return res
+}
+
+// record counts the call and writes its log line.
+func (c *Core) record(ctx context.Context, cl *Call, res *Result) {
+	metrics := cl.st.unknown
+	if cl.tool != nil {
+		metrics = cl.tool.metrics
+	}
+	elapsed := c.now().Sub(cl.start)
+	metrics.record(res.Envelope.Status, cl.caller, elapsed, res.Envelope.Cost)
+	if c.logger.Enabled(ctx, slog.LevelInfo) {
+		c.log(ctx, cl, res, elapsed)
+	}
+}
+
+// message composes the call's message (contracts.Catalog.Compose): what
+// happened, in the tool's template where one speaks for the outcome or in
+// the catalogue's words, and what to do, from the envelope's fields.
+func (c *Core) message(st *state, cl *Call, o *contracts.Outcome) contracts.Message {
+	said := contracts.Said{Args: cl.args, Attempts: cl.attempts, Replay: cl.replay}
+	if cl.tool != nil {
+		said.Tool, said.Contract = cl.tool.contract.Name, cl.tool.contract
+	} else {
+		said.Tool = printableName(cl.req.Tool)
+		if o.Reason == contracts.ReasonUnknownTool {
+			// The names the caller may use, as GET /v1/tools lists them.
+			for _, name := range st.snap.ToolNames {
+				if st.snap.Access.Allows(cl.req.Caller, name) {
+					said.Tools = append(said.Tools, name)
+				}
+			}
+		}
+	}
+	return st.snap.Catalog.Compose(&said, o)
+}
+
+// observationOptions are the observation's bound, the catalogue's language
+// for its truncation marker, and the tool's truncation_hint.
+func observationOptions(st *state, cl *Call) contracts.ObservationOptions {
+	opt := contracts.ObservationOptions{MaxChars: st.snap.Server.ObservationMaxChars, Lang: st.snap.Catalog.Lang()}
+	if cl.tool != nil {
+		opt.Hint = cl.tool.contract.TruncationHint
+	}
+	return opt
+}
+
+// printableName makes an unknown tool name safe to repeat in a message.
+func printableName(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func (c *Core) log(ctx context.Context, cl *Call, res *Result, elapsed time.Duration) {
+	env := &res.Envelope
+	attrs := make([]slog.Attr, 0, 12+len(cl.req.LogAttrs))
+	attrs = append(attrs,
+		slog.String("tool", cl.metricsName()),
+		slog.String("status", string(env.Status)),
+		slog.String("reason", string(res.Reason)),
+		slog.String("caller", cl.caller),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.String("call_id", env.CallID),
+		slog.String("front", cl.req.Front),
+	)
+	if cl.tool != nil {
+		attrs = append(attrs, slog.String("upstream", cl.tool.contract.Upstream))
+	}
+	if cl.upCode != "" {
+		attrs = append(attrs, slog.String("upstream_code", cl.upCode), slog.Int("attempts", cl.attempts))
+	}
+	if env.Replayed {
+		attrs = append(attrs, slog.Bool("replayed", true))
+	}
+	if id := traceID(cl.span); id != "" {
+		attrs = append(attrs, slog.String("trace_id", id))
+	}
+	attrs = append(attrs, cl.req.LogAttrs...)
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
+}
+
+func (cl *Call) metricsName() string {
+	if cl.tool == nil {
+		return "unknown"
+	}
+	return cl.tool.contract.Name
+}

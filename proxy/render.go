@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/toolgate/toolgate/contracts"
+)
+
+// This file encodes a Result as an HTTP answer, for every front that
+// answers in HTTP: the tool endpoint and transparent routes write it
+// (writeResult), the Envoy external processor hands it to Envoy
+// (Result.Render). The status follows server.http_status of the snapshot
+// the call ran on, which the Result carries.
+
+// Rendered is a result encoded as the HTTP front writes it.
+type Rendered struct {
+	Code   int
+	Header http.Header
+	// Body is the envelope as JSON with a trailing newline.
+	Body []byte
+}
+
+// Render encodes the result exactly as the HTTP front answers it: the
+// status by server.http_status, the headers (Content-Type,
+// Toolgate-Status, Cache-Control, Idempotent-Replayed, Retry-After,
+// Content-Length) and the body.
+func (r *Result) Render() Rendered {
+	h := make(http.Header, 6)
+	code := r.head(h)
+	p := outPool.Get().(*[]byte)
+	b := append(r.Envelope.AppendJSON((*p)[:0]), '\n')
+	body := append([]byte(nil), b...)
+	putOut(p, b)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	return Rendered{Code: code, Header: h, Body: body}
+}
+
+// head sets the answer's headers but Content-Length, and returns its
+// status.
+func (r *Result) head(h http.Header) int {
+	// Constant values share their slices: the server only reads them.
+	h["Content-Type"] = headerJSON
+	h["Toolgate-Status"] = statusHeader(r.Envelope.Status)
+	h["Cache-Control"] = headerNoStore
+	if r.Envelope.Replayed {
+		h["Idempotent-Replayed"] = headerTrue
+	}
+	if r.always200 {
+		return http.StatusOK
+	}
+	code, retryAfter := contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
+	if retryAfter {
+		h.Set("Retry-After", contracts.RetryAfterHeader(r.Envelope.RetryAfterMS))
+	}
+	return code
+}
+
+// outPool recycles the buffers envelopes are rendered into.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// writeResult writes a result as the HTTP answer.
+func writeResult(w http.ResponseWriter, res *Result) {
+	h := w.Header()
+	code := res.head(h)
+	p := outPool.Get().(*[]byte)
+	b := res.Envelope.AppendJSON((*p)[:0])
+	b = append(b, '\n')
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+	putOut(p, b)
+}
+
+// putOut returns a buffer to outPool, keeping the array b grew it to.
+func putOut(p *[]byte, b []byte) {
+	if cap(b) <= 64<<10 {
+		*p = b[:0]
+		outPool.Put(p)
+	}
+}
+
+var (
+	headerJSON    = []string{"application/json"}
+	headerNoStore = []string{"no-store"}
+	headerTrue    = []string{"true"}
+	statusHeaders = func() map[contracts.Status][]string {
+		m := map[contracts.Status][]string{}
+		for _, st := range contracts.Statuses() {
+			m[st] = []string{string(st)}
+		}
+		return m
+	}()
+)
+
+func statusHeader(st contracts.Status) []string {
+	if v, ok := statusHeaders[st]; ok {
+		return v
+	}
+	return []string{string(st)}
+}
