@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -429,7 +430,7 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		cat, _ = contracts.NewCatalog("en")
 	}
 	snap.Catalog = cat
-	for _, name := range sortedKeys(f.Upstreams) {
+	for _, name := range slices.Sorted(maps.Keys(f.Upstreams)) {
 		if u := c.upstream(name, f.Upstreams[name], snap.Server.CallerHeader); u != nil {
 			snap.Upstreams[name] = u
 		}
@@ -439,7 +440,7 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		c.errorAt("tools", "%v", err)
 		return snap
 	}
-	for _, name := range sortedKeys(f.Tools) {
+	for _, name := range slices.Sorted(maps.Keys(f.Tools)) {
 		if t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader); t != nil {
 			snap.Tools[name] = t
 			snap.ToolNames = append(snap.ToolNames, name)
@@ -564,7 +565,7 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		if tr.SamplingRatio < 0 || tr.SamplingRatio > 1 {
 			c.errorAt("server.tracing.sampling_ratio", "must be between 0 and 1")
 		}
-		for _, k := range sortedKeys(tr.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(tr.Headers)) {
 			if !headerNameRE.MatchString(k) || strings.ContainsAny(tr.Headers[k], "\r\n\x00") {
 				c.errorAt("server.tracing.headers."+k, "is not a valid header")
 			}
@@ -825,7 +826,7 @@ func (c *compiler) upstream(name string, s *upstreamSpec, callerHeader string) *
 		perCaller = s.MaxConcurrentPerCaller
 	}
 	headers := http.Header{}
-	for _, k := range sortedKeys(s.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		if !headerNameRE.MatchString(k) {
 			c.errorAt(base+".headers."+k, "%q is not a valid header name", k)
 			continue
@@ -1011,7 +1012,7 @@ func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Acce
 	default:
 		c.errorAt("access.default", "%q is not valid (want allow or deny)", a.Default)
 	}
-	for _, name := range sortedKeys(a.Callers) {
+	for _, name := range slices.Sorted(maps.Keys(a.Callers)) {
 		base := "access.callers." + name
 		cs := a.Callers[name]
 		if cs == nil {
@@ -1035,7 +1036,7 @@ func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Acce
 				caller.Rate = &r
 			}
 		}
-		for _, tool := range sortedKeys(cs.ToolRates) {
+		for _, tool := range slices.Sorted(maps.Keys(cs.ToolRates)) {
 			if _, ok := tools[tool]; !ok {
 				c.errorAt(base+".tool_rates."+tool+"#key", "tool %q is not defined", tool)
 				continue
@@ -1059,7 +1060,7 @@ func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Acce
 		}
 		out.Callers[name] = caller
 	}
-	for _, id := range sortedKeys(a.Identities) {
+	for _, id := range slices.Sorted(maps.Keys(a.Identities)) {
 		name := a.Identities[id]
 		if !strings.HasPrefix(id, "spiffe://") {
 			c.errorAt("access.identities."+id+"#key", "identity %q is not a SPIFFE ID (spiffe://...)", id)
@@ -1085,15 +1086,6 @@ func (c *compiler) rate(path string, r *rateSpec) (policy.RateSettings, bool) {
 	return policy.RateSettings{RPS: r.RPS, Burst: r.Burst}, ok
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // requiredDeclared refuses a `required` name that no property declares in
 // an object schema that admits no other properties: no call could ever
 // satisfy it, so every call would be bad_args. It looks into nested
@@ -1114,7 +1106,7 @@ func (c *compiler) requiredDeclared(path string, schema any) {
 			}
 		}
 	}
-	for _, name := range sortedKeys(props) {
+	for _, name := range slices.Sorted(maps.Keys(props)) {
 		c.requiredDeclared(path+".properties."+name, props[name])
 	}
 	if items, ok := m["items"]; ok {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
@@ -208,7 +210,7 @@ func (c *compiler) oauth2(base string, o *oauth2Spec, dir string) *policy.Upstre
 		}
 		s.Scopes = append(s.Scopes, scope)
 	}
-	for _, k := range sortedKeys(o.Params) {
+	for _, k := range slices.Sorted(maps.Keys(o.Params)) {
 		if why, ok := oauth2Reserved[k]; ok {
 			c.errorAt(base+".params."+k+"#key", "cannot be set: %s %s", k, why)
 			continue

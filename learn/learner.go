@@ -38,8 +38,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -342,7 +344,7 @@ func (l *Learner) record(r *routeState, x *Exchange, p *prepared) {
 		}
 	}
 	if p.queryOK {
-		for _, name := range sortedKeys(p.query) {
+		for _, name := range slices.Sorted(maps.Keys(p.query)) {
 			if name == "" || idLike(name) || req.Query[name] == nil && len(req.Query) >= l.settings.MaxKeys {
 				req.OtherQuery++
 				continue
@@ -434,7 +436,7 @@ func (l *Learner) errorCodes(r *routeState, p *prepared) bool {
 		return false
 	}
 	coded := false
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		field := normalizeField(k)
 		if !errorFields[field] || idLike(k) {
 			continue

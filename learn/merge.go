@@ -1,5 +1,10 @@
 package learn
 
+import (
+	"maps"
+	"slices"
+)
+
 // absorb merges route src into dst, which has a placeholder at pos where
 // src has a literal: src's requests all sent that literal there.
 // Placeholders are matched by position, so names may differ.
@@ -32,7 +37,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 	}
 	dst.Answer = l.mergeBody(&l.answers, dst.Answer, src.Answer)
 	dst.Errors = l.mergeBody(&l.answers, dst.Errors, src.Errors)
-	for _, k := range sortedKeys(src.ErrorCodes) {
+	for _, k := range slices.Sorted(maps.Keys(src.ErrorCodes)) {
 		s := src.ErrorCodes[k]
 		d := dst.ErrorCodes[k]
 		if d == nil {
@@ -54,7 +59,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 		}
 		mergeValues(&d.Values, &d.ValuesDropped, s.Values, s.ValuesDropped, l.settings.MaxValues)
 	}
-	for _, sig := range sortedKeys(src.Shapes) {
+	for _, sig := range slices.Sorted(maps.Keys(src.Shapes)) {
 		if _, ok := dst.Shapes[sig]; ok || len(dst.Shapes) < l.settings.MaxShapes {
 			add(&dst.Shapes, sig, src.Shapes[sig])
 		} else {
@@ -62,7 +67,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 		}
 	}
 	dst.OtherShapes += src.OtherShapes
-	for _, h := range sortedKeys(src.Headers) {
+	for _, h := range slices.Sorted(maps.Keys(src.Headers)) {
 		s := src.Headers[h]
 		if dst.Headers == nil {
 			dst.Headers = map[string]*HeaderStat{}
@@ -86,12 +91,12 @@ func (l *Learner) mergeRequest(dst, src *Request, rename map[string]string) {
 	dst.Count += src.Count
 	dst.IdempotencyKey += src.IdempotencyKey
 	dst.OtherQuery += src.OtherQuery
-	for _, name := range sortedKeys(src.Path) {
+	for _, name := range slices.Sorted(maps.Keys(src.Path)) {
 		if to, ok := rename[name]; ok {
 			mergeParam(&dst.Path, to, src.Path[name])
 		}
 	}
-	for _, name := range sortedKeys(src.Query) {
+	for _, name := range slices.Sorted(maps.Keys(src.Query)) {
 		if dst.Query[name] == nil && len(dst.Query) >= l.settings.MaxKeys {
 			dst.OtherQuery += src.Query[name].Seen
 			continue

@@ -2,7 +2,8 @@ package learn
 
 import (
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -35,7 +36,7 @@ func (sh *shaper) add(root, s *Shape, v any, depth int, codeName bool) {
 			return
 		}
 		sawID := false
-		for _, k := range sortedKeys(v) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			name := k
 			if k == "" {
 				s.OtherKeys++
@@ -147,7 +148,7 @@ func signature(status int, mt string, parsed bool, v any, empty bool) string {
 	case map[string]any:
 		var names []string
 		sawID := false
-		for _, k := range sortedKeys(v) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			if idLike(k) {
 				if sawID {
 					continue
@@ -179,7 +180,7 @@ func (sh *shaper) mergeShape(root, dst, src *Shape) {
 	}
 	dst.OtherKeys += src.OtherKeys
 	dst.EmptyArrays += src.EmptyArrays
-	for _, name := range sortedKeys(src.Fields) {
+	for _, name := range slices.Sorted(maps.Keys(src.Fields)) {
 		child := src.Fields[name]
 		d := dst.Fields[name]
 		if d == nil {
@@ -215,7 +216,7 @@ func mergeValues(dst *map[string]int64, dstDropped *bool, src map[string]int64, 
 		*dst, *dstDropped = nil, true
 		return
 	}
-	for _, v := range sortedKeys(src) {
+	for _, v := range slices.Sorted(maps.Keys(src)) {
 		keepValue(dst, dstDropped, v, limit)
 		if *dstDropped {
 			return
@@ -258,13 +259,4 @@ func add[K comparable](m *map[K]int64, k K, n int64) {
 		*m = map[K]int64{}
 	}
 	(*m)[k] += n
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

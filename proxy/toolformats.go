@@ -18,8 +18,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/toolgate/toolgate/contracts"
@@ -193,7 +193,7 @@ func strictNode(node map[string]any, at string, depth int) (map[string]any, erro
 	}
 	out := map[string]any{}
 	var said []string // constraints dropped, said in words
-	for _, k := range sortedKeys(node) {
+	for _, k := range slices.Sorted(maps.Keys(node)) {
 		v := node[k]
 		switch {
 		case strictRefused(k):
@@ -351,7 +351,7 @@ func strictObject(node, out map[string]any, at string, depth int) error {
 			}
 		}
 	}
-	names := sortedKeys(props)
+	names := slices.Sorted(maps.Keys(props))
 	conv := make(map[string]any, len(props))
 	for _, name := range names {
 		pm, ok := props[name].(map[string]any)
@@ -439,13 +439,4 @@ func pointer(at string) string {
 		return "the argument schema"
 	}
 	return "the argument schema at " + at
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -75,8 +75,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -261,7 +263,7 @@ func collectOperations(doc *openapi3.T) (ops, unsupported []*operation) {
 		return nil, nil
 	}
 	pathMap := doc.Paths.Map()
-	for _, path := range sortedKeys(pathMap) {
+	for _, path := range slices.Sorted(maps.Keys(pathMap)) {
 		item := pathMap[path]
 		if item == nil {
 			continue
@@ -272,7 +274,7 @@ func collectOperations(doc *openapi3.T) (ops, unsupported []*operation) {
 				ops = append(ops, &operation{method: m, path: path, item: item, op: op})
 			}
 		}
-		for _, m := range sortedKeys(byMethod) {
+		for _, m := range slices.Sorted(maps.Keys(byMethod)) {
 			if op := byMethod[m]; op != nil && !supportedMethod(m) {
 				unsupported = append(unsupported, &operation{method: m, path: path, item: item, op: op,
 					unsupported: fmt.Sprintf("toolgate bindings cannot send the %s method", m)})

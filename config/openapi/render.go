@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -187,7 +189,7 @@ func (b *builder) serverURL() (u, note string, others []string) {
 	}
 	s := servers[0]
 	raw := s.URL
-	for _, name := range sortedKeys(s.Variables) {
+	for _, name := range slices.Sorted(maps.Keys(s.Variables)) {
 		if v := s.Variables[name]; v != nil {
 			raw = strings.ReplaceAll(raw, "{"+name+"}", v.Default)
 		}
@@ -227,7 +229,7 @@ func (b *builder) credentialHints() []string {
 	}
 	env := strings.TrimSuffix(strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(b.upstream)), "_API")
 	var lines []string
-	for _, name := range sortedKeys(b.doc.Components.SecuritySchemes) {
+	for _, name := range slices.Sorted(maps.Keys(b.doc.Components.SecuritySchemes)) {
 		ref := b.doc.Components.SecuritySchemes[name]
 		if ref == nil || ref.Value == nil {
 			continue
@@ -327,7 +329,7 @@ func valueNode(v any, flowOK bool) *yaml.Node {
 		return n
 	case map[string]any:
 		m := newOmap()
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			m.set(k, t[k])
 		}
 		return valueNode(m, flowOK)

@@ -2,8 +2,9 @@ package openapi
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -234,7 +235,7 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 	}
 	if len(s.Properties) > 0 {
 		props := newOmap()
-		for _, name := range sortedSchemaNames(s.Properties) {
+		for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 			p := s.Properties[name]
 			if readOnly(p) {
 				continue
@@ -248,7 +249,7 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 	}
 	if len(s.PatternProperties) > 0 {
 		pp := newOmap()
-		for _, name := range sortedSchemaNames(s.PatternProperties) {
+		for _, name := range slices.Sorted(maps.Keys(s.PatternProperties)) {
 			if _, err := regexp.Compile(name); err != nil {
 				c.notes = append(c.notes, fmt.Sprintf("patternProperties %q was dropped: Go's RE2 syntax cannot express it", name))
 				continue
@@ -264,14 +265,14 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 	}
 	if len(s.DependentRequired) > 0 {
 		dr := newOmap()
-		for _, k := range sortedKeys(s.DependentRequired) {
+		for _, k := range slices.Sorted(maps.Keys(s.DependentRequired)) {
 			dr.set(k, stringsToAny(s.DependentRequired[k]))
 		}
 		m.set("dependentRequired", dr)
 	}
 	if len(s.DependentSchemas) > 0 {
 		ds := newOmap()
-		for _, name := range sortedSchemaNames(s.DependentSchemas) {
+		for _, name := range slices.Sorted(maps.Keys(s.DependentSchemas)) {
 			ds.set(name, c.convert(s.DependentSchemas[name]))
 		}
 		m.set("dependentSchemas", ds)
@@ -397,17 +398,6 @@ func requestRequired(s *openapi3.Schema) []string {
 
 func readOnly(ref *openapi3.SchemaRef) bool {
 	return ref != nil && ref.Value != nil && ref.Value.ReadOnly
-}
-
-func sortedSchemaNames(m openapi3.Schemas) []string { return sortedKeys(m) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func stringsToAny(ss []string) []any {

@@ -2,9 +2,11 @@ package openapi
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -313,7 +315,7 @@ func (b *builder) bindBody(op *operation, conv *schemaConverter, names *namer, p
 	media, mt := jsonMedia(rb.Content)
 	if mt == nil {
 		if len(rb.Content) > 0 {
-			bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: the request body is %s, not JSON; toolgate sends JSON bodies only, so it is not bound.", strings.Join(sortedKeys(rb.Content), ", ")))
+			bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: the request body is %s, not JSON; toolgate sends JSON bodies only, so it is not bound.", strings.Join(slices.Sorted(maps.Keys(rb.Content)), ", ")))
 		}
 		return
 	}
@@ -335,7 +337,7 @@ func (b *builder) bindBody(op *operation, conv *schemaConverter, names *namer, p
 	for _, r := range req {
 		isReq[r] = true
 	}
-	for _, field := range sortedKeys(fields) {
+	for _, field := range slices.Sorted(maps.Keys(fields)) {
 		arg := argName(names, field, "body")
 		props.set(arg, conv.convert(fields[field]))
 		bd.body.set(field, arg)
@@ -384,7 +386,7 @@ func parameters(op *operation) []*openapi3.Parameter {
 func paramSchema(conv *schemaConverter, p *openapi3.Parameter) any {
 	ref := p.Schema
 	if ref == nil && len(p.Content) > 0 {
-		keys := sortedKeys(p.Content)
+		keys := slices.Sorted(maps.Keys(p.Content))
 		if mt := p.Content[keys[0]]; mt != nil {
 			ref = mt.Schema
 		}
@@ -453,7 +455,7 @@ func jsonMedia(content openapi3.Content) (string, *openapi3.MediaType) {
 	if mt := content["application/json"]; mt != nil {
 		return "application/json", mt
 	}
-	for _, k := range sortedKeys(content) {
+	for _, k := range slices.Sorted(maps.Keys(content)) {
 		base := strings.ToLower(strings.TrimSpace(strings.SplitN(k, ";", 2)[0]))
 		if base == "application/json" || strings.HasSuffix(base, "+json") || strings.HasSuffix(base, "/json") {
 			return k, content[k]
@@ -582,7 +584,7 @@ func (b *builder) responseHints(op *operation) []string {
 		responses = op.op.Responses.Map()
 	}
 	status := ""
-	for _, c := range sortedKeys(responses) {
+	for _, c := range slices.Sorted(maps.Keys(responses)) {
 		if strings.HasPrefix(c, "2") && responses[c] != nil && responses[c].Value != nil {
 			status = c
 			break
@@ -597,7 +599,7 @@ func (b *builder) responseHints(op *operation) []string {
 	}
 	media, mt := jsonMedia(r.Content)
 	if mt == nil {
-		return []string{fmt.Sprintf("TODO: response: the %s answer is %s, not JSON; toolgate reports a 2xx answer it cannot parse as upstream.", status, strings.Join(sortedKeys(r.Content), ", "))}
+		return []string{fmt.Sprintf("TODO: response: the %s answer is %s, not JSON; toolgate reports a 2xx answer it cannot parse as upstream.", status, strings.Join(slices.Sorted(maps.Keys(r.Content)), ", "))}
 	}
 	if mt.Schema == nil || mt.Schema.Value == nil {
 		return []string{fmt.Sprintf("TODO: response: the %s answer (%s) has no schema; by default data is the body as it comes.", status, media)}
@@ -647,7 +649,7 @@ func suggestResponse(ref *openapi3.SchemaRef) responseHint {
 		}
 		h.empty = "size(body) == 0"
 	case len(props) > 0:
-		names := sortedKeys(props)
+		names := slices.Sorted(maps.Keys(props))
 		h.shape = fmt.Sprintf("an object {%s}", strings.Join(limitList(names, 8), ", "))
 		if n := componentName(ref.Ref); n != "" {
 			h.shape = fmt.Sprintf("%s {%s}", n, strings.Join(limitList(names, 8), ", "))
@@ -718,7 +720,7 @@ func scalarFields(props map[string]*openapi3.SchemaRef, required []string, onlyR
 		req[r] = true
 	}
 	var reqd, opt []field
-	for _, name := range sortedKeys(props) {
+	for _, name := range slices.Sorted(maps.Keys(props)) {
 		p := props[name]
 		if p == nil || p.Value == nil || p.Value.Type == nil {
 			continue
@@ -804,7 +806,7 @@ func (b *builder) errorHints(op *operation, sideEffect bool) []string {
 		responses = op.op.Responses.Map()
 	}
 	var codes []string
-	for _, c := range sortedKeys(responses) {
+	for _, c := range slices.Sorted(maps.Keys(responses)) {
 		if !strings.HasPrefix(c, "2") {
 			codes = append(codes, c)
 		}

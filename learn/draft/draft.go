@@ -32,6 +32,7 @@ package draft
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -166,7 +167,7 @@ func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skip
 		used[t.route.Upstream] = true
 	}
 	ups := &yaml.Node{Kind: yaml.MappingNode}
-	for _, name := range sortedKeys(used) {
+	for _, name := range slices.Sorted(maps.Keys(used)) {
 		urlKey := openapi.String("url")
 		urlKey.HeadComment = openapi.Comment([]string{"TODO: timeout (default 2s), max_concurrent, retries, breaker and credentials (headers): see docs/policy.md."}, 4)
 		u, ok := sum.Upstreams[name]

@@ -2,6 +2,8 @@ package draft
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -19,7 +21,7 @@ func (t *toolDraft) observed() []string {
 	}
 	lines := []string{head + "."}
 	var statuses []string
-	for _, code := range sortedInts(r.Statuses) {
+	for _, code := range slices.Sorted(maps.Keys(r.Statuses)) {
 		statuses = append(statuses, fmt.Sprintf("%d ×%d", code, r.Statuses[code]))
 	}
 	line := "Status: " + strings.Join(statuses, ", ")
@@ -50,7 +52,7 @@ func (t *toolDraft) observed() []string {
 	}
 	if len(r.Headers) > 0 {
 		var hs []string
-		for _, h := range sortedKeys(r.Headers) {
+		for _, h := range slices.Sorted(maps.Keys(r.Headers)) {
 			s := r.Headers[h]
 			note := fmt.Sprintf("%s ×%d", h, s.Seen)
 			if s.MaxSeconds > 0 {

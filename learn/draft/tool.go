@@ -2,7 +2,9 @@ package draft
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -164,7 +166,7 @@ func (t *toolDraft) arguments() {
 		segs = append(segs, out.String())
 	}
 	t.path = "/" + strings.Join(segs, "/")
-	for _, name := range sortedKeys(t.req.Query) {
+	for _, name := range slices.Sorted(maps.Keys(t.req.Query)) {
 		p := t.req.Query[name]
 		a := arg{name: argNames.Take(name, "query_"+name), schema: map[string]any{"type": paramType(p)}}
 		if p.Types["array"] > 0 {
@@ -204,7 +206,7 @@ func (t *toolDraft) bodyArguments(argNames *openapi.Namer) {
 	if b.Types["object"] < b.Seen {
 		t.bodyNote = fmt.Sprintf("TODO: %d of %d JSON request bodies were not objects; only object fields are bound.", b.Seen-b.Types["object"], b.Seen)
 	}
-	for _, field := range sortedKeys(b.Fields) {
+	for _, field := range slices.Sorted(maps.Keys(b.Fields)) {
 		f := b.Fields[field]
 		if field == "{key}" {
 			t.bodyNote = "TODO: request bodies carried keys that look like ids or secrets; they are not bound."
@@ -228,7 +230,7 @@ func paramType(p *learn.Param) string {
 	}
 	only := func(types ...string) bool {
 		for t, n := range p.Types {
-			if n > 0 && !contains(types, t) {
+			if n > 0 && !slices.Contains(types, t) {
 				return false
 			}
 		}
@@ -254,7 +256,7 @@ const schemaDepth = 3
 func schemaOf(s *learn.Shape, depth int) map[string]any {
 	var types []string
 	nullable := false
-	for _, t := range sortedKeys(s.Types) {
+	for _, t := range slices.Sorted(maps.Keys(s.Types)) {
 		switch {
 		case t == "null":
 			nullable = true
@@ -283,7 +285,7 @@ func schemaOf(s *learn.Shape, depth int) map[string]any {
 	if s.Types["object"] > 0 && len(s.Fields) > 0 {
 		props := map[string]any{}
 		var req []any
-		for _, name := range sortedKeys(s.Fields) {
+		for _, name := range slices.Sorted(maps.Keys(s.Fields)) {
 			if name == "{key}" {
 				continue
 			}
@@ -365,7 +367,7 @@ func (t *toolDraft) response() {
 		return
 	}
 	var always, mostly, rare []string
-	for _, name := range sortedKeys(a.Fields) {
+	for _, name := range slices.Sorted(maps.Keys(a.Fields)) {
 		if name == "{key}" {
 			continue
 		}
@@ -387,9 +389,9 @@ func (t *toolDraft) response() {
 		return
 	}
 	var parts []string
-	for _, name := range sortedStrings(append(append([]string(nil), always...), mostly...)) {
+	for _, name := range slices.Sorted(slices.Values(slices.Concat(always, mostly))) {
 		get := openapi.CELGet("body", name)
-		if !contains(always, name) {
+		if !slices.Contains(always, name) {
 			get = openapi.CELHas("body", name) + " ? " + get + " : null"
 		}
 		parts = append(parts, strconv.Quote(name)+": "+get)
@@ -428,7 +430,7 @@ func emptyRule(a *learn.Shape, always, mostly []string) string {
 	present := append(append([]string(nil), always...), mostly...)
 	list := ""
 	for _, name := range listNames {
-		if contains(present, name) && isList(name) {
+		if slices.Contains(present, name) && isList(name) {
 			list = name
 			break
 		}
@@ -448,7 +450,7 @@ func emptyRule(a *learn.Shape, always, mostly []string) string {
 		return ""
 	}
 	rule := "size(" + openapi.CELGet("body", list) + ") == 0"
-	if !contains(always, list) {
+	if !slices.Contains(always, list) {
 		rule = "!" + openapi.CELHas("body", list) + " || " + rule
 		if strings.Contains(rule, " in ") {
 			rule = "!(" + openapi.CELHas("body", list) + ") || size(" + openapi.CELGet("body", list) + ") == 0"
@@ -461,7 +463,7 @@ func emptyRule(a *learn.Shape, always, mostly []string) string {
 // answers: learning mode keeps no number, so it cannot tell an error code
 // from success, but a person can.
 func (t *toolDraft) numericCodes(a *learn.Shape) {
-	for _, name := range sortedKeys(a.Fields) {
+	for _, name := range slices.Sorted(maps.Keys(a.Fields)) {
 		f := a.Fields[name]
 		switch strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(name)) {
 		case "code", "errcode", "errorcode", "retcode", "resultcode", "errno", "status":
@@ -480,7 +482,7 @@ func (t *toolDraft) numericCodes(a *learn.Shape) {
 
 // errorRules drafts a rule per error code seen on successful answers.
 func (t *toolDraft) errorRules() {
-	for _, field := range sortedKeys(t.route.ErrorCodes) {
+	for _, field := range slices.Sorted(maps.Keys(t.route.ErrorCodes)) {
 		c := t.route.ErrorCodes[field]
 		cond := okStatus(c.Statuses) + " && " + openapi.CELHas("body", field)
 		if c.Types["string"] < c.Answers {
@@ -510,7 +512,7 @@ func (t *toolDraft) errorRules() {
 	}
 	// The answers the default table classifies, for the record.
 	var lines []string
-	for _, code := range sortedInts(t.route.Statuses) {
+	for _, code := range slices.Sorted(maps.Keys(t.route.Statuses)) {
 		if code >= 200 && code < 300 {
 			continue
 		}
@@ -711,38 +713,6 @@ func countWord(n int64, word string) string {
 		return "1 " + word
 	}
 	return strconv.FormatInt(n, 10) + " " + word + "s"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func sortedStrings(s []string) []string {
-	sort.Strings(s)
-	return s
-}
-
-func sortedInts[V any](m map[int]V) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	return keys
 }
 
 // byCount lists a count map's keys, most frequent first, then by name.
