@@ -45,6 +45,26 @@ func (d *decoder) budget(n *yaml.Node, path string) bool {
 	return d.nodes <= maxNodes
 }
 
+// child resolves an alias, counts the node and records its position.
+func (d *decoder) child(n *yaml.Node, path string) (*yaml.Node, bool) {
+	n, ok := d.resolve(n, path)
+	if ok {
+		d.record(n, path)
+	}
+	return n, ok
+}
+
+// resolve resolves an alias and counts the node.
+func (d *decoder) resolve(n *yaml.Node, path string) (*yaml.Node, bool) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if !d.budget(n, path) {
+		return nil, false
+	}
+	return n, true
+}
+
 // nodePos is where a value starts, and how it was written (a CEL error's
 // column inside a quoted scalar is one further right).
 type nodePos struct {
@@ -100,13 +120,10 @@ func joinPath(base, key string) string {
 
 // decode decodes n into v (an addressable value).
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if !d.budget(n, path) {
+	n, ok := d.child(n, path)
+	if !ok {
 		return
 	}
-	d.record(n, path)
 	if v.Type() == shapeType {
 		if !isNull(n) {
 			v.Set(reflect.ValueOf(d.decodeShape(n, path, 0)))
@@ -114,7 +131,7 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	if v.Type() == anyType {
-		val, ok := d.decodeAny(n, path, 0)
+		val, ok := d.decodeAny(n, path)
 		if ok && val != nil {
 			v.Set(reflect.ValueOf(val))
 		}
@@ -340,18 +357,22 @@ func (d *decoder) decodeScalar(n *yaml.Node, path string, v reflect.Value) {
 const maxAnyDepth = 64
 
 // decodeAny decodes a free-form value (an argument schema) into JSON-shaped
-// Go values: map[string]any, []any, string, json.Number, bool and nil.
-// ${VAR} is not expanded here: schemas hold regular expressions, and
-// secrets have no business in them.
-func (d *decoder) decodeAny(n *yaml.Node, path string, depth int) (any, bool) {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
+// Go values. ${VAR} is not expanded here: schemas hold regular
+// expressions, and secrets have no business in them.
+func (d *decoder) decodeAny(n *yaml.Node, path string) (any, bool) {
+	return d.decodeJSON(n, path, 0, func(n *yaml.Node, _ string) (any, bool) { return n.Value, true })
+}
+
+// decodeJSON decodes a free-form value into JSON-shaped Go values:
+// map[string]any, []any, string, json.Number, bool and nil. n has been
+// counted and recorded at path (see child). A member's position is
+// recorded where it is written (an alias, not its anchor); a list item's
+// is not, so an error about an item points at its list. str decodes a
+// scalar that is not null, a boolean or a number: a string, as the caller
+// wants it (decodeAny keeps it as written, decodeConst expands ${VAR}).
+func (d *decoder) decodeJSON(n *yaml.Node, path string, depth int, str func(n *yaml.Node, path string) (any, bool)) (any, bool) {
 	if depth > maxAnyDepth {
 		d.errorf(n, path, "nested too deep")
-		return nil, false
-	}
-	if !d.budget(n, path) {
 		return nil, false
 	}
 	switch n.Kind {
@@ -359,7 +380,7 @@ func (d *decoder) decodeAny(n *yaml.Node, path string, depth int) (any, bool) {
 		m := make(map[string]any, len(n.Content)/2)
 		ok := true
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			key, val := n.Content[i], n.Content[i+1]
+			key := n.Content[i]
 			if key.Kind != yaml.ScalarNode {
 				d.errorf(key, path, "keys must be strings")
 				ok = false
@@ -371,8 +392,12 @@ func (d *decoder) decodeAny(n *yaml.Node, path string, depth int) (any, bool) {
 				ok = false
 				continue
 			}
-			d.record(val, kp)
-			v, vok := d.decodeAny(val, kp, depth+1)
+			d.record(n.Content[i+1], kp)
+			val, vok := d.resolve(n.Content[i+1], kp)
+			if !vok {
+				return nil, false
+			}
+			v, vok := d.decodeJSON(val, kp, depth+1, str)
 			ok = ok && vok
 			m[key.Value] = v
 		}
@@ -381,7 +406,12 @@ func (d *decoder) decodeAny(n *yaml.Node, path string, depth int) (any, bool) {
 		a := make([]any, 0, len(n.Content))
 		ok := true
 		for i, item := range n.Content {
-			v, vok := d.decodeAny(item, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			ip := fmt.Sprintf("%s[%d]", path, i)
+			val, vok := d.resolve(item, ip)
+			if !vok {
+				return nil, false
+			}
+			v, vok := d.decodeJSON(val, ip, depth+1, str)
 			ok = ok && vok
 			a = append(a, v)
 		}
@@ -398,20 +428,20 @@ func (d *decoder) decodeAny(n *yaml.Node, path string, depth int) (any, bool) {
 			}
 			return b, true
 		case "!!int", "!!float":
-			f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+			raw := strings.ReplaceAll(n.Value, "_", "")
+			if n.Tag == "!!int" {
+				if i, err := strconv.ParseInt(raw, 0, 64); err == nil {
+					return json.Number(strconv.FormatInt(i, 10)), true
+				}
+			}
+			f, err := strconv.ParseFloat(raw, 64)
 			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 				d.errorf(n, path, "%q is not a JSON number", n.Value)
 				return nil, false
 			}
-			if n.Tag == "!!int" {
-				if i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); err == nil {
-					return json.Number(strconv.FormatInt(i, 10)), true
-				}
-			}
 			return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), true
-		default:
-			return n.Value, true
 		}
+		return str(n, path)
 	}
 	d.errorf(n, path, "unsupported YAML value")
 	return nil, false

@@ -1,11 +1,8 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -138,18 +135,6 @@ func (d *decoder) decodeShape(n *yaml.Node, path string, depth int) *contracts.S
 	return nil
 }
 
-// child resolves an alias, counts the node and records its position.
-func (d *decoder) child(n *yaml.Node, path string) (*yaml.Node, bool) {
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	if !d.budget(n, path) {
-		return nil, false
-	}
-	d.record(n, path)
-	return n, true
-}
-
 // expandLeaf returns a scalar's text with ${VAR} expanded, and the values
 // of the variables it references.
 func (d *decoder) expandLeaf(n *yaml.Node, path string) (string, []string, bool) {
@@ -189,81 +174,11 @@ func envValues(s string, lookup func(string) (string, bool)) []string {
 // does, with ${VAR} expanded in strings (not in keys); secrets, when not
 // nil, collects the variables' values.
 func (d *decoder) decodeConst(n *yaml.Node, path string, depth int, secrets *[]string) (any, bool) {
-	if depth > maxAnyDepth {
-		d.errorf(n, path, "nested too deep")
-		return nil, false
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
-		ok := true
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key := n.Content[i]
-			if key.Kind != yaml.ScalarNode {
-				d.errorf(key, path, "keys must be strings")
-				ok = false
-				continue
-			}
-			kp := joinPath(path, key.Value)
-			if _, dup := m[key.Value]; dup {
-				d.errorf(key, kp, "duplicate key")
-				ok = false
-				continue
-			}
-			val, vok := d.child(n.Content[i+1], kp)
-			if !vok {
-				return nil, false
-			}
-			v, vok := d.decodeConst(val, kp, depth+1, secrets)
-			ok = ok && vok
-			m[key.Value] = v
-		}
-		return m, ok
-	case yaml.SequenceNode:
-		a := make([]any, 0, len(n.Content))
-		ok := true
-		for i, item := range n.Content {
-			ip := fmt.Sprintf("%s[%d]", path, i)
-			val, vok := d.child(item, ip)
-			if !vok {
-				return nil, false
-			}
-			v, vok := d.decodeConst(val, ip, depth+1, secrets)
-			ok = ok && vok
-			a = append(a, v)
-		}
-		return a, ok
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return nil, true
-		case "!!bool":
-			b, err := strconv.ParseBool(n.Value)
-			if err != nil {
-				d.errorf(n, path, "%q is not a boolean", n.Value)
-				return nil, false
-			}
-			return b, true
-		case "!!int", "!!float":
-			raw := strings.ReplaceAll(n.Value, "_", "")
-			if n.Tag == "!!int" {
-				if i, err := strconv.ParseInt(raw, 0, 64); err == nil {
-					return json.Number(strconv.FormatInt(i, 10)), true
-				}
-			}
-			f, err := strconv.ParseFloat(raw, 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				d.errorf(n, path, "%q is not a JSON number", n.Value)
-				return nil, false
-			}
-			return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), true
-		}
+	return d.decodeJSON(n, path, depth, func(n *yaml.Node, path string) (any, bool) {
 		s, vals, ok := d.expandLeaf(n, path)
 		if ok && secrets != nil {
 			*secrets = append(*secrets, vals...)
 		}
 		return s, ok
-	}
-	d.errorf(n, path, "unsupported YAML value")
-	return nil, false
+	})
 }
