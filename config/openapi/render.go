@@ -2,7 +2,6 @@ package openapi
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -12,8 +11,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/toolgate/toolgate/config"
 )
 
 // maxPolicyBytes is the largest policy file toolgate loads (config's
@@ -45,50 +42,17 @@ func (b *builder) finish(tools []*toolDraft, skipped []Skipped) (*Draft, error) 
 			}
 			return d, nil
 		}
-		var errs config.Errors
-		if !errors.As(err, &errs) {
+		kept, dropped, ok := DropUncompiled(tools, func(t *toolDraft) string { return t.name }, err)
+		if !ok {
 			return nil, fmt.Errorf("%s: the draft does not compile: %w", b.spec, err)
 		}
-		bad := map[*toolDraft]string{}
-		for _, e := range errs {
-			t := toolOf(tools, e.Path)
-			if t == nil {
-				return nil, fmt.Errorf("%s: the draft does not compile: %w", b.spec, err)
-			}
-			if _, seen := bad[t]; !seen {
-				reason := e.Msg
-				if field := strings.TrimPrefix(strings.TrimPrefix(e.Path, "tools."+t.name), "."); field != "" && !strings.HasPrefix(field, "#") {
-					reason = field + ": " + reason
-				}
-				bad[t] = reason
-			}
-		}
-		kept := tools[:0:0]
-		for _, t := range tools {
-			reason, isBad := bad[t]
-			if !isBad {
-				kept = append(kept, t)
-				continue
-			}
-			skipped = append(skipped, Skipped{OperationID: t.op.op.OperationID, Method: t.op.method, Path: t.op.path,
-				Reason: "the generated tool does not compile: " + reason})
+		for _, u := range dropped {
+			skipped = append(skipped, Skipped{OperationID: u.Tool.op.op.OperationID, Method: u.Tool.op.method, Path: u.Tool.op.path,
+				Reason: "the generated tool does not compile: " + u.Reason})
 		}
 		tools = kept
 	}
 	return nil, fmt.Errorf("%s: the draft does not compile", b.spec)
-}
-
-// toolOf finds the tool an error path ("tools.<name>.request.path") is
-// about; tool names may contain dots, so the longest match wins.
-func toolOf(tools []*toolDraft, path string) *toolDraft {
-	var best *toolDraft
-	for _, t := range tools {
-		p := "tools." + t.name
-		if (path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"#")) && (best == nil || len(t.name) > len(best.name)) {
-			best = t
-		}
-	}
-	return best
 }
 
 func (b *builder) render(tools []*toolDraft, skipped []Skipped) ([]byte, error) {

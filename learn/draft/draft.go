@@ -34,11 +34,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/config/openapi"
 	"github.com/toolgate/toolgate/learn"
 )
@@ -107,28 +105,13 @@ func Write(sum *learn.Summary, opts Options) (*Draft, error) {
 			}
 			return d, nil
 		}
-		var errs config.Errors
-		if !errors.As(err, &errs) {
+		kept, dropped, ok := openapi.DropUncompiled(tools, func(t *toolDraft) string { return t.name }, err)
+		if !ok {
 			return nil, fmt.Errorf("the draft does not compile: %w", err)
 		}
-		bad := map[*toolDraft]string{}
-		for _, e := range errs {
-			t := toolOf(tools, e.Path)
-			if t == nil {
-				return nil, fmt.Errorf("the draft does not compile: %w", err)
-			}
-			if _, seen := bad[t]; !seen {
-				bad[t] = strings.TrimPrefix(strings.TrimPrefix(e.Path, "tools."+t.name), ".") + ": " + e.Msg
-			}
-		}
-		kept := tools[:0:0]
-		for _, t := range tools {
-			if reason, isBad := bad[t]; isBad {
-				skipped = append(skipped, Skipped{Upstream: t.route.Upstream, Method: t.route.Method, Path: t.route.Path,
-					Reason: "the drafted tool does not compile: " + strings.TrimPrefix(reason, ": ")})
-				continue
-			}
-			kept = append(kept, t)
+		for _, u := range dropped {
+			skipped = append(skipped, Skipped{Upstream: u.Tool.route.Upstream, Method: u.Tool.route.Method, Path: u.Tool.route.Path,
+				Reason: "the drafted tool does not compile: " + u.Reason})
 		}
 		tools = kept
 	}
@@ -142,19 +125,6 @@ func check(text []byte) error {
 		return err
 	}
 	return openapi.CheckDraft("draft.yaml", append(slices.Clip(text), "server:\n  transparent: true\n"...))
-}
-
-// toolOf finds the tool an error path ("tools.<name>.request.path") is
-// about; the longest name wins, since names may contain dots.
-func toolOf(tools []*toolDraft, path string) *toolDraft {
-	var best *toolDraft
-	for _, t := range tools {
-		p := "tools." + t.name
-		if (path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"#")) && (best == nil || len(t.name) > len(best.name)) {
-			best = t
-		}
-	}
-	return best
 }
 
 func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skipped) ([]byte, error) {
