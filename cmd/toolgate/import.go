@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/toolgate/toolgate/config/openapi"
@@ -25,47 +24,30 @@ written. -spec - reads the document from standard input.
 
 // runImport runs "toolgate import openapi".
 func runImport(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "openapi" {
-		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-			fmt.Fprintf(stderr, "toolgate import: unknown format %q (want openapi)\n", args[0])
-		}
-		fmt.Fprint(stderr, importUsage)
-		return 2
+	var spec, upstream, operations, out string
+	code, ok := parseSubcommand("import", "openapi", "format", importUsage, args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&spec, "spec", "", "OpenAPI or Swagger document to import (- for standard input)")
+		fs.StringVar(&upstream, "upstream", "", "upstream name (default: from the document's title, or api)")
+		fs.StringVar(&operations, "operations", "", "comma-separated operationIds to import (default: all)")
+		fs.StringVar(&out, "o", "", "write the draft to this file (default: standard output)")
+	})
+	if !ok {
+		return code
 	}
-	fs := flag.NewFlagSet("import openapi", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, importUsage)
-		fs.PrintDefaults()
-	}
-	spec := fs.String("spec", "", "OpenAPI or Swagger document to import (- for standard input)")
-	upstream := fs.String("upstream", "", "upstream name (default: from the document's title, or api)")
-	operations := fs.String("operations", "", "comma-separated operationIds to import (default: all)")
-	out := fs.String("o", "", "write the draft to this file (default: standard output)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "toolgate import openapi: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if *spec == "" {
+	if spec == "" {
 		fmt.Fprintln(stderr, "toolgate import openapi: -spec is required")
 		return 2
 	}
-	data, err := readSpec(*spec)
+	data, err := readSpec(spec)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate import openapi: %v\n", err)
 		return 1
 	}
-	opts := openapi.Options{Upstream: *upstream, SpecName: *spec}
-	if *spec == "-" {
+	opts := openapi.Options{Upstream: upstream, SpecName: spec}
+	if spec == "-" {
 		opts.SpecName = "stdin"
 	}
-	for _, id := range strings.Split(*operations, ",") {
+	for _, id := range strings.Split(operations, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			opts.Operations = append(opts.Operations, id)
 		}
@@ -81,23 +63,19 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	for _, s := range draft.Skipped {
 		fmt.Fprintf(stderr, "toolgate import openapi: skipped %s %s: %s\n", s.Method, s.Path, s.Reason)
 	}
-	if *out == "" {
-		if _, err := stdout.Write(draft.YAML); err != nil {
-			fmt.Fprintf(stderr, "toolgate import openapi: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	if err := writeFileAtomic(*out, draft.YAML); err != nil {
+	if err := writeOutput(out, draft.YAML, stdout); err != nil {
 		fmt.Fprintf(stderr, "toolgate import openapi: %v\n", err)
 		return 1
+	}
+	if out == "" {
+		return 0
 	}
 	tools := "tools"
 	if len(draft.Tools) == 1 {
 		tools = "tool"
 	}
 	fmt.Fprintf(stderr, "toolgate import openapi: wrote %d %s to %s; review its TODO comments, then run: toolgate check -config %s\n",
-		len(draft.Tools), tools, *out, *out)
+		len(draft.Tools), tools, out, out)
 	return 0
 }
 
@@ -120,26 +98,4 @@ func readSpec(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxSpecBytes)
 	}
 	return data, nil
-}
-
-// writeFileAtomic writes data to a temporary file next to name and renames
-// it, so a failed write never leaves a half-written policy behind.
-func writeFileAtomic(name string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
 }

@@ -2,13 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,48 +25,32 @@ passes toolgate check as written. -json prints the summary itself instead.
 
 // runLearn runs "toolgate learn report".
 func runLearn(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "report" {
-		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-			fmt.Fprintf(stderr, "toolgate learn: unknown subcommand %q (want report)\n", args[0])
-		}
-		fmt.Fprint(stderr, learnUsage)
-		return 2
+	var file, out string
+	var asJSON bool
+	code, ok := parseSubcommand("learn", "report", "subcommand", learnUsage, args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&file, "file", "", "the summary file server.learn.file names")
+		fs.StringVar(&out, "o", "", "write the draft to this file (default: standard output)")
+		fs.BoolVar(&asJSON, "json", false, "print the summary as JSON instead of the draft")
+	})
+	if !ok {
+		return code
 	}
-	fs := flag.NewFlagSet("learn report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, learnUsage)
-		fs.PrintDefaults()
-	}
-	file := fs.String("file", "", "the summary file server.learn.file names")
-	out := fs.String("o", "", "write the draft to this file (default: standard output)")
-	asJSON := fs.Bool("json", false, "print the summary as JSON instead of the draft")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "toolgate learn report: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if *file == "" {
+	if file == "" {
 		fmt.Fprintln(stderr, "toolgate learn report: -file is required")
 		return 2
 	}
-	sum, err := learn.ReadSummary(*file)
+	sum, err := learn.ReadSummary(file)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate learn report: %v\n", err)
 		return 1
 	}
 	var text []byte
-	if *asJSON {
+	if asJSON {
 		text, err = json.MarshalIndent(sum, "", "  ")
 		text = append(text, '\n')
 	} else {
 		var d *draft.Draft
-		d, err = draft.Write(sum, draft.Options{Source: *file})
+		d, err = draft.Write(sum, draft.Options{Source: file})
 		if d != nil {
 			text = d.YAML
 			for _, s := range d.Skipped {
@@ -80,18 +62,14 @@ func runLearn(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "toolgate learn report: %v\n", err)
 		return 1
 	}
-	if *out == "" {
-		if _, err := stdout.Write(text); err != nil {
-			fmt.Fprintf(stderr, "toolgate learn report: %v\n", err)
-			return 1
-		}
-		return 0
-	}
-	if err := writeFileAtomic(*out, text); err != nil {
+	if err := writeOutput(out, text, stdout); err != nil {
 		fmt.Fprintf(stderr, "toolgate learn report: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "toolgate learn report: wrote %s (%s); review its TODO comments, then run: toolgate check -config %s\n", *out, sum, *out)
+	if out == "" {
+		return 0
+	}
+	fmt.Fprintf(stderr, "toolgate learn report: wrote %s (%s); review its TODO comments, then run: toolgate check -config %s\n", out, sum, out)
 	return 0
 }
 
