@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -26,18 +25,14 @@ const maxProcessingMessage = 16 << 20
 // SIGTERM. It loads the policy as `toolgate check -extproc` checks it:
 // every call is identified by its route, so ambiguous routes are refused.
 func runExtproc(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("toolgate extproc", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	opts := daemonFlags{
-		drainWhat: "/readyz and gRPC health failing, so Envoy moves away",
-		graceWhat: "streams in flight",
-		byRoute:   true,
+		listenDefault: ":9002",
+		listenHelp:    "gRPC address of the external processor (envoy.service.ext_proc.v3), in place of the policy's server.listen",
+		drainWhat:     "/readyz and gRPC health failing, so Envoy moves away",
+		graceWhat:     "streams in flight",
+		byRoute:       true,
 	}
-	opts.register(fs, ":9002", "gRPC address of the external processor (envoy.service.ext_proc.v3), in place of the policy's server.listen")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	return opts.run("extproc", "toolgate extproc", newExtprocFront, stderr)
+	return opts.parseAndRun("extproc", "toolgate extproc", newExtprocFront, args, stderr)
 }
 
 // extprocFront is the external processor's gRPC server, with the gRPC

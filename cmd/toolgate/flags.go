@@ -24,18 +24,31 @@ type daemonFlags struct {
 	// server.listen and server.admin_listen.
 	listen, admin string
 
-	// drainWhat and graceWhat finish the help texts for the command.
-	drainWhat, graceWhat string
+	// listenDefault and listenHelp are the command's -listen; drainWhat
+	// and graceWhat finish its help texts.
+	listenDefault, listenHelp string
+	drainWhat, graceWhat      string
 	// byRoute loads the policy for a front that identifies every call by
 	// its route (extproc): see config.Options.ByRoute.
 	byRoute bool
 }
 
-// register adds the shared flags to fs; listenDefault and listenHelp
-// describe the command's -listen.
-func (d *daemonFlags) register(fs *flag.FlagSet, listenDefault, listenHelp string) {
+// parseAndRun is serve and extproc: it parses their flags from args and
+// runs the daemon (see run).
+func (d *daemonFlags) parseAndRun(cmd, name string, front newFront, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("toolgate "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	return d.run(cmd, name, front, stderr)
+}
+
+// register adds the shared flags to fs.
+func (d *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.configPath, "config", "", "policy file or directory")
-	fs.StringVar(&d.listen, "listen", listenDefault, listenHelp)
+	fs.StringVar(&d.listen, "listen", d.listenDefault, d.listenHelp)
 	fs.StringVar(&d.admin, "admin", "", "admin address: /metrics, /healthz, /readyz, /-/reload, /v1/config (default: the policy's server.admin_listen)")
 	fs.StringVar(&d.level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.DurationVar(&d.drainDelay, "drain-delay", 5*time.Second, "after SIGTERM, keep serving this long with "+d.drainWhat)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -14,17 +13,12 @@ import (
 
 // runServe is `toolgate serve`: the proxy, until SIGTERM.
 func runServe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("toolgate serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	opts := daemonFlags{
-		drainWhat: "/readyz failing, so endpoints are updated",
-		graceWhat: "calls in flight",
+		listenHelp: "agent address: tool calls, MCP, transparent routes (default: the policy's server.listen)",
+		drainWhat:  "/readyz failing, so endpoints are updated",
+		graceWhat:  "calls in flight",
 	}
-	opts.register(fs, "", "agent address: tool calls, MCP, transparent routes (default: the policy's server.listen)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	return opts.run("serve", "toolgate", newAgentFront, stderr)
+	return opts.parseAndRun("serve", "toolgate", newAgentFront, args, stderr)
 }
 
 // agentFront is the agent port of `toolgate serve`: the tool endpoint,
