@@ -222,7 +222,7 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 		return nil, errors.New("not a policy document")
 	}
 	top := root.Content[0]
-	server := ensureMapping(top, "server")
+	server := ensure(top, "server", yaml.MappingNode)
 	setValue(server, "listen", stringNode(s.listen))
 	setValue(server, "admin_listen", stringNode(s.admin))
 	if s.transparent {

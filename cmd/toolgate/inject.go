@@ -445,7 +445,7 @@ func applyToTemplate(tmpl *yaml.Node, p *sidecarPlan) error {
 	if err != nil {
 		return err
 	}
-	spec := ensureMapping(tmpl, "spec")
+	spec := ensure(tmpl, "spec", yaml.MappingNode)
 	c, err := toNode(p.container)
 	if err != nil {
 		return err
@@ -453,9 +453,9 @@ func applyToTemplate(tmpl *yaml.Node, p *sidecarPlan) error {
 	orderLike(c, refContainer)
 	c.HeadComment = wrapComment(fmt.Sprintf("toolgate, added by toolgate inject: agents call port %d; toolgate calls %s over 127.0.0.1; %s.",
 		p.opts.agentPort, p.app, p.policyRequirements()), 96)
-	inits := ensureSequence(spec, "initContainers")
+	inits := ensure(spec, "initContainers", yaml.SequenceNode)
 	inits.Content = append([]*yaml.Node{c}, inits.Content...)
-	vols := ensureSequence(spec, "volumes")
+	vols := ensure(spec, "volumes", yaml.SequenceNode)
 	for _, v := range p.volumes {
 		n, err := toNode(v)
 		if err != nil {

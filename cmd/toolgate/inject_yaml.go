@@ -50,24 +50,16 @@ func setValue(m *yaml.Node, key string, value *yaml.Node) {
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
 }
 
-// ensureMapping returns the mapping under key, adding an empty one when the
-// key is missing or null.
-func ensureMapping(m *yaml.Node, key string) *yaml.Node {
-	if v := mappingValue(m, key); v != nil && v.Kind == yaml.MappingNode {
+// ensure returns the mapping or sequence (kind) under key, adding an empty
+// one when the key is missing or null.
+func ensure(m *yaml.Node, key string, kind yaml.Kind) *yaml.Node {
+	if v := mappingValue(m, key); v != nil && v.Kind == kind {
 		return v
 	}
-	v := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-	setValue(m, key, v)
-	return v
-}
-
-// ensureSequence returns the sequence under key, adding an empty one when
-// the key is missing or null.
-func ensureSequence(m *yaml.Node, key string) *yaml.Node {
-	if v := mappingValue(m, key); v != nil && v.Kind == yaml.SequenceNode {
-		return v
+	v := &yaml.Node{Kind: kind, Tag: "!!map"}
+	if kind == yaml.SequenceNode {
+		v.Tag = "!!seq"
 	}
-	v := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 	setValue(m, key, v)
 	return v
 }
