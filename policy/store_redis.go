@@ -446,13 +446,22 @@ func (s *RedisStore) withdraw(ctx context.Context, op, key, token string, lease 
 	if neverSent(err) {
 		return redisError(op, err)
 	}
+	// An error Redis answered was a refused script (see answered): one
+	// release is enough, without retries in the background.
+	return s.release(ctx, op, key, token, lease, err, !answered(err))
+}
+
+// release releases the claim of token after err, and returns err, noting
+// a release that failed too; with retry, a failed release is tried again
+// in the background.
+func (s *RedisStore) release(ctx context.Context, op, key, token string, lease time.Duration, err error, retry bool) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
 	defer cancel()
 	werr := s.scripts.release.Run(wctx, s.client, []string{key}, token, millis(lease)).Err()
 	switch {
 	case werr == nil:
 		return redisError(op, err)
-	case !answered(err) && s.withdrawLater(key, token, lease):
+	case retry && s.withdrawLater(key, token, lease):
 		return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too, trying again in the background: %v)", op, err, werr)
 	}
 	return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too: %v)", op, err, werr)

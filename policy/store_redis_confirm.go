@@ -77,14 +77,5 @@ func (s *RedisStore) primaryFor(ctx context.Context, key string) (pipeliner, err
 // returns err. Unlike withdraw, it knows the claim exists, so a release that
 // fails is tried again in the background whatever the error.
 func (s *RedisStore) withdrawUnconfirmed(ctx context.Context, op, key, token string, lease time.Duration, err error) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
-	defer cancel()
-	werr := s.scripts.release.Run(wctx, s.client, []string{key}, token, millis(lease)).Err()
-	switch {
-	case werr == nil:
-		return redisError(op, err)
-	case s.withdrawLater(key, token, lease):
-		return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too, trying again in the background: %v)", op, err, werr)
-	}
-	return fmt.Errorf("redis idempotency store: %s: %w (withdrawing the claim failed too: %v)", op, err, werr)
+	return s.release(ctx, op, key, token, lease, err, true)
 }
