@@ -78,6 +78,21 @@ const maxContentTypes = 8
 // maxErrorFields bounds the error-code fields tracked per route.
 const maxErrorFields = 8
 
+// errorCode returns the statistics of the route's error-code field k,
+// adding them while fewer than maxErrorFields are tracked; nil when the
+// field is new and there is no room.
+func (r *Route) errorCode(k string) *CodeStat {
+	cs := r.ErrorCodes[k]
+	if cs == nil && len(r.ErrorCodes) < maxErrorFields {
+		if r.ErrorCodes == nil {
+			r.ErrorCodes = map[string]*CodeStat{}
+		}
+		cs = &CodeStat{}
+		r.ErrorCodes[k] = cs
+	}
+	return cs
+}
+
 // maxUpstreams bounds the upstream URLs recorded.
 const maxUpstreams = 256
 
@@ -457,16 +472,9 @@ func (l *Learner) errorCodes(r *routeState, p *prepared) bool {
 			continue
 		}
 		coded = true
-		cs := r.ErrorCodes[k]
+		cs := r.errorCode(k)
 		if cs == nil {
-			if len(r.ErrorCodes) >= maxErrorFields {
-				continue
-			}
-			if r.ErrorCodes == nil {
-				r.ErrorCodes = map[string]*CodeStat{}
-			}
-			cs = &CodeStat{}
-			r.ErrorCodes[k] = cs
+			continue
 		}
 		cs.Answers++
 		inc(&cs.Statuses, p.status)

@@ -39,16 +39,9 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 	dst.Errors = l.mergeBody(&l.answers, dst.Errors, src.Errors)
 	for _, k := range slices.Sorted(maps.Keys(src.ErrorCodes)) {
 		s := src.ErrorCodes[k]
-		d := dst.ErrorCodes[k]
+		d := dst.errorCode(k)
 		if d == nil {
-			if len(dst.ErrorCodes) >= maxErrorFields {
-				continue
-			}
-			if dst.ErrorCodes == nil {
-				dst.ErrorCodes = map[string]*CodeStat{}
-			}
-			d = &CodeStat{}
-			dst.ErrorCodes[k] = d
+			continue
 		}
 		d.Answers += s.Answers
 		for code, n := range s.Statuses {

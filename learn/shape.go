@@ -49,18 +49,10 @@ func (sh *shaper) add(root, s *Shape, v any, depth int, codeName bool) {
 				}
 				name, sawID = "{key}", true
 			}
-			child := s.Fields[name]
+			child := sh.field(root, s, name)
 			if child == nil {
-				if len(s.Fields) >= sh.maxKeys || root.nodes >= sh.maxFields {
-					s.OtherKeys++
-					continue
-				}
-				child = &Shape{}
-				if s.Fields == nil {
-					s.Fields = map[string]*Shape{}
-				}
-				s.Fields[name] = child
-				root.nodes++
+				s.OtherKeys++
+				continue
 			}
 			sh.add(root, child, v[k], depth+1, name != "{key}" && codeFields[normalizeField(k)])
 		}
@@ -71,24 +63,47 @@ func (sh *shaper) add(root, s *Shape, v any, depth int, codeName bool) {
 		if depth >= sh.maxDepth {
 			return
 		}
-		if s.Items == nil {
-			if root.nodes >= sh.maxFields {
-				return
-			}
-			s.Items = &Shape{}
-			root.nodes++
+		items := sh.items(root, s)
+		if items == nil {
+			return
 		}
 		for i, e := range v {
 			if i == maxItems {
 				break
 			}
-			sh.add(root, s.Items, e, depth+1, false)
+			sh.add(root, items, e, depth+1, false)
 		}
 	case string:
 		if codeName && sh.values {
 			keepValue(&s.Values, &s.ValuesDropped, v, sh.maxValues)
 		}
 	}
+}
+
+// field returns s's field name, adding it while the bounds leave room (at
+// most maxKeys fields in s, maxFields nodes under root); nil when the
+// field is new and there is none.
+func (sh *shaper) field(root, s *Shape, name string) *Shape {
+	child := s.Fields[name]
+	if child == nil && len(s.Fields) < sh.maxKeys && root.nodes < sh.maxFields {
+		if s.Fields == nil {
+			s.Fields = map[string]*Shape{}
+		}
+		child = &Shape{}
+		s.Fields[name] = child
+		root.nodes++
+	}
+	return child
+}
+
+// items returns the shape of s's array elements, adding it while root has
+// room for one more node; nil when it is new and there is none.
+func (sh *shaper) items(root, s *Shape) *Shape {
+	if s.Items == nil && root.nodes < sh.maxFields {
+		s.Items = &Shape{}
+		root.nodes++
+	}
+	return s.Items
 }
 
 // keepValue counts v among a field's code values, or drops them all for
@@ -182,28 +197,16 @@ func (sh *shaper) mergeShape(root, dst, src *Shape) {
 	dst.EmptyArrays += src.EmptyArrays
 	for _, name := range slices.Sorted(maps.Keys(src.Fields)) {
 		child := src.Fields[name]
-		d := dst.Fields[name]
+		d := sh.field(root, dst, name)
 		if d == nil {
-			if len(dst.Fields) >= sh.maxKeys || root.nodes >= sh.maxFields {
-				dst.OtherKeys += child.Seen
-				continue
-			}
-			d = &Shape{}
-			if dst.Fields == nil {
-				dst.Fields = map[string]*Shape{}
-			}
-			dst.Fields[name] = d
-			root.nodes++
+			dst.OtherKeys += child.Seen
+			continue
 		}
 		sh.mergeShape(root, d, child)
 	}
 	if src.Items != nil {
-		if dst.Items == nil && root.nodes < sh.maxFields {
-			dst.Items = &Shape{}
-			root.nodes++
-		}
-		if dst.Items != nil {
-			sh.mergeShape(root, dst.Items, src.Items)
+		if items := sh.items(root, dst); items != nil {
+			sh.mergeShape(root, items, src.Items)
 		}
 	}
 	mergeValues(&dst.Values, &dst.ValuesDropped, src.Values, src.ValuesDropped, sh.maxValues)
