@@ -75,6 +75,20 @@ type toolKey struct {
 // as "other".
 const maxContentTypes = 8
 
+// header returns the statistics of the route's answer header h, adding
+// them when new: answerHeaders bounds which headers there are.
+func (r *Route) header(h string) *HeaderStat {
+	hs := r.Headers[h]
+	if hs == nil {
+		if r.Headers == nil {
+			r.Headers = map[string]*HeaderStat{}
+		}
+		hs = &HeaderStat{}
+		r.Headers[h] = hs
+	}
+	return hs
+}
+
 // maxErrorFields bounds the error-code fields tracked per route.
 const maxErrorFields = 8
 
@@ -400,14 +414,7 @@ func (l *Learner) record(r *routeState, x *Exchange, p *prepared) {
 		if v == "" {
 			continue
 		}
-		if r.Headers == nil {
-			r.Headers = map[string]*HeaderStat{}
-		}
-		hs := r.Headers[h]
-		if hs == nil {
-			hs = &HeaderStat{}
-			r.Headers[h] = hs
-		}
+		hs := r.header(h)
 		hs.Seen++
 		inc(&hs.Statuses, p.status)
 		if h == "Retry-After" {

@@ -62,14 +62,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 	dst.OtherShapes += src.OtherShapes
 	for _, h := range slices.Sorted(maps.Keys(src.Headers)) {
 		s := src.Headers[h]
-		if dst.Headers == nil {
-			dst.Headers = map[string]*HeaderStat{}
-		}
-		d := dst.Headers[h]
-		if d == nil {
-			d = &HeaderStat{}
-			dst.Headers[h] = d
-		}
+		d := dst.header(h)
 		d.Seen += s.Seen
 		d.MaxSeconds = max(d.MaxSeconds, s.MaxSeconds)
 		for code, n := range s.Statuses {
