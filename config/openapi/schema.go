@@ -341,27 +341,23 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 // bounds writes minimum/maximum. OpenAPI 3.0's boolean exclusiveMinimum
 // modifies minimum; 2020-12's exclusiveMinimum is the bound itself.
 func (c *schemaConverter) bounds(m *omap, s *openapi3.Schema) {
+	bound(m, "minimum", "exclusiveMinimum", s.Min, s.ExclusiveMin)
+	bound(m, "maximum", "exclusiveMaximum", s.Max, s.ExclusiveMax)
+}
+
+// bound writes one side of a range: the inclusive bound v under name, or
+// the exclusive one under exclusiveName, as bounds says.
+func bound(m *omap, name, exclusiveName string, v *float64, exclusive openapi3.ExclusiveBound) {
 	switch {
-	case s.ExclusiveMin.Value != nil:
-		if s.Min != nil {
-			m.set("minimum", *s.Min)
+	case exclusive.Value != nil:
+		if v != nil {
+			m.set(name, *v)
 		}
-		m.set("exclusiveMinimum", *s.ExclusiveMin.Value)
-	case s.ExclusiveMin.IsTrue() && s.Min != nil:
-		m.set("exclusiveMinimum", *s.Min)
-	case s.Min != nil:
-		m.set("minimum", *s.Min)
-	}
-	switch {
-	case s.ExclusiveMax.Value != nil:
-		if s.Max != nil {
-			m.set("maximum", *s.Max)
-		}
-		m.set("exclusiveMaximum", *s.ExclusiveMax.Value)
-	case s.ExclusiveMax.IsTrue() && s.Max != nil:
-		m.set("exclusiveMaximum", *s.Max)
-	case s.Max != nil:
-		m.set("maximum", *s.Max)
+		m.set(exclusiveName, *exclusive.Value)
+	case exclusive.IsTrue() && v != nil:
+		m.set(exclusiveName, *v)
+	case v != nil:
+		m.set(name, *v)
 	}
 }
 
