@@ -324,14 +324,23 @@ func enumType(enum any) string {
 }
 
 func isObjectSchema(node map[string]any) bool {
-	switch t := node["type"].(type) {
-	case string:
-		return t == "object"
-	case []any:
-		return slices.Contains(t, any("object"))
+	if object, typed := typeNames(node, "object"); typed {
+		return object
 	}
 	_, ok := node["properties"]
 	return ok
+}
+
+// typeNames reports whether node's type keyword names the JSON type name;
+// typed is false when node has no type keyword (a string or a list).
+func typeNames(node map[string]any, name string) (names, typed bool) {
+	switch t := node["type"].(type) {
+	case string:
+		return t == name, true
+	case []any:
+		return slices.Contains(t, any(name)), true
+	}
+	return false, false
 }
 
 // strictObject fills an object node: all properties, all required, no
@@ -382,11 +391,8 @@ func strictObject(node, out map[string]any, at string, depth int) error {
 // names null, or it has neither a type nor anything else that would refuse
 // null (then null is already a valid value).
 func acceptsNull(node map[string]any) bool {
-	switch t := node["type"].(type) {
-	case string:
-		return t == "null"
-	case []any:
-		return slices.Contains(t, any("null"))
+	if null, typed := typeNames(node, "null"); typed {
+		return null
 	}
 	if e, ok := node["enum"].([]any); ok {
 		return slices.Contains(e, nil)
