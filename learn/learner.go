@@ -39,6 +39,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -75,37 +76,8 @@ type toolKey struct {
 // as "other".
 const maxContentTypes = 8
 
-// header returns the statistics of the route's answer header h, adding
-// them when new: answerHeaders bounds which headers there are.
-func (r *Route) header(h string) *HeaderStat {
-	hs := r.Headers[h]
-	if hs == nil {
-		if r.Headers == nil {
-			r.Headers = map[string]*HeaderStat{}
-		}
-		hs = &HeaderStat{}
-		r.Headers[h] = hs
-	}
-	return hs
-}
-
 // maxErrorFields bounds the error-code fields tracked per route.
 const maxErrorFields = 8
-
-// errorCode returns the statistics of the route's error-code field k,
-// adding them while fewer than maxErrorFields are tracked; nil when the
-// field is new and there is no room.
-func (r *Route) errorCode(k string) *CodeStat {
-	cs := r.ErrorCodes[k]
-	if cs == nil && len(r.ErrorCodes) < maxErrorFields {
-		if r.ErrorCodes == nil {
-			r.ErrorCodes = map[string]*CodeStat{}
-		}
-		cs = &CodeStat{}
-		r.ErrorCodes[k] = cs
-	}
-	return cs
-}
 
 // maxUpstreams bounds the upstream URLs recorded.
 const maxUpstreams = 256
@@ -414,7 +386,7 @@ func (l *Learner) record(r *routeState, x *Exchange, p *prepared) {
 		if v == "" {
 			continue
 		}
-		hs := r.header(h)
+		hs := entry(&r.Headers, h, math.MaxInt)
 		hs.Seen++
 		inc(&hs.Statuses, p.status)
 		if h == "Retry-After" {
@@ -479,7 +451,7 @@ func (l *Learner) errorCodes(r *routeState, p *prepared) bool {
 			continue
 		}
 		coded = true
-		cs := r.errorCode(k)
+		cs := entry(&r.ErrorCodes, k, maxErrorFields)
 		if cs == nil {
 			continue
 		}
@@ -496,14 +468,7 @@ func (l *Learner) errorCodes(r *routeState, p *prepared) bool {
 }
 
 func addParam(m *map[string]*Param, name, typ string, n int64) {
-	if *m == nil {
-		*m = map[string]*Param{}
-	}
-	p := (*m)[name]
-	if p == nil {
-		p = &Param{}
-		(*m)[name] = p
-	}
+	p := entry(m, name, math.MaxInt)
 	p.Seen += n
 	add(&p.Types, typ, n)
 }

@@ -2,6 +2,7 @@ package learn
 
 import (
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -39,7 +40,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 	dst.Errors = l.mergeBody(&l.answers, dst.Errors, src.Errors)
 	for _, k := range slices.Sorted(maps.Keys(src.ErrorCodes)) {
 		s := src.ErrorCodes[k]
-		d := dst.errorCode(k)
+		d := entry(&dst.ErrorCodes, k, maxErrorFields)
 		if d == nil {
 			continue
 		}
@@ -62,7 +63,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 	dst.OtherShapes += src.OtherShapes
 	for _, h := range slices.Sorted(maps.Keys(src.Headers)) {
 		s := src.Headers[h]
-		d := dst.header(h)
+		d := entry(&dst.Headers, h, math.MaxInt)
 		d.Seen += s.Seen
 		d.MaxSeconds = max(d.MaxSeconds, s.MaxSeconds)
 		for code, n := range s.Statuses {

@@ -263,3 +263,17 @@ func add[K comparable](m *map[K]int64, k K, n int64) {
 	}
 	(*m)[k] += n
 }
+
+// entry returns (*m)[k], adding a zero one when k is new and m holds
+// fewer than limit entries; nil when k is new and there is no room.
+func entry[V any](m *map[string]*V, k string, limit int) *V {
+	v := (*m)[k]
+	if v == nil && len(*m) < limit {
+		if *m == nil {
+			*m = map[string]*V{}
+		}
+		v = new(V)
+		(*m)[k] = v
+	}
+	return v
+}
