@@ -30,7 +30,7 @@
 # idempotency  send_notification through toolgate at BENCH_IDEM_CONNS: a
 #              forwarded call (a new Idempotency-Key per request) and a
 #              replay (one key), with the memory store and with Redis
-#              (redis-server, from scripts/deps.sh)
+#              (a redis-server of its own)
 # inflight     bench/inflight puts BENCH_INFLIGHT calls in flight at once
 #              through each hop to a backend that answers after 200 ms
 #              (bench/backend -delay): memory per in-flight call, errors,
@@ -69,11 +69,11 @@
 #                           again, up to BENCH_RETRIES times
 #   BENCH_OUT=dir           also keep the tables, raw runs and logs there
 #                           (default bench/out/<timestamp>, git-ignored)
-#   TOOLGATE_BENCH_PPROF=1  after the rounds, profile toolgate (POST) and
-#                           httputil (GET) under the same load, one after
-#                           the other (CPU and allocations), and print
-#                           pprof -top of both; with BENCH_ROUNDS=0 it only
-#                           profiles
+#   TOOLGATE_BENCH_PPROF=1  after the rounds, profile toolgate (POST),
+#                           httputil (GET) and toolgate's MCP tools/call
+#                           under the same load, one after the other (CPU
+#                           and allocations), and print pprof -top of each;
+#                           with BENCH_ROUNDS=0 it only profiles
 #   BENCH_PPROF_SECONDS=15  length of each profile
 #
 # It raises the open-file limit to the hard limit. Every process it starts
@@ -115,9 +115,8 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || die "nginx not found"
 command -v wrk >/dev/null || die "wrk not found"
 command -v curl >/dev/null || die "curl not found"
-if section idempotency && ! command -v redis-server >/dev/null; then
-  "$root/scripts/deps.sh"
-  command -v redis-server >/dev/null || die "redis-server not found (scripts/deps.sh)"
+if section idempotency; then
+  command -v redis-server >/dev/null || die "redis-server not found"
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-bench.XXXXXX")
@@ -534,7 +533,7 @@ if section conns; then
   for c in "${CURVE_CONN_COUNTS[@]}"; do
     serve_httputil "httputil-c$c" backend-c
     variant "httputil-c$c" "httputil-c$c" backend-c get
-    serve_toolgate "toolgate-c$c" backend-c warn concurrent=1024
+    serve_toolgate "toolgate-c$c" backend-c warn concurrent=2048
     variant "toolgate-c$c" "toolgate-c$c" backend-c post
   done
 fi
@@ -761,7 +760,9 @@ if section inflight; then
       target=httputil-slow url="http://127.0.0.1:${PORT[httputil-slow]}$GET_PATH" body="" want='"results":'
       ;;
     toolgate)
-      serve_toolgate toolgate-slow backend-slow warn concurrent=$((n + 100)) max_connections=$((n + 100)) timeout=30s
+      # Room for every call: a caller's share of the bulkhead is seven
+      # eighths of max_concurrent, and every call here is one caller's.
+      serve_toolgate toolgate-slow backend-slow warn concurrent=$((2 * n)) max_connections=$((n + 100)) timeout=30s
       target=toolgate-slow url="http://127.0.0.1:${PORT[toolgate-slow]}/v1/tools/search_articles" body=$POST_BODY want='"status":"ok"'
       ;;
     esac
@@ -990,7 +991,7 @@ if [ "$ROUNDS" -gt 0 ]; then
       echo
       echo "### Connections, 1 KiB answers"
       echo
-      echo "A process of its own per row; toolgate's search upstream has max_concurrent: 1024 (the example's 256 would refuse calls at 1,000 connections), httputil's idle pool holds 16,384."
+      echo "A process of its own per row; toolgate's search upstream has max_concurrent: 2048 (the example's 256, and its per-caller share of seven eighths, would refuse calls at 1,000 connections), httputil's idle pool holds 16,384."
       echo
       specs=()
       for c in "${CURVE_CONN_COUNTS[@]}"; do specs+=("$c|httputil-c$c|toolgate-c$c|$c"); done
@@ -1062,13 +1063,17 @@ if [ "$PPROF" = 1 ]; then
   wait_quiet
   profile toolgate "http://127.0.0.1:${PORT[toolgate-pprof]}/v1/tools/search_articles" post.lua "$tdebug"
   wait_quiet
+  profile toolgate-mcp "http://127.0.0.1:${PORT[toolgate-pprof]}/mcp" mcp.lua "$tdebug"
+  wait_quiet
   profile httputil "http://127.0.0.1:${PORT[httputil-pprof]}$GET_PATH" report.lua "$hdebug"
   cp "$tmp/bin/toolgate-pprof" "$pdir/toolgate"
+  cp "$tmp/bin/toolgate-pprof" "$pdir/toolgate-mcp"
   cp "$tmp/bin/reverseproxy" "$pdir/httputil"
+  declare -A what=([toolgate]="POST /v1/tools/search_articles" [toolgate-mcp]="MCP tools/call, POST /mcp" [httputil]="GET $GET_PATH")
   {
-    for name in toolgate httputil; do
+    for name in toolgate httputil toolgate-mcp; do
       echo
-      echo "### $name CPU profile ($(head -1 "$pdir/$name-wrk.txt" | sed 's/^Running //; s/ test @.*//'), 32 connections, ${PPROF_SECONDS}s; $(awk '/Requests\/sec/ {print $2 " req/s"}' "$pdir/$name-wrk.txt"))"
+      echo "### $name CPU profile (${what[$name]}, 32 connections, ${PPROF_SECONDS}s; $(awk '/Requests\/sec/ {print $2 " req/s"}' "$pdir/$name-wrk.txt"))"
       echo '```'
       "$GO" tool pprof -top -nodecount=40 "$pdir/$name" "$pdir/$name-cpu.pb.gz" 2>/dev/null
       echo '```'
