@@ -74,7 +74,8 @@ func newHandler(size int, delay time.Duration) (http.Handler, error) {
 	return mux, nil
 }
 
-// paddedAnswer is a search answer of at least size bytes: the corpus
+// paddedAnswer is a search answer of at least size bytes, and at least one
+// result: the corpus
 // repeated as results.
 func paddedAnswer(size int) ([]byte, error) {
 	articles := examples.Articles()
@@ -88,7 +89,7 @@ func paddedAnswer(size int) ([]byte, error) {
 	}
 	body := []byte(`{"results":[`)
 	n := 0
-	for ; len(body) < size; n++ {
+	for ; n == 0 || len(body) < size; n++ {
 		if n > 0 {
 			body = append(body, ',')
 		}
