@@ -74,9 +74,8 @@ func newHandler(size int, delay time.Duration) (http.Handler, error) {
 	return mux, nil
 }
 
-// paddedAnswer is a search answer of at least size bytes, and at least one
-// result: the corpus
-// repeated as results.
+// paddedAnswer is a search answer of at least size bytes and at least one
+// result: the corpus repeated as results.
 func paddedAnswer(size int) ([]byte, error) {
 	articles := examples.Articles()
 	encoded := make([][]byte, len(articles))
