@@ -628,33 +628,37 @@ server_cpu() {
 
 # run_wrk prints "rps p50_us p99_us requests errors non2xx proxy_us_per_req
 # backend_us_per_req other_pct peak_rss_kib", where other_pct is the share of
-# the server CPU that went to anything but the backend and the proxy under
-# test (other tenants of a shared machine, interrupts): the noise of that
+# the server CPU that went to anything but the backend, Redis and the proxy
+# under test (other tenants of a shared machine, interrupts): the noise of that
 # run; and peak_rss_kib the proxy's VmHWM (nginx: its worker's).
 run_wrk() { # variant conns duration
-  local v=$1 c=$2 d=$3 p0 p1 b0 b1 s0 s1 out line same=0 bpid
-  local -a pp
+  local v=$1 c=$2 d=$3 p0 p1 b0 b1 e0 e1 s0 s1 out line same=0 bpid
+  local -a pp ep=()
   read -ra pp <<<"$(proxy_pids "$v")"
   bpid=${PID[${BACKEND[$v]}]}
   [ "${PROC[$v]}" != "${BACKEND[$v]}" ] || same=1
+  # Redis works for the proxy under test: its CPU is not other work.
+  [ "${PROC[$v]}" != toolgate-redis ] || ep=("${PID[redis]}")
   out="$tmp/log/wrk-$v-$c-$(date +%s%N).txt"
   s0=$(server_cpu)
   p0=$(ticks "${pp[@]}")
   b0=$(ticks "$bpid")
+  e0=$(ticks "${ep[@]}")
   "${LOAD_PIN[@]}" wrk -t1 -c"$c" -d"$d" --latency -s "$tmp/${SCRIPT[$v]}" "${URL[$v]}" >"$out" 2>&1 ||
     { cat "$out" >&2; die "wrk failed for $v"; }
   p1=$(ticks "${pp[@]}")
   b1=$(ticks "$bpid")
+  e1=$(ticks "${ep[@]}")
   s1=$(server_cpu)
   line=$(grep '^RESULT ' "$out") || { cat "$out" >&2; die "no RESULT from wrk for $v"; }
-  awk -v same="$same" -v line="$line" -v dp=$((p1 - p0)) -v db=$((b1 - b0)) -v hz="$CLK_TCK" -v s0="$s0" -v s1="$s1" \
+  awk -v same="$same" -v line="$line" -v dp=$((p1 - p0)) -v db=$((b1 - b0)) -v de=$((e1 - e0)) -v hz="$CLK_TCK" -v s0="$s0" -v s1="$s1" \
     -v rss="$(hwm "${pp[${#pp[@]} - 1]}")" 'BEGIN {
     n = split(line, f, /[ =]/)
     for (i = 2; i < n; i += 2) r[f[i]] = f[i + 1]
     req = r["requests"] > 0 ? r["requests"] : 1
     if (same) db = 0 # the backend is the process under test; count it once
     split(s0, a, " "); split(s1, b, " ")
-    other = b[2] > a[2] ? 100 * ((b[1] - a[1]) - dp - db) / (b[2] - a[2]) : 0
+    other = b[2] > a[2] ? 100 * ((b[1] - a[1]) - dp - db - de) / (b[2] - a[2]) : 0
     if (other < 0) other = 0
     printf "%.1f %d %d %d %d %d %.2f %.2f %.1f %d\n", r["requests"] / (r["duration_us"] / 1e6), r["p50_us"], r["p99_us"],
       r["requests"], r["errors"], r["non2xx"], dp * 1e6 / hz / req, (same ? dp : db) * 1e6 / hz / req, other, rss
