@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -282,6 +283,7 @@ func TestZoo(t *testing.T) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
+	secrets := secretValues(env)
 	refused := proxytest.RefusedURL(t)
 	client := &http.Client{}
 	t.Cleanup(client.CloseIdleConnections)
@@ -325,7 +327,61 @@ func TestZoo(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkEnvelope(t, env, tc.want)
+			raw, err := json.Marshal(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, secret := range secrets {
+				if strings.Contains(string(raw), secret) {
+					t.Errorf("the envelope holds the secret %q: %s", secret, raw)
+				}
+			}
 		})
+	}
+}
+
+// secretValues are the values of zoo.env's credentials (the variables
+// named *_KEY, *_TOKEN, *_SECRET, *_PASSWORD), and the access token FCM's
+// token endpoint hands out.
+func secretValues(env map[string]string) []string {
+	out := []string{fcmAccessToken}
+	for k, v := range env {
+		for _, suffix := range []string{"_KEY", "_TOKEN", "_SECRET", "_PASSWORD"} {
+			if strings.HasSuffix(k, suffix) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// TestZooEnvNamesEveryVariable keeps make check honest: zoo.env sets
+// exactly the variables zoo.yaml reads.
+func TestZooEnvNamesEveryVariable(t *testing.T) {
+	doc, err := os.ReadFile(policyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	ref := regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		for _, m := range ref.FindAllStringSubmatch(line, -1) {
+			used[m[1]] = true
+		}
+	}
+	env := readEnv(t)
+	for name := range used {
+		if _, ok := env[name]; !ok {
+			t.Errorf("%s uses ${%s}, which %s does not set", policyFile, name, envFile)
+		}
+	}
+	for name := range env {
+		if !used[name] {
+			t.Errorf("%s sets %s, which %s does not use", envFile, name, policyFile)
+		}
 	}
 }
 
