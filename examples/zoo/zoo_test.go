@@ -147,7 +147,7 @@ func zooCases(z *zoo) []zooCase {
 			nil, want{status: contracts.StatusOK, sideEffect: none,
 				data: `{"articles":[{"title":"Quantum computing for beginners","url":"https://example.com/a/1"},{"title":"Quantum computing, ten years on","url":"https://example.com/a/7"}],"total":2}`}},
 		{"es no hits", "search_articles", esArgs, es(200, esNoHits),
-			nil, want{status: contracts.StatusEmpty, sideEffect: none}},
+			nil, want{status: contracts.StatusEmpty, sideEffect: none, data: `{"articles":[],"total":0}`}},
 		{"es 400 root_cause", "search_articles", esArgs, es(400, esBadQuery),
 			nil, want{status: contracts.StatusBadArgs, sideEffect: none,
 				message: []string{said("failed to create query: Can only use fuzzy queries on keyword and text fields - not on [title] which is of type [integer]")}}},
@@ -160,9 +160,9 @@ func zooCases(z *zoo) []zooCase {
 		{"es 429 es_rejected_execution_exception", "search_articles", esArgs, es(429, esRejected),
 			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{said("rejected execution of TimedRunnable on EsThreadPoolExecutor[name = node-1/search, queue capacity = 1000]")}}},
 		{"es 503 all shards failed (empty root_cause)", "search_articles", esArgs, es(503, esAllShardsFailed),
-			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none}},
-		{"es 500", "search_articles", esArgs, es(500, esInternal),
-			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none}},
+			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{"(HTTP 503)"}, absent: []string{"The backend said"}}},
+		{"es 500 (null reason)", "search_articles", esArgs, es(500, esInternal),
+			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{"(HTTP 500)"}, absent: []string{"The backend said"}}},
 
 		// Solr: read-only; repeated fq and the constant wt=json in the query.
 		{"solr docs", "search_products", solrArgs, solr(200, jsonType, solrDocs),
@@ -170,15 +170,15 @@ func zooCases(z *zoo) []zooCase {
 				data: `{"products":[{"id":"MA147LL/A","name":"Apple 60 GB iPod with Video Playback Black","price":399.0,"inStock":true}],"found":1}`}},
 		{"solr no docs", "search_products", `{"q":"name:zune"}`,
 			[]exchange{z.solrSelect("q=name%3Azune&rows=10&wt=json").answers(200, jsonType, solrNoDocs)},
-			nil, want{status: contracts.StatusEmpty, sideEffect: none}},
+			nil, want{status: contracts.StatusEmpty, sideEffect: none, data: `{"products":[],"found":0}`}},
 		{"solr 400 SyntaxError", "search_products", `{"q":"name:(ipod"}`,
 			[]exchange{z.solrSelect("q=name%3A%28ipod&rows=10&wt=json").answers(400, jsonType, solrSyntaxError)},
 			nil, want{status: contracts.StatusBadArgs, sideEffect: none,
 				message: []string{said(`org.apache.solr.search.SyntaxError: Cannot parse 'name:(ipod': Encountered "<EOF>" at line 1, column 10.`)}}},
 		{"solr 401 html", "search_products", solrArgs, solr(401, html, solr401),
-			nil, want{status: contracts.StatusForbidden, sideEffect: none}},
+			nil, want{status: contracts.StatusForbidden, sideEffect: none, message: []string{"(HTTP 401)"}, absent: []string{"The backend said", "<html>"}}},
 		{"solr 404 html", "search_products", solrArgs, solr(404, html, solr404),
-			nil, want{status: contracts.StatusNotFound, sideEffect: none}},
+			nil, want{status: contracts.StatusNotFound, sideEffect: none, message: []string{"(HTTP 404)"}, absent: []string{"The backend said", "<html>"}}},
 		{"solr 503", "search_products", solrArgs, solr(503, jsonType, solrNoServers),
 			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{said("no servers hosting shard: shard1")}}},
 
@@ -192,13 +192,13 @@ func zooCases(z *zoo) []zooCase {
 		{"twilio 401 20003", "send_sms", twilioArgs, twilio(401, twilioAuthError, "WWW-Authenticate", `Basic realm="Twilio API"`),
 			nil, want{status: contracts.StatusForbidden, sideEffect: none, message: []string{said("Authentication Error - invalid username")}}},
 		{"twilio 404 20404", "send_sms", twilioArgs, twilio(404, twilioNotFound),
-			nil, want{status: contracts.StatusNotFound, sideEffect: none}},
+			nil, want{status: contracts.StatusNotFound, sideEffect: none, message: []string{"(HTTP 404)"}}},
 		{"twilio 429 20429", "send_sms", twilioArgs, twilio(429, twilioTooMany),
 			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{said("Too Many Requests")}}},
 		{"twilio 500", "send_sms", twilioArgs, twilio(500, twilioInternal),
 			nil, want{status: contracts.StatusUpstream, sideEffect: unknown, message: []string{said("Internal Server Error")}}},
 		{"twilio 503", "send_sms", twilioArgs, twilio(503, twilioUnavailable),
-			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none}},
+			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{said("Service Unavailable")}}},
 
 		// SendGrid: side-effecting; 202 with an empty body is done.
 		{"sendgrid 202 empty body", "send_email", sendgridArgs, sendgrid(202, "", "", "X-Message-Id", "W0A0ba8TQXGn3Ltwe3yNWQ"),
@@ -213,9 +213,9 @@ func zooCases(z *zoo) []zooCase {
 		{"sendgrid 413", "send_email", sendgridArgs, sendgrid(413, jsonType, sendgridTooLarge),
 			nil, want{status: contracts.StatusBadArgs, sideEffect: none, message: []string{said("The JSON payload you have included in your request is too large.")}}},
 		{"sendgrid 429", "send_email", sendgridArgs, sendgrid(429, jsonType, sendgridTooMany, "X-RateLimit-Limit", "600", "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1700000000"),
-			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none}},
+			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{said("too many requests")}}},
 		{"sendgrid 500", "send_email", sendgridArgs, sendgrid(500, jsonType, sendgridInternal),
-			nil, want{status: contracts.StatusUpstream, sideEffect: unknown}},
+			nil, want{status: contracts.StatusUpstream, sideEffect: unknown, message: []string{said("An internal server error occurred.")}}},
 
 		// Slack: errors come as HTTP 200 {"ok": false, "error": …}.
 		{"slack ok", "post_message", slackArgs, slack(200, slackPosted),
@@ -254,10 +254,10 @@ func zooCases(z *zoo) []zooCase {
 			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, retryAfterMS: 10000, message: []string{said("UNAVAILABLE: The service is currently unavailable.")}}},
 		{"fcm token endpoint down", "push_notification", fcmArgs, nil,
 			map[string]string{"FCM_TOKEN_URL": "down"},
-			want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, retryAfterMS: 1000}},
+			want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, retryAfterMS: 1000, message: []string{"nothing was sent"}}},
 		{"fcm token endpoint refuses the client", "push_notification", fcmArgs,
 			[]exchange{z.fcmToken().answers(401, jsonType, `{"error":"invalid_client","error_description":"client authentication failed"}`)},
-			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, retryAfterMS: 1000}},
+			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, retryAfterMS: 1000, message: []string{"nothing was sent"}}},
 
 		// The text gateway: HTTP 200 for everything it understood.
 		{"sms OK: queued", "send_text", smsArgs, sms(200, "OK: queued\n"),
@@ -267,9 +267,9 @@ func zooCases(z *zoo) []zooCase {
 		{"sms 401", "send_text", smsArgs, sms(401, "ERR: invalid api key\n"),
 			nil, want{status: contracts.StatusForbidden, sideEffect: none, message: []string{said("ERR: invalid api key")}}},
 		{"sms 503", "send_text", smsArgs, sms(503, "ERR: try again later\n"),
-			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none}},
+			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{said("ERR: try again later")}}},
 		{"sms 500", "send_text", smsArgs, sms(500, "ERR: internal error\n"),
-			nil, want{status: contracts.StatusUpstream, sideEffect: unknown}},
+			nil, want{status: contracts.StatusUpstream, sideEffect: unknown, message: []string{said("ERR: internal error")}}},
 	}
 }
 
