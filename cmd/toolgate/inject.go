@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/toolgate/toolgate/internal/boundedio"
 )
 
 // maxManifestBytes bounds one input file of inject.
@@ -194,12 +196,9 @@ func readManifests(paths []string, stdin io.Reader) ([]*manifestFile, error) {
 	}
 	var files []*manifestFile
 	add := func(name string, r io.Reader) error {
-		data, err := io.ReadAll(io.LimitReader(r, maxManifestBytes+1))
+		data, err := boundedio.ReadAll(r, maxManifestBytes)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
-		}
-		if len(data) > maxManifestBytes {
-			return fmt.Errorf("%s: larger than %d bytes", name, maxManifestBytes)
 		}
 		m, err := parseManifest(name, data)
 		if err != nil {
