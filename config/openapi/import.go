@@ -114,6 +114,9 @@ type Draft struct {
 	Tools []Tool
 	// Skipped are the selected operations that did not become a tool.
 	Skipped []Skipped
+	// Env names the environment variables the draft reads (the upstream's
+	// credentials); toolgate check needs them set.
+	Env []string
 }
 
 // Tool is one imported operation.
@@ -175,6 +178,13 @@ func Import(doc []byte, opts Options) (*Draft, error) {
 	if b.upstream == "" {
 		b.upstream = upstreamFromTitle(d)
 	}
+	var usable []*operation
+	for _, op := range selected {
+		if op.unsupported == "" {
+			usable = append(usable, op)
+		}
+	}
+	b.auth = b.draftAuth(usable)
 	var tools []*toolDraft
 	var skipped []Skipped
 	for _, op := range selected {
@@ -365,9 +375,21 @@ func upstreamFromTitle(doc *openapi3.T) string {
 	return name
 }
 
-// selfCheck compiles the draft as `toolgate check` would. Environment
-// variables are never read: the draft must not depend on them.
-func selfCheck(name string, yamlText []byte) error {
-	_, err := config.CompileSource(name, yamlText, config.Options{LookupEnv: func(string) (string, bool) { return "", false }})
+// selfCheck compiles the draft as `toolgate check` would, with each of
+// the variables env names set to a placeholder. The environment itself is
+// never read: the draft must not depend on it.
+func selfCheck(name string, yamlText []byte, env ...string) error {
+	_, err := config.CompileSource(name, yamlText, config.Options{LookupEnv: PlaceholderEnv(env)})
 	return err
+}
+
+// PlaceholderEnv is an environment in which exactly the variables named are
+// set, each to a placeholder that passes every check of a secret.
+func PlaceholderEnv(names []string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if slices.Contains(names, name) {
+			return "placeholder", true
+		}
+		return "", false
+	}
 }
