@@ -157,21 +157,31 @@ var upstreamNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // Import drafts a policy from an OpenAPI 3.0/3.1 or Swagger 2.0 document
 // (YAML or JSON). The draft compiles as written.
 func Import(doc []byte, opts Options) (*Draft, error) {
+	b, tools, skipped, err := draft(doc, opts, loaderKnowsResponseSchema())
+	if err != nil {
+		return nil, err
+	}
+	return b.finish(tools, skipped)
+}
+
+// draft builds the tools of an import; schemaKey says whether they get
+// response.schema.
+func draft(doc []byte, opts Options, schemaKey bool) (*builder, []*toolDraft, []Skipped, error) {
 	spec := opts.SpecName
 	if spec == "" {
 		spec = "openapi"
 	}
 	if opts.Upstream != "" && !upstreamNameRE.MatchString(opts.Upstream) {
-		return nil, fmt.Errorf("%w: upstream name %q may only contain letters, digits, '_', '.' and '-' (at most 64)", ErrInvalidOptions, opts.Upstream)
+		return nil, nil, nil, fmt.Errorf("%w: upstream name %q may only contain letters, digits, '_', '.' and '-' (at most 64)", ErrInvalidOptions, opts.Upstream)
 	}
 	d, kind, err := load(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", spec, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", spec, err)
 	}
 	ops, unsupported := collectOperations(d)
 	selected, err := selectOperations(ops, unsupported, opts.Operations)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", spec, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", spec, err)
 	}
 	b := &builder{doc: d, spec: spec, kind: kind}
 	b.upstream = opts.Upstream
@@ -185,6 +195,7 @@ func Import(doc []byte, opts Options) (*Draft, error) {
 		}
 	}
 	b.auth = b.draftAuth(usable)
+	b.schemaKey = schemaKey
 	var tools []*toolDraft
 	var skipped []Skipped
 	for _, op := range selected {
@@ -194,7 +205,7 @@ func Import(doc []byte, opts Options) (*Draft, error) {
 		}
 		tools = append(tools, b.tool(op))
 	}
-	return b.finish(tools, skipped)
+	return b, tools, skipped, nil
 }
 
 // load reads a document of either generation into an OpenAPI 3 model with
@@ -381,6 +392,14 @@ func upstreamFromTitle(doc *openapi3.T) string {
 func selfCheck(name string, yamlText []byte, env ...string) error {
 	_, err := config.CompileSource(name, yamlText, config.Options{LookupEnv: PlaceholderEnv(env)})
 	return err
+}
+
+// loaderKnowsResponseSchema says whether the policy loader accepts
+// response.schema. The key is being added to the policy; until it is, the
+// draft leaves it out, since it must compile as written.
+func loaderKnowsResponseSchema() bool {
+	const probe = "version: 1\nupstreams: {u: {url: \"http://127.0.0.1:1\"}}\ntools: {t: {description: d, upstream: u, request: {path: /}, response: {schema: {type: object}}}}\n"
+	return selfCheck("probe", []byte(probe)) == nil
 }
 
 // PlaceholderEnv is an environment in which exactly the variables named are

@@ -117,8 +117,6 @@ func TestGoldenDraftsPassToolgateCheck(t *testing.T) {
 	}
 }
 
-
-
 var envRef = regexp.MustCompile(`(?:^|[^$])\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // draftEnv lists the variables a draft reads, as toolgate check would need

@@ -246,8 +246,16 @@ func (b *builder) toolNode(t *toolDraft) (*yaml.Node, *yaml.Node) {
 	}
 	reqKey := str("request")
 	reqKey.HeadComment = comment(t.requestNotes, 4)
-	reqKey.FootComment = comment(t.responseNotes, 4)
 	add(reqKey, req)
+	last := reqKey
+	if t.responseSchema != nil {
+		schemaKey := str("schema")
+		schemaKey.HeadComment = comment(append(t.dataNotes, "The schema of the answer, from the document: an answer that departs from it counts in toolgate_contract_violations_total."), 6)
+		resKey := str("response")
+		add(resKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{schemaKey, valueNode(t.responseSchema, false)}})
+		last = resKey
+	}
+	last.FootComment = comment(t.responseNotes, 4)
 	return key, m
 }
 

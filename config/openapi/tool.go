@@ -23,6 +23,9 @@ type builder struct {
 	kind     string // "OpenAPI 3.0.3", "Swagger 2.0"
 	upstream string
 	auth     upstreamAuth
+	// schemaKey says the policy loader knows response.schema, so each tool
+	// gets the schema of its answer.
+	schemaKey bool
 }
 
 // toolDraft is one tool before rendering: the values to write and the
@@ -42,14 +45,18 @@ type toolDraft struct {
 
 	method       string
 	path         string
-	query        *omap // backend parameter -> argument
-	headers      *omap // header -> argument
-	body         *omap // body shape: field -> argument, *omap or constLeaf
+	query        *omap  // backend parameter -> argument
+	headers      *omap  // header -> argument
+	body         *omap  // body shape: field -> argument, *omap or constLeaf
 	bodyArg      string // the argument that is the whole body, or ""
 	encoding     string // "form", or "" for JSON
 	requestNotes []string
 
 	responseNotes []string // after the request: response and errors hints
+	// responseSchema is response.schema, or nil; dataNotes, the data
+	// suggestion that goes in the response block with it.
+	responseSchema any
+	dataNotes      []string
 }
 
 // maxInlineValues and maxInlineDepth bound an inlined argument schema; past
@@ -94,7 +101,15 @@ func (b *builder) tool(op *operation) *toolDraft {
 		}
 	}
 	t.argsNotes = append(t.argsNotes, bd.argsNotes...)
-	t.responseNotes = append(b.responseHints(op), b.errorHints(op, t.sideEffect)...)
+	if b.schemaKey {
+		t.responseSchema = responseSchema(op)
+	}
+	if t.responseSchema != nil {
+		t.dataNotes = b.responseHints(op)
+		t.responseNotes = b.errorHints(op, t.sideEffect)
+	} else {
+		t.responseNotes = append(b.responseHints(op), b.errorHints(op, t.sideEffect)...)
+	}
 	return t
 }
 
@@ -472,8 +487,7 @@ func (n *nester) nestable(ref *openapi3.SchemaRef, depth int) (map[string]*opena
 	if depth >= maxNesting || ref == nil || ref.Value == nil || n.stack[ref.Value] {
 		return nil, nil, false
 	}
-	s := ref.Value
-	if s.Nullable || s.Type == nil || !s.Type.Is("object") || s.AdditionalProperties.Schema != nil || (s.AdditionalProperties.Has != nil && *s.AdditionalProperties.Has) || s.MinProps > 0 || s.MaxProps != nil || s.Not != nil {
+	if !plainObject(ref, 0) {
 		return nil, nil, false
 	}
 	fields, req, why := objectShape(ref, 0)
@@ -481,6 +495,32 @@ func (n *nester) nestable(ref *openapi3.SchemaRef, depth int) (map[string]*opena
 		return nil, nil, false
 	}
 	return fields, req, true
+}
+
+// plainObject says a schema is an object (or a type-less allOf of
+// objects, as a described $ref is written) that a set of optional members
+// describes fully: no free-form keys, no bounds on the number of members
+// (QueryContainer's "exactly one"), not nullable.
+func plainObject(ref *openapi3.SchemaRef, depth int) bool {
+	if ref == nil || ref.Value == nil || depth > 16 {
+		return false
+	}
+	s := ref.Value
+	if s.Nullable || s.AdditionalProperties.Schema != nil || (s.AdditionalProperties.Has != nil && *s.AdditionalProperties.Has) || s.MinProps > 0 || s.MaxProps != nil || s.Not != nil {
+		return false
+	}
+	switch {
+	case s.Type != nil && s.Type.Is("object"):
+	case (s.Type == nil || len(*s.Type) == 0) && len(s.AllOf) > 0 && len(s.Properties) == 0:
+	default:
+		return false
+	}
+	for _, m := range s.AllOf {
+		if !plainObject(m, depth+1) {
+			return false
+		}
+	}
+	return true
 }
 
 // constValue is the one value a schema allows (const, or an enum of one).
@@ -771,6 +811,73 @@ func escapeLiteral(s string) string {
 // responseHints suggests response.data and response.empty from the first
 // documented 2xx answer.
 func (b *builder) responseHints(op *operation) []string {
+	lines := b.dataHints(op)
+	if b.schemaKey && firstJSONSchema(op) != nil {
+		// The tool has a response block (its schema): the suggestion
+		// goes in it, after the comment that says what it is.
+		out := []string{}
+		for _, l := range lines {
+			if c, ok := strings.CutPrefix(l, codeMark); ok {
+				if c == "response:" {
+					continue
+				}
+				l = code(strings.TrimPrefix(c, "  "))
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	return lines
+}
+
+// firstJSONSchema is the schema of the first documented 2xx answer, when
+// that answer is JSON; nil otherwise.
+func firstJSONSchema(op *operation) *openapi3.SchemaRef {
+	if op.op.Responses == nil {
+		return nil
+	}
+	responses := op.op.Responses.Map()
+	for _, c := range slices.Sorted(maps.Keys(responses)) {
+		if !strings.HasPrefix(c, "2") || responses[c] == nil || responses[c].Value == nil {
+			continue
+		}
+		if _, mt := jsonMedia(responses[c].Value.Content); mt != nil && mt.Schema != nil && mt.Schema.Value != nil {
+			return mt.Schema
+		}
+		return nil
+	}
+	return nil
+}
+
+// responseSchema is response.schema: the JSON Schema of the first 2xx
+// answer, as the document gives it (writeOnly fields left out); nil when
+// that answer is not JSON or has no schema. Recursive schemas, and all
+// named ones of a schema too large to inline, go to $defs.
+func responseSchema(op *operation) any {
+	ref := firstJSONSchema(op)
+	if ref == nil {
+		return nil
+	}
+	for _, useDefs := range []bool{false, true} {
+		c := newSchemaConverter(useDefs)
+		c.response = true
+		v := c.convert(ref)
+		if c.overflow {
+			continue
+		}
+		if m, ok := v.(*omap); ok {
+			if defs := c.defs(); defs != nil {
+				m.set("$defs", defs)
+			}
+		}
+		return v
+	}
+	return nil
+}
+
+// dataHints suggests response.data and response.empty from the first
+// documented 2xx answer.
+func (b *builder) dataHints(op *operation) []string {
 	responses := map[string]*openapi3.ResponseRef{}
 	if op.op.Responses != nil {
 		responses = op.op.Responses.Map()
