@@ -38,10 +38,22 @@
 // documents do. A JSON media type other than application/json gets a TODO:
 // toolgate sends application/json.
 //
-// Header and cookie parameters cannot be bound per call: each gets a TODO
-// comment (a constant value belongs in the upstream's headers). An
-// Idempotency-Key header on a side-effecting operation instead gets the
-// suggestion to forward toolgate's key with idempotency.forward_header.
+// Form bodies (application/x-www-form-urlencoded, when no JSON is offered)
+// are bound like JSON ones, with encoding: form. Object fields of a body are
+// written as nested shapes whose leaves are arguments (two levels deep);
+// arrays of objects, free-form maps and exactly-one-member objects stay one
+// argument; a body that is not an object is one argument named body.
+//
+// Header parameters are bound to arguments, except those that carry a
+// credential (see secretLike), those toolgate or the upstream's auth sets,
+// and Accept, Content-Type and Authorization, which OpenAPI ignores; cookie
+// parameters get a TODO. An Idempotency-Key header on a side-effecting
+// operation instead gets the suggestion to forward toolgate's key with
+// idempotency.forward_header.
+//
+// Credentials. The first security scheme the operations require becomes
+// the upstream's auth block with ${VAR} secrets (see draftAuth); Draft.Env
+// names the variables, which toolgate check needs set.
 //
 // Side effects. POST, PUT, PATCH and DELETE get side_effect: true, which
 // makes toolgate require an idempotency key and run the call at most once
