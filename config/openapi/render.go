@@ -108,9 +108,13 @@ func (b *builder) header() string {
 	if title != "" {
 		about = strings.TrimSpace(title+" "+version) + ", " + b.kind
 	}
+	passes := "It passes `toolgate check` as written."
+	if len(b.auth.env) > 0 {
+		passes = fmt.Sprintf("It passes `toolgate check` as written once %s are set.", strings.Join(b.auth.env, ", "))
+	}
 	return comment([]string{
 		fmt.Sprintf("toolgate policy draft imported from %s (%s) by `toolgate import openapi`.", b.spec, about),
-		"It passes `toolgate check` as written. It defines only upstreams and tools, so it can join a policy directory whose other files set server, state and access. To finish it, work through the TODO comments:",
+		passes + " It defines only upstreams and tools, so it can join a policy directory whose other files set server, state and access. To finish it, work through the TODO comments:",
 		"- response: what the agent sees (data) and what counts as nothing found (empty), CEL over status, headers, body and args; the suggestions under each tool compile as they are.",
 		"- errors: rules only where the backend departs from toolgate's default status table, for example a legacy API that answers 200 with an error code:",
 		code("    errors:"),
