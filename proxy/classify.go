@@ -47,7 +47,7 @@ func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes
 		// blame (the breaker does not hear of it), and the same call
 		// would fail again.
 		return attempt{
-			outcome: contracts.Outcome{Status: contracts.StatusUpstream, Reason: reasonInvalidRequest, Effect: contracts.SideEffectNone},
+			outcome: contracts.Reject(contracts.ReasonInvalidRequest),
 			verdict: policy.VerdictIgnored,
 		}
 	}
