@@ -35,7 +35,9 @@ func languages() []string { return []string{"en", "zh"} }
 // (TestMessagesAgreeWithTheEnvelope walks every outcome the core produces).
 // A message never contains a backend host, port, URL or body: its inputs
 // are the tool name, the status, the HTTP code, a wait, argument errors
-// built from the caller's own arguments, and operator-written words.
+// built from the caller's own arguments, operator-written words, and the
+// words of the answer the operator's response.error_detail picks (one
+// bounded line, quoted as the backend's).
 type Catalog struct {
 	lang    string
 	entries map[string]string
