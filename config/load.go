@@ -955,6 +955,7 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 	}
 	if t.Response != nil {
 		spec.Response.Data, spec.Response.Empty = t.Response.Data, t.Response.Empty
+		spec.Response.ErrorDetail, spec.Response.Schema = t.Response.ErrorDetail, t.Response.Schema
 	}
 	for i, e := range t.Errors {
 		rule := contracts.ErrorRuleSpec{When: e.When, Status: contracts.Status(e.Status), Retryable: e.Retryable}

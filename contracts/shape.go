@@ -529,7 +529,7 @@ func headerValues(v any) ([]string, bool) {
 // answerVariables are the rule environment's variables a request shaping
 // expression cannot read: they describe the backend's answer, which does
 // not exist yet.
-var answerVariables = map[string]bool{"status": true, "headers": true, "body": true}
+var answerVariables = map[string]bool{"status": true, "headers": true, "body": true, "text": true}
 
 // expr compiles an expression leaf in the rule environment and checks
 // every argument it names against the schema.
