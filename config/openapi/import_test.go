@@ -132,8 +132,10 @@ func draftEnv(text []byte) []string {
 }
 
 // suggestionStart matches the first line of a commented-out suggestion
+// (a whole block, or a data or empty expression under a response block
+// that holds the schema)
 // block the draft offers to uncomment.
-var suggestionStart = regexp.MustCompile(`^( *)# (response:|errors:|idempotency: )`)
+var suggestionStart = regexp.MustCompile(`^( *)# (response:|errors:|idempotency: |data: |empty: )`)
 
 // uncommentSuggestions turns the draft's suggested response, errors and
 // idempotency blocks into policy text, as a person accepting them would.
