@@ -131,10 +131,9 @@ func draftEnv(text []byte) []string {
 	return out
 }
 
-// suggestionStart matches the first line of a commented-out suggestion
-// (a whole block, or a data or empty expression under a response block
-// that holds the schema)
-// block the draft offers to uncomment.
+// suggestionStart matches the first line of a commented-out suggestion the
+// draft offers to uncomment: a whole block, or a data or empty expression
+// under a response block that already holds the answer's schema.
 var suggestionStart = regexp.MustCompile(`^( *)# (response:|errors:|idempotency: |data: |empty: )`)
 
 // uncommentSuggestions turns the draft's suggested response, errors and
