@@ -146,7 +146,7 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		var re *ruleError
 		if errors.As(err, &re) {
 			field := re.Field
-			if field == "data" || field == "empty" {
+			if field == "data" || field == "empty" || field == "error_detail" || field == "schema" || strings.HasPrefix(field, "schema.") {
 				field = "response." + field
 			}
 			return nil, &FieldError{Field: field, Line: re.Line, Column: re.Column, Msg: re.Msg}
