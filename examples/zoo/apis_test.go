@@ -91,6 +91,11 @@ const (
 		`{"_index":"articles","_id":"7","_score":0.9,"_source":{"title":"Quantum computing, ten years on","url":"https://example.com/a/7"}}]}}`
 	esNoHits = `{"took":1,"timed_out":false,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0},` +
 		`"hits":{"total":{"value":0,"relation":"eq"},"max_score":null,"hits":[]}}`
+	// With rest_total_hits_as_int=true, and from clusters before 7.0,
+	// hits.total is a number (HitsMetadata.total: TotalHits | long).
+	esTotalAsInt = `{"took":5,"timed_out":false,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0},` +
+		`"hits":{"total":2,"max_score":1.3862942,"hits":[` +
+		`{"_index":"articles","_id":"1","_score":1.3862942,"_source":{"title":"Quantum computing for beginners","url":"https://example.com/a/1"}}]}}`
 	esBadQuery = `{"error":{"root_cause":[{"type":"query_shard_exception","reason":"failed to create query: Can only use fuzzy queries on keyword and text fields - not on [title] which is of type [integer]","index_uuid":"oV8bL1f5QyK2Xk0gBf1f2g","index":"articles"}],` +
 		`"type":"search_phase_execution_exception","reason":"all shards failed","phase":"query","grouped":true,"failed_shards":[]},"status":400}`
 	esNoIndex = `{"error":{"root_cause":[{"type":"index_not_found_exception","reason":"no such index [articles]","resource.type":"index_or_alias","resource.id":"articles","index_uuid":"_na_","index":"articles"}],` +

@@ -16,6 +16,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/internal/proxytest"
@@ -70,7 +73,7 @@ func (x exchange) answers(status int, ctype, body string, kv ...string) exchange
 // want is the envelope a call must end with: its status, retryable,
 // side_effect, retry_after_ms, parts its message must hold and parts it
 // must not (a long error detail is cut), and its data (compact JSON,
-// checked when not empty).
+// checked when not empty), and how many answers broke response.schema.
 type want struct {
 	status       contracts.Status
 	retryable    bool
@@ -79,6 +82,7 @@ type want struct {
 	message      []string
 	absent       []string
 	data         string
+	violations   int // answers response.schema refused
 }
 
 type zooCase struct {
@@ -160,7 +164,9 @@ func zooCases(z *zoo) []zooCase {
 		{"es 429 es_rejected_execution_exception", "search_articles", esArgs, es(429, esRejected),
 			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{said("rejected execution of TimedRunnable on EsThreadPoolExecutor[name = node-1/search, queue capacity = 1000]")}}},
 		{"es 503 all shards failed (empty root_cause)", "search_articles", esArgs, es(503, esAllShardsFailed),
-			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{"(HTTP 503)"}, absent: []string{"The backend said"}}},
+			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{"(HTTP 503)", said("all shards failed")}}},
+		{"es 200 with hits.total a number (rest_total_hits_as_int)", "search_articles", esArgs, es(200, esTotalAsInt),
+			nil, want{status: contracts.StatusUpstream, sideEffect: none, violations: 1, message: []string{"could not be read"}}},
 		{"es 500 (null reason)", "search_articles", esArgs, es(500, esInternal),
 			nil, want{status: contracts.StatusUpstream, retryable: true, sideEffect: none, message: []string{"(HTTP 500)"}, absent: []string{"The backend said"}}},
 
@@ -261,7 +267,7 @@ func zooCases(z *zoo) []zooCase {
 
 		// The text gateway: HTTP 200 for everything it understood.
 		{"sms OK: queued", "send_text", smsArgs, sms(200, "OK: queued\n"),
-			nil, want{status: contracts.StatusOK, sideEffect: done, data: `{"result":"OK: queued\n"}`}},
+			nil, want{status: contracts.StatusOK, sideEffect: done, data: `"OK: queued"`}},
 		{"sms ERR: reason", "send_text", smsArgs, sms(200, "ERR: invalid destination number\n"),
 			nil, want{status: contracts.StatusBadArgs, sideEffect: none, message: []string{said("ERR: invalid destination number")}}},
 		{"sms 401", "send_text", smsArgs, sms(401, "ERR: invalid api key\n"),
@@ -301,7 +307,8 @@ func TestZoo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			core, err := proxy.NewCore(snap, proxy.Options{})
+			reg := prometheus.NewRegistry()
+			core, err := proxy.NewCore(snap, proxy.Options{Registry: reg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -327,6 +334,9 @@ func TestZoo(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkEnvelope(t, env, tc.want)
+			if n := testutil.ToFloat64(core.Metrics().ContractViolations.WithLabelValues(tc.tool, proxy.ViolationResponse)); n != float64(tc.want.violations) {
+				t.Errorf("%v answers broke response.schema, want %d", n, tc.want.violations)
+			}
 			raw, err := json.Marshal(env)
 			if err != nil {
 				t.Fatal(err)
