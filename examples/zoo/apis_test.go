@@ -57,6 +57,14 @@ func headers(kv ...string) map[string]string {
 	return h
 }
 
+// post is a POST of body to path on f, of the content type, with the
+// credential given as Authorization ("" for none) and Accept:
+// application/json unless kv says otherwise.
+func post(f *fake, path, ctype, authorization, body string, kv ...string) exchange {
+	kv = append([]string{"Authorization", authorization, "Content-Type", ctype, "Accept", jsonType}, kv...)
+	return exchange{fake: f, want: request{method: "POST", path: path, header: headers(kv...), body: body}}
+}
+
 func basicAuth(user, password string) string {
 	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }
@@ -76,12 +84,7 @@ const (
 
 // esSearch is the _search request for the words q and size hits.
 func (z *zoo) esSearch(body string) exchange {
-	return exchange{fake: z.es, want: request{
-		method: "POST",
-		path:   "/articles/_search",
-		header: headers("Authorization", "ApiKey "+z.env["ES_API_KEY"], "Content-Type", jsonType, "Accept", jsonType),
-		body:   body,
-	}}
+	return post(z.es, "/articles/_search", jsonType, "ApiKey "+z.env["ES_API_KEY"], body)
 }
 
 const (
@@ -153,12 +156,7 @@ const (
 
 func (z *zoo) twilioCreate(body string) exchange {
 	sid := z.env["TWILIO_ACCOUNT_SID"]
-	return exchange{fake: z.twilio, want: request{
-		method: "POST",
-		path:   "/2010-04-01/Accounts/" + sid + "/Messages.json",
-		header: headers("Authorization", basicAuth(sid, z.env["TWILIO_AUTH_TOKEN"]), "Content-Type", formType, "Accept", jsonType),
-		body:   body,
-	}}
+	return post(z.twilio, "/2010-04-01/Accounts/"+sid+"/Messages.json", formType, basicAuth(sid, z.env["TWILIO_AUTH_TOKEN"]), body)
 }
 
 const (
@@ -186,12 +184,7 @@ const (
 // ({"errors": [{"field", "message", "help"}]}).
 
 func (z *zoo) sendgridSend(body string) exchange {
-	return exchange{fake: z.sendgrid, want: request{
-		method: "POST",
-		path:   "/v3/mail/send",
-		header: headers("Authorization", "Bearer "+z.env["SENDGRID_API_KEY"], "Content-Type", jsonType, "Accept", jsonType),
-		body:   body,
-	}}
+	return post(z.sendgrid, "/v3/mail/send", jsonType, "Bearer "+z.env["SENDGRID_API_KEY"], body)
 }
 
 const (
@@ -212,12 +205,7 @@ const (
 // (HTTP 429 with Retry-After: seconds).
 
 func (z *zoo) slackPost(body string) exchange {
-	return exchange{fake: z.slack, want: request{
-		method: "POST",
-		path:   "/api/chat.postMessage",
-		header: headers("Authorization", "Bearer "+z.env["SLACK_BOT_TOKEN"], "Content-Type", "application/json; charset=utf-8", "Accept", jsonType),
-		body:   body,
-	}}
+	return post(z.slack, "/api/chat.postMessage", "application/json; charset=utf-8", "Bearer "+z.env["SLACK_BOT_TOKEN"], body)
 }
 
 const (
@@ -243,28 +231,22 @@ func slackError(code string) string { return `{"ok":false,"error":"` + code + `"
 const fcmAccessToken = "ya29.zoo-access-token"
 
 func (z *zoo) fcmToken() exchange {
-	h := headers("Authorization", basicAuth(url.QueryEscape(z.env["FCM_CLIENT_ID"]), url.QueryEscape(z.env["FCM_CLIENT_SECRET"])), "Content-Type", formType)
-	delete(h, "User-Agent") // Go's HTTP client's, through golang.org/x/oauth2
-	return exchange{fake: z.token, want: request{
-		method:   "POST",
-		path:     "/oauth2/token",
-		header:   h,
-		anyValue: []string{"User-Agent"},
-		body:     "grant_type=client_credentials&scope=https%3A%2F%2Fwww.googleapis.com%2Fauth%2Ffirebase.messaging",
-	}, give: answer{
+	x := post(z.token, "/oauth2/token", formType, basicAuth(url.QueryEscape(z.env["FCM_CLIENT_ID"]), url.QueryEscape(z.env["FCM_CLIENT_SECRET"])),
+		"grant_type=client_credentials&scope=https%3A%2F%2Fwww.googleapis.com%2Fauth%2Ffirebase.messaging")
+	// Go's HTTP client's own headers, through golang.org/x/oauth2.
+	delete(x.want.header, "User-Agent")
+	delete(x.want.header, "Accept")
+	x.want.anyValue = []string{"User-Agent"}
+	x.give = answer{
 		status: 200,
 		header: map[string]string{"Content-Type": jsonType, "Cache-Control": "no-store"},
 		body:   `{"access_token":"` + fcmAccessToken + `","expires_in":3599,"token_type":"Bearer"}`,
-	}}
+	}
+	return x
 }
 
 func (z *zoo) fcmSend(body string) exchange {
-	return exchange{fake: z.fcm, want: request{
-		method: "POST",
-		path:   "/v1/projects/" + z.env["FCM_PROJECT"] + "/messages:send",
-		header: headers("Authorization", "Bearer "+fcmAccessToken, "Content-Type", jsonType, "Accept", jsonType),
-		body:   body,
-	}}
+	return post(z.fcm, "/v1/projects/"+z.env["FCM_PROJECT"]+"/messages:send", jsonType, "Bearer "+fcmAccessToken, body)
 }
 
 // fcmError is the error answer of FCM for an HTTP status, its canonical
@@ -282,11 +264,7 @@ func fcmError(code int, status, message, errorCode string) string {
 // query parameter, apikey.
 
 func (z *zoo) smsSend(body string) exchange {
-	return exchange{fake: z.sms, want: request{
-		method: "POST",
-		path:   "/sms/send",
-		query:  "apikey=" + z.env["SMS_GATEWAY_KEY"],
-		header: headers("Authorization", "", "Content-Type", formType, "Accept", "text/plain"),
-		body:   body,
-	}}
+	x := post(z.sms, "/sms/send", formType, "", body, "Accept", "text/plain")
+	x.want.query = "apikey=" + z.env["SMS_GATEWAY_KEY"]
+	return x
 }
