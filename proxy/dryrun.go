@@ -76,6 +76,9 @@ type DryRunResult struct {
 // errNoAnswer ends a dry run given no answer, once its request is built.
 var errNoAnswer = errors.New("dry run: no answer")
 
+// errSecondAttempt refuses a second attempt of a dry run: there is one.
+var errSecondAttempt = errors.New("dry run: a second attempt")
+
 // maskedSecret stands for a secret in a dry run's request.
 const maskedSecret = "***"
 
@@ -165,6 +168,9 @@ type dryBackend struct {
 }
 
 func (r *dryBackend) RoundTrip(req *http.Request) (*http.Response, error) {
+	if r.req != nil {
+		return nil, errSecondAttempt
+	}
 	// A masked query credential reads as written, not percent-encoded.
 	req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, "="+url.QueryEscape(maskedSecret), "="+maskedSecret)
 	r.method = req.Method
