@@ -63,13 +63,13 @@ Exits 0 when the call ran, whatever its envelope says; 2 for a usage or policy e
 		fs.PrintDefaults()
 	}
 	configPath := fs.String("config", "", "policy file or directory")
-	tool := fs.String("tool", "", "the tool to call")
-	argsFlag := fs.String("args", "", "the arguments: a JSON object, @FILE to read it from a file, or - to read it from stdin (default: none)")
-	caller := fs.String("caller", "", "the caller to call as, an access.callers name (default: a caller the policy does not list)")
-	response := fs.String("response", "", "a file holding the backend's answer body (/dev/null for an empty one); without it, only the request is printed")
-	status := fs.Int("status", http.StatusOK, "the saved answer's HTTP status (with -response)")
+	tool := fs.String("tool", "", "the `NAME` of the tool to call")
+	argsFlag := fs.String("args", "", "the arguments: a `JSON` object, @FILE to read it from a file, or - to read it from stdin (default: none)")
+	caller := fs.String("caller", "", "the caller to call as, an access.callers `NAME` (default: none, so access.default applies)")
+	response := fs.String("response", "", "a `FILE` holding the backend's answer body (/dev/null for an empty one); without it, only the request is printed")
+	status := fs.Int("status", http.StatusOK, "the saved answer's HTTP `status` (with -response)")
 	header := http.Header{}
-	fs.Func("header", "a header of the saved answer, 'Name: value' (repeatable; with -response), e.g. 'Content-Type: application/json'", func(s string) error {
+	fs.Func("header", "a `header` of the saved answer, 'Name: value' (repeatable; with -response), e.g. 'Content-Type: application/json'", func(s string) error {
 		name, value, ok := strings.Cut(s, ":")
 		if !ok || !httpguts.ValidHeaderFieldName(name) {
 			return fmt.Errorf("%q is not 'Name: value'", s)

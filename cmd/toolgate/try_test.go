@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tryEnv is the environment of the try test policy (testdata/try/policy.yaml):
+// secrets that must never print.
+var tryEnv = map[string]string{
+	"TRY_MAIL_KEY":    "SG.mail-s3cret-key",
+	"TRY_SMS_ACCOUNT": "AC0123456789",
+	"TRY_SMS_TOKEN":   "sms-s3cret",
+}
+
+func setTryEnv(t *testing.T) {
+	t.Helper()
+	for k, v := range tryEnv {
+		t.Setenv(k, v)
+	}
+}
+
+// runTryArgs runs toolgate try with stdin and a fixed key maker.
+func runTryArgs(args []string, stdin string) (stdout, stderr string, code int) {
+	var out, errOut bytes.Buffer
+	code = tryCommand(args, strings.NewReader(stdin), &out, &errOut, func() string { return "try-0123456789abcdef" })
+	return out.String(), errOut.String(), code
+}
+
+// TestTryGolden pins what toolgate try prints for the calls a contract
+// author tries: the request alone, and the answer toolgate gives to a
+// saved backend answer (golden files testdata/try/NAME.golden, each
+// starting with its command line; -update rewrites them).
+func TestTryGolden(t *testing.T) {
+	setTryEnv(t)
+	const example = "../../examples/policy.yaml"
+	const zoo = "testdata/try/policy.yaml"
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"search_request", []string{"-config", example, "-tool", "search_articles", "-args", `{"q":"retry budget","limit":5}`}},
+		{"mail_nested_basic_auth", []string{"-config", zoo, "-tool", "send_mail", "-args",
+			`{"to":"ana@example.com","cc":["bo@example.com"],"subject":"Hi","text":"Hello <b>there</b>","idempotency_key":"mail-1"}`}},
+		{"sms_form", []string{"-config", zoo, "-tool", "send_sms", "-args", "@testdata/try/sms_args.json"}},
+		{"bad_args", []string{"-config", example, "-tool", "search_articles", "-args", `{"q":"","limit":50,"sort":"new"}`}},
+		{"search_200_ok", []string{"-config", example, "-tool", "search_articles", "-args", `{"q":"retry budget"}`,
+			"-response", "testdata/try/search_200.json", "-header", "Content-Type: application/json"}},
+		{"search_404_not_found", []string{"-config", example, "-tool", "search_articles", "-args", `{"q":"retry budget"}`,
+			"-response", "testdata/try/search_404.json", "-status", "404", "-header", "Content-Type: application/json"}},
+		{"sms_429_retry_after", []string{"-config", zoo, "-tool", "send_sms", "-args", "@testdata/try/sms_args.json",
+			"-response", "testdata/try/sms_429.json", "-status", "429", "-header", "Content-Type: application/json", "-header", "Retry-After: 30"}},
+		{"notify_generated_key", []string{"-config", example, "-tool", "send_notification", "-args", `{"user_id":"alice","text":"Deploy done"}`,
+			"-caller", "ops-agent", "-response", "testdata/try/notify_201.json", "-status", "201"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, code := runTryArgs(c.args, "")
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			for _, secret := range tryEnv {
+				if strings.Contains(stdout, secret) {
+					t.Errorf("prints the secret %q", secret)
+				}
+			}
+			line := shellLine(c.args)
+			if back := shellWords(line); !slices.Equal(back, c.args) {
+				t.Fatalf("the command line %s reads back as %q", line, back)
+			}
+			golden(t, "try/"+c.name+".golden", []byte("$ toolgate try "+line+"\n"+stdout))
+		})
+	}
+}
+
+// shellLine quotes args as a shell command line for the golden files
+// (shellWords reads it back).
+func shellLine(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if regexp.MustCompile(`^[A-Za-z0-9@/._:-]+$`).MatchString(a) {
+			out[i] = a
+		} else {
+			out[i] = "'" + a + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestTryReadsArguments: -args takes JSON, @FILE or - (stdin), and the
+// three give the same call.
+func TestTryReadsArguments(t *testing.T) {
+	setTryEnv(t)
+	file := "testdata/try/sms_args.json"
+	content, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-config", "testdata/try/policy.yaml", "-tool", "send_sms", "-args"}
+	want, _, code := runTryArgs(append(base, string(content)), "")
+	if code != 0 || !strings.Contains(want, "Body=Your+code+is+123456") {
+		t.Fatalf("exit %d:\n%s", code, want)
+	}
+	for _, c := range []struct{ arg, stdin string }{{"@" + file, ""}, {"-", string(content)}} {
+		if got, stderr, code := runTryArgs(append(base, c.arg), c.stdin); code != 0 || got != want {
+			t.Errorf("-args %s: exit %d, stderr %q, prints\n%s\nwant\n%s", c.arg, code, stderr, got, want)
+		}
+	}
+}
+
+// TestTryMasksEnvironmentValues: a ${VAR} value prints as ${VAR}, however
+// the request encodes it.
+func TestTryMasksEnvironmentValues(t *testing.T) {
+	env := envValues{"ACCOUNT": "a/b c+d<e>", "SHORT": "eu"}
+	for _, c := range []struct{ in, want string }{
+		{"/x/a/b c+d<e>/y", "/x/${ACCOUNT}/y"},
+		{`"a/b c+d\u003ce\u003e"`, `"${ACCOUNT}"`},
+		{`"a/b c+d<e>"`, `"${ACCOUNT}"`},
+		{"/a%2Fb%20c+d%3Ce%3E", "/${ACCOUNT}"},
+		{"q=a%2Fb+c%2Bd%3Ce%3E&r=eu", "q=${ACCOUNT}&r=eu"},
+	} {
+		if got := string(env.mask([]byte(c.in))); got != c.want {
+			t.Errorf("mask(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestTryRefusesUsageErrors: what cannot be tried exits 2 with the reason,
+// and prints nothing on stdout.
+func TestTryRefusesUsageErrors(t *testing.T) {
+	setTryEnv(t)
+	const example = "../../examples/policy.yaml"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-tool", "t"}, "-config is required"},
+		{[]string{"-config", example}, "-tool is required"},
+		{[]string{"-config", example, "-tool", "nope"}, `no tool "nope" in ../../examples/policy.yaml (tools: search_articles, send_notification)`},
+		{[]string{"-config", example, "-tool", "search_articles", "-status", "404"}, "-status and -header describe the answer of -response"},
+		{[]string{"-config", example, "-tool", "search_articles", "-response", "/dev/null", "-status", "99"}, "-status 99 is not an HTTP status"},
+		{[]string{"-config", example, "-tool", "search_articles", "-response", "/dev/null", "-header", "no colon"}, `"no colon" is not 'Name: value'`},
+		{[]string{"-config", example, "-tool", "search_articles", "-response", "testdata/try/none.json"}, "-response: open testdata/try/none.json"},
+		{[]string{"-config", example, "-tool", "search_articles", "-args", "@testdata/try/none.json"}, "-args: open testdata/try/none.json"},
+		{[]string{"-config", "testdata/try/none.yaml", "-tool", "t"}, "none.yaml"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			stdout, stderr, code := runTryArgs(c.args, "")
+			if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2, nothing, and %q", code, stdout, stderr, c.want)
+			}
+		})
+	}
+	t.Run("an unset variable", func(t *testing.T) {
+		t.Setenv("TRY_SMS_TOKEN", "")
+		os.Unsetenv("TRY_SMS_TOKEN")
+		_, stderr, code := runTryArgs([]string{"-config", "testdata/try/policy.yaml", "-tool", "send_sms"}, "")
+		if code != 2 || !strings.Contains(stderr, "environment variable TRY_SMS_TOKEN is not set") {
+			t.Errorf("exit %d, stderr %q; want 2 and the load error", code, stderr)
+		}
+	})
+}
