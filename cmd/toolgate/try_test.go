@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -162,4 +163,47 @@ func TestTryRefusesUsageErrors(t *testing.T) {
 			t.Errorf("exit %d, stderr %q; want 2 and the load error", code, stderr)
 		}
 	})
+}
+
+// TestREADMETryExample runs the toolgate try example of README.md and
+// compares its output with the README's, line by line (a README line
+// ending in "…}" shows the start of the real one).
+func TestREADMETryExample(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "$ echo '{\"id\":\"n-81f2\"}' > answer.json\n$ toolgate try ")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok {
+		t.Fatal("README.md has no toolgate try example")
+	}
+	command, shown, _ := strings.Cut(strings.ReplaceAll(block, "\\\n", ""), "\n")
+	answer := filepath.Join(t.TempDir(), "answer.json")
+	if err := os.WriteFile(answer, []byte("{\"id\":\"n-81f2\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := shellWords(command)
+	for i, a := range args {
+		switch a {
+		case "examples/policy.yaml":
+			args[i] = "../../" + a
+		case "answer.json":
+			args[i] = answer
+		}
+	}
+	stdout, stderr, code := runTryArgs(args, "")
+	if code != 0 {
+		t.Fatalf("toolgate try %s: exit %d, %s", command, code, stderr)
+	}
+	got, want := strings.Split(stdout, "\n"), strings.Split(strings.TrimSuffix(shown, "\n"), "\n")
+	if len(got) != len(want)+1 { // stdout ends with a newline
+		t.Fatalf("prints %d lines, the README shows %d:\n%s", len(got)-1, len(want), stdout)
+	}
+	for i, w := range want {
+		if prefix, cut := strings.CutSuffix(w, "…}"); cut && strings.HasPrefix(got[i], prefix) || got[i] == w {
+			continue
+		}
+		t.Errorf("line %d is\n%s\nthe README shows\n%s", i+1, got[i], w)
+	}
 }
