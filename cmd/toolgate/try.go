@@ -56,7 +56,7 @@ request toolgate would send: the full URL, then the request as HTTP/1.1 (header 
 secrets masked, the body as sent). Given a saved answer (-response), it prints "---" and the answer
 toolgate would give the agent: what POST /v1/tools/NAME returns, status line and headers included.
 Nothing is sent, not even to an OAuth2 token endpoint; idempotency, rate limits and budgets start
-empty. Every value of 4 characters or more that the policy reads from ${VAR} prints as ${VAR}.
+empty. The call's warnings (a response expression that fails) go to stderr. Every value of 4 characters or more that the policy reads from ${VAR} prints as ${VAR}.
 Exits 0 when the call ran, whatever its envelope says; 2 for a usage or policy error.
 
 `)
@@ -116,7 +116,15 @@ Exits 0 when the call ran, whatever its envelope says; 2 for a usage or policy e
 		Caller:  *caller,
 		CallID:  tryCallID,
 		Version: version,
-		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		// The call's warnings (a response expression that fails, and why)
+		// are what a contract author needs; the time is not.
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn,
+			ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+				if a.Key == slog.TimeKey && len(groups) == 0 {
+					return slog.Attr{}
+				}
+				return a
+			}})),
 	}
 	if *response != "" {
 		body, err := readTryInput("@"+*response, nil)

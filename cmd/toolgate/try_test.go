@@ -207,3 +207,21 @@ func TestREADMETryExample(t *testing.T) {
 		t.Errorf("line %d is\n%s\nthe README shows\n%s", i+1, got[i], w)
 	}
 }
+
+// TestTryWarnsOnStderr: an answer the contract cannot read says why on
+// stderr, as the served call's log line does, without the time.
+func TestTryWarnsOnStderr(t *testing.T) {
+	answer := filepath.Join(t.TempDir(), "answer.json")
+	if err := os.WriteFile(answer, []byte(`{"hits":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runTryArgs([]string{"-config", "../../examples/policy.yaml", "-tool", "search_articles",
+		"-args", `{"q":"x"}`, "-response", answer, "-header", "Content-Type: application/json"}, "")
+	if code != 0 || !strings.Contains(stdout, "Toolgate-Status: upstream") {
+		t.Fatalf("exit %d:\n%s", code, stdout)
+	}
+	want := `level=WARN msg=call tool=search_articles status=upstream reason=bad_response`
+	if !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, `expression=response.data error="no such key: results"`) {
+		t.Errorf("stderr %q; want it to start %q and name the expression", stderr, want)
+	}
+}
