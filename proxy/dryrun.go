@@ -21,7 +21,13 @@ import (
 // the envelope), whose backend is a recorder (dryBackend). It keeps the
 // request it is handed, in place of a connection, and answers with a saved
 // answer, or with nothing. Nothing is dialled: not the backend, not an
-// OAuth2 token endpoint, and no TLS file is read.
+// OAuth2 token endpoint; no TLS or credential file is read at run time
+// (loading the policy checks them, as for serve).
+//
+// The request is kept as toolgate writes it to a plain-HTTP backend
+// (writeRequest); for an https:// upstream, net/http sends the same fields,
+// over HTTP/2 where the server speaks it. The arguments reach the Core as
+// the HTTP front hands them over (nullArgs).
 //
 // What differs from a served call, and why:
 //   - The Core is new: an empty memory idempotency store, fresh rate
