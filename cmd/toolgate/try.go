@@ -56,7 +56,8 @@ request toolgate would send: the full URL, then the request as HTTP/1.1 (header 
 secrets masked, the body as sent). Given a saved answer (-response), it prints "---" and the answer
 toolgate would give the agent: what POST /v1/tools/NAME returns, status line and headers included.
 Nothing is sent, not even to an OAuth2 token endpoint; idempotency, rate limits and budgets start
-empty. The call's warnings (a response expression that fails) go to stderr. Every value of 4 characters or more that the policy reads from ${VAR} prints as ${VAR}.
+empty. The call's warnings (a response expression that fails) go to stderr. In the request, every
+value of 4 characters or more that the policy reads from ${VAR} prints as ${VAR}.
 Exits 0 when the call ran, whatever its envelope says; 2 for a usage or policy error.
 
 `)
@@ -143,8 +144,11 @@ Exits 0 when the call ran, whatever its envelope says; 2 for a usage or policy e
 		fmt.Fprintf(stderr, "toolgate try: %v\n", err)
 		return 2
 	}
+	if res.Request != nil {
+		res.URL, res.Request = env.maskRequest(res.URL, res.Request)
+	}
 	writeTry(&out, res)
-	_, _ = stdout.Write(env.mask(out.Bytes()))
+	_, _ = stdout.Write(out.Bytes())
 	return 0
 }
 
@@ -250,11 +254,43 @@ func (e envValues) lookup(name string) (string, bool) {
 	return v, ok
 }
 
+// toolgateHeaders are the header fields toolgate writes itself, whatever
+// the policy says (with the default values of staticHeader, in
+// proxy/core.go): no ${VAR} value is masked in them, so that a variable
+// whose value is "toolgate" or "application/json" does not mask them.
+var toolgateHeaders = map[string]bool{
+	"Content-Length": true, "X-Request-Id": true, "User-Agent: toolgate/" + version: true,
+	"Accept: application/json": true, "Content-Type: application/json": true,
+	"Content-Type: application/x-www-form-urlencoded": true,
+}
+
+// maskRequest masks the ${VAR} values in a dry run's URL and request (see
+// mask): in the request target, the header values (but toolgate's own
+// fields, toolgateHeaders) and the body. The answer is not masked: it is
+// the envelope the agent gets, which never holds a secret toolgate has.
+func (e envValues) maskRequest(url string, req []byte) (string, []byte) {
+	head, body, _ := strings.Cut(string(req), "\n\n")
+	lines := strings.Split(head, "\n")
+	if method, rest, ok := strings.Cut(lines[0], " "); ok {
+		if target, proto, ok := strings.Cut(rest, " "); ok {
+			lines[0] = method + " " + e.mask(target) + " " + proto
+		}
+	}
+	for i, l := range lines[1:] {
+		name, value, ok := strings.Cut(l, ": ")
+		if !ok || toolgateHeaders[name] || toolgateHeaders[l] {
+			continue
+		}
+		lines[i+1] = name + ": " + e.mask(value)
+	}
+	return e.mask(url), []byte(strings.Join(lines, "\n") + "\n\n" + e.mask(body))
+}
+
 // mask replaces every value read from ${VAR} (of minMaskedEnv bytes or
-// more) with ${VAR} in out: as written, and as JSON, a URL path and a query
+// more) with ${VAR} in s: as written, and as JSON, a URL path and a query
 // or form encode it. The longest values go first, so a value that holds
 // another is masked whole.
-func (e envValues) mask(out []byte) []byte {
+func (e envValues) mask(s string) string {
 	type pair struct{ from, to string }
 	var pairs []pair
 	for name, v := range e {
@@ -273,7 +309,7 @@ func (e envValues) mask(out []byte) []byte {
 		}
 	}
 	if len(pairs) == 0 {
-		return out
+		return s
 	}
 	slices.SortFunc(pairs, func(a, b pair) int {
 		if d := len(b.from) - len(a.from); d != 0 {
@@ -285,5 +321,5 @@ func (e envValues) mask(out []byte) []byte {
 	for _, p := range pairs {
 		args = append(args, p.from, p.to)
 	}
-	return []byte(strings.NewReplacer(args...).Replace(string(out)))
+	return strings.NewReplacer(args...).Replace(s)
 }

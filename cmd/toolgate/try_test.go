@@ -38,8 +38,19 @@ func runTryArgs(args []string, stdin string) (stdout, stderr string, code int) {
 // starting with its command line; -update rewrites them).
 func TestTryGolden(t *testing.T) {
 	setTryEnv(t)
+	var secrets []string
+	for _, v := range tryEnv {
+		secrets = append(secrets, v)
+	}
+	for k, v := range zooEnv(t) {
+		t.Setenv(k, v)
+		if regexp.MustCompile(`KEY|TOKEN|SECRET|PASSWORD|SID`).MatchString(k) && !strings.HasSuffix(k, "_URL") {
+			secrets = append(secrets, v)
+		}
+	}
 	const example = "../../examples/policy.yaml"
 	const zoo = "testdata/try/policy.yaml"
+	const zooPolicy = "../../examples/zoo.yaml"
 	for _, c := range []struct {
 		name string
 		args []string
@@ -55,6 +66,13 @@ func TestTryGolden(t *testing.T) {
 			"-response", "testdata/try/search_404.json", "-status", "404", "-header", "Content-Type: application/json"}},
 		{"sms_429_retry_after", []string{"-config", zoo, "-tool", "send_sms", "-args", "@testdata/try/sms_args.json",
 			"-response", "testdata/try/sms_429.json", "-status", "429", "-header", "Content-Type: application/json", "-header", "Retry-After: 30"}},
+		{"zoo_es_404_error_detail", []string{"-config", zooPolicy, "-tool", "search_articles", "-args", `{"q":"quantum"}`,
+			"-response", "testdata/try/es_404.json", "-status", "404", "-header", "Content-Type: application/json"}},
+		{"zoo_fcm_oauth2", []string{"-config", zooPolicy, "-tool", "push_notification", "-args",
+			`{"device_token":"dev-1","title":"Build","body":"Deploy done","idempotency_key":"push-1"}`}},
+		{"zoo_sms_gateway_query_key_text", []string{"-config", zooPolicy, "-tool", "send_text", "-args",
+			`{"to":"4915112345678","text":"Your code is 123456","idempotency_key":"otp-43"}`,
+			"-response", "testdata/try/sms_gateway_ok.txt", "-header", "Content-Type: text/plain"}},
 		{"notify_generated_key", []string{"-config", example, "-tool", "send_notification", "-args", `{"user_id":"alice","text":"Deploy done"}`,
 			"-caller", "ops-agent", "-response", "testdata/try/notify_201.json", "-status", "201"}},
 	} {
@@ -63,7 +81,7 @@ func TestTryGolden(t *testing.T) {
 			if code != 0 || stderr != "" {
 				t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
 			}
-			for _, secret := range tryEnv {
+			for _, secret := range secrets {
 				if strings.Contains(stdout, secret) {
 					t.Errorf("prints the secret %q", secret)
 				}
@@ -75,6 +93,24 @@ func TestTryGolden(t *testing.T) {
 			golden(t, "try/"+c.name+".golden", []byte("$ toolgate try "+line+"\n"+stdout))
 		})
 	}
+}
+
+// zooEnv is examples/zoo.env: the placeholder values of the variables
+// examples/zoo.yaml names.
+func zooEnv(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/zoo.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			env[k] = v
+		}
+	}
+	return env
 }
 
 // shellLine quotes args as a shell command line for the golden files
@@ -123,9 +159,18 @@ func TestTryMasksEnvironmentValues(t *testing.T) {
 		{"/a%2Fb%20c+d%3Ce%3E", "/${ACCOUNT}"},
 		{"q=a%2Fb+c%2Bd%3Ce%3E&r=eu", "q=${ACCOUNT}&r=eu"},
 	} {
-		if got := string(env.mask([]byte(c.in))); got != c.want {
+		if got := env.mask(c.in); got != c.want {
 			t.Errorf("mask(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+	env = envValues{"USER": "toolgate", "TYPE": "application/json", "HOST": "api.example", "SIZE": "1234"}
+	url, req := env.maskRequest("https://api.example/toolgate?t=application%2Fjson",
+		[]byte("POST /toolgate?t=application%2Fjson HTTP/1.1\nHost: api.example\nAccept: application/json\nContent-Length: 1234\n"+
+			"User-Agent: toolgate/"+version+"\nX-Api-User: toolgate\nX-Request-Id: toolgate\n\n{\"user\":\"toolgate\"}"))
+	want := "POST /${USER}?t=${TYPE} HTTP/1.1\nHost: ${HOST}\nAccept: application/json\nContent-Length: 1234\n" +
+		"User-Agent: toolgate/" + version + "\nX-Api-User: ${USER}\nX-Request-Id: toolgate\n\n{\"user\":\"${USER}\"}"
+	if url != "https://${HOST}/${USER}?t=${TYPE}" || string(req) != want {
+		t.Errorf("maskRequest gives %s and\n%s\nwant\n%s", url, req, want)
 	}
 }
 
