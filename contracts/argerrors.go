@@ -341,24 +341,37 @@ func argName(ptr string) string {
 	return b.String()
 }
 
-// bodyProblemWords are the words of the body's problems that need no
-// argument name, limit or value.
-var bodyProblemWords = map[Problem]struct{ en, zh string }{
-	ProblemNotJSON:    {"it is not valid JSON", "不是有效的 JSON"},
-	ProblemNotUTF8:    {"it is not valid UTF-8", "不是有效的 UTF-8 编码"},
-	ProblemNotObject:  {"it is not an object", "它不是对象"},
-	ProblemIncomplete: {"it is incomplete", "请求体不完整"},
+// bodyProblemWords say the body's problems, which need no argument name:
+// in English and in Chinese.
+var bodyProblemWords = map[Problem]func(e *ArgError) (en, zh string){
+	ProblemNotJSON:    func(*ArgError) (string, string) { return "it is not valid JSON", "不是有效的 JSON" },
+	ProblemNotUTF8:    func(*ArgError) (string, string) { return "it is not valid UTF-8", "不是有效的 UTF-8 编码" },
+	ProblemNotObject:  func(*ArgError) (string, string) { return "it is not an object", "它不是对象" },
+	ProblemIncomplete: func(*ArgError) (string, string) { return "it is incomplete", "请求体不完整" },
+	ProblemDuplicateKey: func(e *ArgError) (string, string) {
+		return "the key " + e.Got + " appears twice", "键 " + e.Got + " 出现了两次"
+	},
+	ProblemTooDeep: func(e *ArgError) (string, string) {
+		return "it is nested deeper than " + e.Max + " levels", "嵌套超过了 " + e.Max + " 层"
+	},
+	ProblemMediaType: func(e *ArgError) (string, string) {
+		if e.Got == `""` {
+			return "it has no Content-Type; send it as application/json", "请求体没有声明 Content-Type，应为 application/json"
+		}
+		return "it is sent as " + e.Got + ", not application/json", "请求体的类型是 " + e.Got + "，应为 application/json"
+	},
 }
 
 // clause renders the error in lang. single says it is the message's only
 // error, which then names the argument as a sentence does ("Argument limit
 // must …", "参数 limit 必须…"); in a list it is bare ("limit must …").
 func (e *ArgError) clause(lang string, single bool) string {
-	if w, ok := bodyProblemWords[e.Problem]; ok {
+	if words, ok := bodyProblemWords[e.Problem]; ok {
+		en, zh := words(e)
 		if lang == "zh" {
-			return w.zh
+			return zh
 		}
-		return w.en
+		return en
 	}
 	name := argName(e.Pointer)
 	if lang == "zh" {
@@ -427,15 +440,6 @@ func (e *ArgError) en(name string, single bool) string {
 		rest = "takes one value" + got
 	case ProblemQuery:
 		return capitalIf(single, "the query string is not well formed")
-	case ProblemDuplicateKey:
-		return "the key " + e.Got + " appears twice"
-	case ProblemTooDeep:
-		return "it is nested deeper than " + e.Max + " levels"
-	case ProblemMediaType:
-		if e.Got == `""` {
-			return "it has no Content-Type; send it as application/json"
-		}
-		return "it is sent as " + e.Got + ", not application/json"
 	default:
 		rest = "does not match the schema"
 		if e.Detail != "" {
@@ -518,15 +522,6 @@ func (e *ArgError) zh(name string, single bool) string {
 		return subject + "只能有一个值" + countGotZH(e.Got, "个")
 	case ProblemQuery:
 		return "查询字符串格式不正确"
-	case ProblemDuplicateKey:
-		return "键 " + e.Got + " 出现了两次"
-	case ProblemTooDeep:
-		return "嵌套超过了 " + e.Max + " 层"
-	case ProblemMediaType:
-		if e.Got == `""` {
-			return "请求体没有声明 Content-Type，应为 application/json"
-		}
-		return "请求体的类型是 " + e.Got + "，应为 application/json"
 	}
 	return subject + "不符合参数约定"
 }
