@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what bench/run.sh needs beyond Go: nginx (the reference reverse
-# proxy), wrk (the load generator), taskset (util-linux, for pinning) and
-# curl (readiness and answer checks).
+# proxy), wrk (the load generator), redis-server (the idempotency runs'
+# shared store), taskset (util-linux, for pinning) and curl (readiness and
+# answer checks).
 # Debian packages only; needs root or sudo. Safe to run again: it installs
 # nothing that is there. make test never calls it.
 set -euo pipefail
@@ -9,6 +10,7 @@ set -euo pipefail
 need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 
@@ -23,8 +25,11 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-# The Debian package starts a system nginx on port 80; the benchmark starts
-# its own, so stop that one (it is not ours to leave running).
-if [[ " ${need[*]} " == *" nginx "* ]]; then
-  $sudo systemctl stop nginx >/dev/null 2>&1 || $sudo service nginx stop >/dev/null 2>&1 || true
-fi
+# The Debian packages start a system nginx on port 80 and a system Redis on
+# 6379; the benchmark starts its own, so stop those (they are not ours to
+# leave running).
+for svc in nginx redis-server; do
+  if [[ " ${need[*]} " == *" $svc "* ]]; then
+    $sudo systemctl stop "$svc" >/dev/null 2>&1 || $sudo service "$svc" stop >/dev/null 2>&1 || true
+  fi
+done
