@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -52,14 +50,13 @@ func loadedCore(tb testing.TB, n int) *Core {
 	if len(snap.Tools) != n {
 		tb.Fatalf("%d tools, want %d", len(snap.Tools), n)
 	}
-	rec := httptest.NewRecorder()
-	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil))
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return cannedTransport{body: rec.Body.Bytes()} }})
+	answer := searchAnswer()
+	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return cannedTransport{body: answer} }})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	h := core.Handler()
-	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
+	ctx := loopbackContext()
 	for _, r := range []struct{ path, body string }{
 		{"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}`},
 		{"/v1/tools/search_articles", `{"q":"go","limit":5}`},

@@ -16,10 +16,8 @@ import (
 // against a canned backend answer: the MCP front's cost around the core,
 // to compare with BenchmarkAgentHandler's POST /v1/tools.
 func BenchmarkMCPCall(b *testing.B) {
-	rec := httptest.NewRecorder()
-	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil))
-	h := benchCore(b, cannedTransport{body: rec.Body.Bytes()}).Handler()
-	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
+	h := benchCore(b, cannedTransport{body: searchAnswer()}).Handler()
+	ctx := loopbackContext()
 	for _, rev := range []string{"", "2025-06-18", "2026-07-28"} {
 		name := rev
 		if name == "" {
@@ -52,4 +50,17 @@ func BenchmarkMCPCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// searchAnswer is the example search backend's answer to q=go&limit=5.
+func searchAnswer() []byte {
+	rec := httptest.NewRecorder()
+	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil))
+	return rec.Body.Bytes()
+}
+
+// loopbackContext is the context of a request an agent sends to the agent
+// port on loopback (the browser checks read the local address).
+func loopbackContext() context.Context {
+	return context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
 }

@@ -1,10 +1,8 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -39,8 +37,7 @@ func newMCPDiffSide(t *testing.T, sdkOnly bool) *mcpDiffSide {
 
 func (s *mcpDiffSide) post(t *testing.T, header http.Header, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader(body))
+	req := httptest.NewRequestWithContext(loopbackContext(), http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader(body))
 	for k, v := range header {
 		req.Header[k] = slices.Clone(v)
 	}
