@@ -128,7 +128,7 @@ func TestResponseSchema(t *testing.T) {
 }
 
 func TestTemplatesReadDetailAndText(t *testing.T) {
-	tpls, err := compileTemplates(map[string]string{
+	tpls, err := compileTemplates(nil, map[string]string{
 		"bad_args": "Refused: {{.detail}}",
 		"upstream": `{{if eq .text "down"}}Gateway down{{else}}{{.detail}}{{end}}`,
 	})

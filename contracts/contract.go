@@ -153,7 +153,7 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		}
 		return nil, &FieldError{Field: "response", Msg: err.Error()}
 	}
-	if c.Templates, err = compileTemplates(spec.Messages); err != nil {
+	if c.Templates, err = compileTemplates(env, spec.Messages); err != nil {
 		var re *ruleError
 		if errors.As(err, &re) {
 			return nil, &FieldError{Field: "messages." + re.Field, Msg: re.Msg}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -96,10 +97,28 @@ type ruleError struct {
 func (e *ruleError) Error() string { return e.Field + ": " + e.Msg }
 
 // RuleEnv is the CEL environment rules are compiled in. Build it once per
-// policy load and share it between tools.
+// policy load and share it between tools: an expression, or a message
+// template, that several tools spell alike is compiled once and shared
+// (compiled programs and templates are read-only), so a policy of many
+// similar tools holds one copy of each.
 type RuleEnv struct {
 	env       *cel.Env
 	costLimit uint64
+
+	mu        sync.Mutex
+	programs  map[programKey]compiledProgram
+	templates map[templateKey]*messageTemplate
+}
+
+// programKey is an expression and the type it must evaluate to.
+type programKey struct {
+	expr string
+	want *cel.Type
+}
+
+type compiledProgram struct {
+	prg *program
+	ast *cel.Ast
 }
 
 // RuleOptions tune the rule environment. Zero values are the defaults.
@@ -134,7 +153,7 @@ func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 	if opts.CostLimit == 0 {
 		opts.CostLimit = DefaultRuleCostLimit
 	}
-	return &RuleEnv{env: env, costLimit: opts.CostLimit}, nil
+	return &RuleEnv{env: env, costLimit: opts.CostLimit, programs: map[programKey]compiledProgram{}, templates: map[templateKey]*messageTemplate{}}, nil
 }
 
 // ruleInterruptEvery is how many comprehension steps run between checks of
@@ -200,6 +219,24 @@ func compileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 }
 
 func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.Ast, error) {
+	key := programKey{expr, want}
+	re.mu.Lock()
+	c, ok := re.programs[key]
+	re.mu.Unlock()
+	if ok {
+		return c.prg, c.ast, nil
+	}
+	prg, ast, err := re.compileNew(field, expr, want)
+	if err == nil {
+		re.mu.Lock()
+		re.programs[key] = compiledProgram{prg, ast}
+		re.mu.Unlock()
+	}
+	return prg, ast, err
+}
+
+// compileNew compiles and type-checks an expression; errors name field.
+func (re *RuleEnv) compileNew(field, expr string, want *cel.Type) (*program, *cel.Ast, error) {
 	ast, iss := re.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		first := iss.Errors()[0]

@@ -106,7 +106,7 @@ type templatePart struct {
 // compileTemplates parses message templates keyed by status or reason.
 // Templates run with missingkey=zero, so a missing argument renders empty
 // instead of failing.
-func compileTemplates(specs map[string]string) (Templates, error) {
+func compileTemplates(re *RuleEnv, specs map[string]string) (Templates, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
@@ -121,29 +121,64 @@ func compileTemplates(specs map[string]string) (Templates, error) {
 		if msg := templateName(name); msg != "" {
 			return nil, &ruleError{Field: name, Msg: msg}
 		}
-		tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
+		mt, err := re.template(name, text)
 		if err != nil {
-			return nil, &ruleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+			return nil, err
 		}
-		mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
-		keys := map[string]bool{}
-		walkTemplate(tpl.Tree.Root, func(ident []string) {
-			switch {
-			case len(ident) >= 1 && ident[0] == "$":
-				mt.whole = true
-			case len(ident) == 1 && ident[0] == "data":
-				mt.whole = true
-			case len(ident) >= 1 && ident[0] == "text":
-				mt.readsText = true
-			case len(ident) >= 2 && ident[0] == "data" && !keys[ident[1]]:
-				keys[ident[1]] = true
-				mt.dataKeys = append(mt.dataKeys, ident[1])
-			}
-		})
-		mt.readsText = mt.readsText || mt.whole
 		t[name] = mt
 	}
 	return t, nil
+}
+
+// templateKey is a template's name (its status or reason) and text.
+type templateKey struct{ name, text string }
+
+// template returns the compiled message template name of text, compiled
+// once per environment (each time without one).
+func (re *RuleEnv) template(name, text string) (*messageTemplate, error) {
+	if re == nil {
+		return compileTemplate(name, text)
+	}
+	key := templateKey{name, text}
+	re.mu.Lock()
+	mt := re.templates[key]
+	re.mu.Unlock()
+	if mt != nil {
+		return mt, nil
+	}
+	mt, err := compileTemplate(name, text)
+	if err != nil {
+		return nil, err
+	}
+	re.mu.Lock()
+	re.templates[key] = mt
+	re.mu.Unlock()
+	return mt, nil
+}
+
+// compileTemplate parses one message template and notes what it reads.
+func compileTemplate(name, text string) (*messageTemplate, error) {
+	tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return nil, &ruleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+	}
+	mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
+	keys := map[string]bool{}
+	walkTemplate(tpl.Tree.Root, func(ident []string) {
+		switch {
+		case len(ident) >= 1 && ident[0] == "$":
+			mt.whole = true
+		case len(ident) == 1 && ident[0] == "data":
+			mt.whole = true
+		case len(ident) >= 1 && ident[0] == "text":
+			mt.readsText = true
+		case len(ident) >= 2 && ident[0] == "data" && !keys[ident[1]]:
+			keys[ident[1]] = true
+			mt.dataKeys = append(mt.dataKeys, ident[1])
+		}
+	})
+	mt.readsText = mt.readsText || mt.whole
+	return mt, nil
 }
 
 // ReadText reports whether any template reads the answer's text (.text),
