@@ -81,9 +81,9 @@ soak:
 	$(GO) test -race -count=1 -timeout 60m -run '^TestSoak(RedisFaults|RedisFaultsActOnce)?$$' -v ./test/soak -soak.duration=$(SOAKTIME) -soak.redis-duration=$(SOAKREDIS)
 
 # check validates every example policy, as CI or a pre-commit hook would;
-# one line per file.
+# one line per file. examples/zoo.env gives zoo.yaml's ${VAR}s.
 check: build
-	./$(BIN) check examples/*.yaml
+	env $$(grep -v '^#' examples/zoo.env) ./$(BIN) check examples/*.yaml
 
 # bench runs the Go benchmarks (the core pipeline, the stores) and then the
 # side-by-side load benchmark, bench/run.sh (nginx, httputil.ReverseProxy and

@@ -319,6 +319,21 @@ func (c *compiler) errorAt(path, format string, args ...any) {
 	c.errs = append(c.errs, &Error{Pos: c.lookup(path).Pos, Path: strings.TrimSuffix(path, "#key"), Msg: fmt.Sprintf(format, args...)})
 }
 
+// eachValid normalises each entry of a list with norm, and reports at
+// path[i] every entry norm refuses, with msg (its one verb is the entry).
+func (c *compiler) eachValid(path string, list []string, norm func(string) (string, bool), msg string) []string {
+	var out []string
+	for i, v := range list {
+		n, ok := norm(v)
+		if !ok {
+			c.errorAt(fmt.Sprintf("%s[%d]", path, i), msg, v)
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 func (c *compiler) lookup(path string) nodePos {
 	p := path
 	for {
@@ -585,22 +600,10 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		}
 		out.Passthrough = append(out.Passthrough, policy.Passthrough{Prefix: p.Prefix, Upstream: p.Upstream})
 	}
-	for i, h := range s.AllowedHosts {
-		name, ok := allowedHost(h)
-		if !ok {
-			c.errorAt(fmt.Sprintf("server.allowed_hosts[%d]", i), "%q is not a host name (want a name such as toolgate.example.com, or *.example.com for its subdomains; no scheme or port)", h)
-			continue
-		}
-		out.AllowedHosts = append(out.AllowedHosts, name)
-	}
-	for i, o := range s.AllowedOrigins {
-		origin, ok := allowedOrigin(o)
-		if !ok {
-			c.errorAt(fmt.Sprintf("server.allowed_origins[%d]", i), "%q is not an origin (want scheme://host[:port] with http or https, such as https://console.example.com)", o)
-			continue
-		}
-		out.AllowedOrigins = append(out.AllowedOrigins, origin)
-	}
+	out.AllowedHosts = c.eachValid("server.allowed_hosts", s.AllowedHosts, allowedHost,
+		"%q is not a host name (want a name such as toolgate.example.com, or *.example.com for its subdomains; no scheme or port)")
+	out.AllowedOrigins = c.eachValid("server.allowed_origins", s.AllowedOrigins, allowedOrigin,
+		"%q is not an origin (want scheme://host[:port] with http or https, such as https://console.example.com)")
 	return out
 }
 
@@ -952,6 +955,7 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 	}
 	if t.Response != nil {
 		spec.Response.Data, spec.Response.Empty = t.Response.Data, t.Response.Empty
+		spec.Response.ErrorDetail, spec.Response.Schema = t.Response.ErrorDetail, t.Response.Schema
 	}
 	for i, e := range t.Errors {
 		rule := contracts.ErrorRuleSpec{When: e.When, Status: contracts.Status(e.Status), Retryable: e.Retryable}

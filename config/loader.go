@@ -63,26 +63,20 @@ type Loader struct {
 
 // NewLoader returns a Loader of the policy at path (a file or a directory).
 func NewLoader(path string, opts LoaderOptions) *Loader {
-	l := &Loader{
-		path:    path,
-		settle:  opts.Settle,
-		timeout: opts.Timeout,
-		now:     opts.Now,
-		sleep:   opts.Sleep,
-	}
+	l := &Loader{path: path, settle: SettleWindow, timeout: SettleTimeout, now: time.Now, sleep: time.Sleep}
 	compileOpts := opts.Options
 	l.compile = func(f *Files) (*policy.Snapshot, error) { return f.Compile(compileOpts) }
-	if l.settle <= 0 {
-		l.settle = SettleWindow
+	if opts.Settle > 0 {
+		l.settle = opts.Settle
 	}
-	if l.timeout <= 0 {
-		l.timeout = SettleTimeout
+	if opts.Timeout > 0 {
+		l.timeout = opts.Timeout
 	}
-	if l.now == nil {
-		l.now = time.Now
+	if opts.Now != nil {
+		l.now = opts.Now
 	}
-	if l.sleep == nil {
-		l.sleep = time.Sleep
+	if opts.Sleep != nil {
+		l.sleep = opts.Sleep
 	}
 	return l
 }

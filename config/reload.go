@@ -191,19 +191,20 @@ func hasAccess(a policy.Access) bool {
 // servers are built once, at start. An address given on the command line
 // (Options.Listen, AdminListen) is the same in both.
 func listenerChange(old, cur policy.Server) string {
-	switch {
-	case old.Listen != cur.Listen:
-		return "listen"
-	case old.AdminListen != cur.AdminListen:
-		return "admin_listen"
-	case old.MaxConnections != cur.MaxConnections:
-		return "max_connections"
-	case old.ReadTimeout != cur.ReadTimeout:
-		return "read_timeout"
-	case old.WriteTimeout != cur.WriteTimeout:
-		return "write_timeout"
-	case old.IdleTimeout != cur.IdleTimeout:
-		return "idle_timeout"
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"listen", old.Listen != cur.Listen},
+		{"admin_listen", old.AdminListen != cur.AdminListen},
+		{"max_connections", old.MaxConnections != cur.MaxConnections},
+		{"read_timeout", old.ReadTimeout != cur.ReadTimeout},
+		{"write_timeout", old.WriteTimeout != cur.WriteTimeout},
+		{"idle_timeout", old.IdleTimeout != cur.IdleTimeout},
+	} {
+		if f.changed {
+			return f.name
+		}
 	}
 	return ""
 }

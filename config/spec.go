@@ -268,8 +268,12 @@ type requestSpec struct {
 }
 
 type responseSpec struct {
-	Data  string `yaml:"data"`
-	Empty string `yaml:"empty"`
+	Data        string `yaml:"data"`
+	Empty       string `yaml:"empty"`
+	ErrorDetail string `yaml:"error_detail"`
+	// Schema is a JSON Schema of the 2xx JSON answer (observed, not
+	// enforced); ${VAR} is not expanded in it, as in argument schemas.
+	Schema any `yaml:"schema"`
 }
 
 type errorRuleSpec struct {

@@ -341,10 +341,38 @@ func argName(ptr string) string {
 	return b.String()
 }
 
+// bodyProblemWords say the body's problems, which need no argument name:
+// in English and in Chinese.
+var bodyProblemWords = map[Problem]func(e *ArgError) (en, zh string){
+	ProblemNotJSON:    func(*ArgError) (string, string) { return "it is not valid JSON", "不是有效的 JSON" },
+	ProblemNotUTF8:    func(*ArgError) (string, string) { return "it is not valid UTF-8", "不是有效的 UTF-8 编码" },
+	ProblemNotObject:  func(*ArgError) (string, string) { return "it is not an object", "它不是对象" },
+	ProblemIncomplete: func(*ArgError) (string, string) { return "it is incomplete", "请求体不完整" },
+	ProblemDuplicateKey: func(e *ArgError) (string, string) {
+		return "the key " + e.Got + " appears twice", "键 " + e.Got + " 出现了两次"
+	},
+	ProblemTooDeep: func(e *ArgError) (string, string) {
+		return "it is nested deeper than " + e.Max + " levels", "嵌套超过了 " + e.Max + " 层"
+	},
+	ProblemMediaType: func(e *ArgError) (string, string) {
+		if e.Got == `""` {
+			return "it has no Content-Type; send it as application/json", "请求体没有声明 Content-Type，应为 application/json"
+		}
+		return "it is sent as " + e.Got + ", not application/json", "请求体的类型是 " + e.Got + "，应为 application/json"
+	},
+}
+
 // clause renders the error in lang. single says it is the message's only
 // error, which then names the argument as a sentence does ("Argument limit
 // must …", "参数 limit 必须…"); in a list it is bare ("limit must …").
 func (e *ArgError) clause(lang string, single bool) string {
+	if words, ok := bodyProblemWords[e.Problem]; ok {
+		en, zh := words(e)
+		if lang == "zh" {
+			return zh
+		}
+		return en
+	}
 	name := argName(e.Pointer)
 	if lang == "zh" {
 		return e.zh(name, single)
@@ -412,23 +440,6 @@ func (e *ArgError) en(name string, single bool) string {
 		rest = "takes one value" + got
 	case ProblemQuery:
 		return capitalIf(single, "the query string is not well formed")
-	case ProblemNotJSON:
-		return "it is not valid JSON"
-	case ProblemNotUTF8:
-		return "it is not valid UTF-8"
-	case ProblemNotObject:
-		return "it is not an object"
-	case ProblemDuplicateKey:
-		return "the key " + e.Got + " appears twice"
-	case ProblemTooDeep:
-		return "it is nested deeper than " + e.Max + " levels"
-	case ProblemIncomplete:
-		return "it is incomplete"
-	case ProblemMediaType:
-		if e.Got == `""` {
-			return "it has no Content-Type; send it as application/json"
-		}
-		return "it is sent as " + e.Got + ", not application/json"
 	default:
 		rest = "does not match the schema"
 		if e.Detail != "" {
@@ -511,23 +522,6 @@ func (e *ArgError) zh(name string, single bool) string {
 		return subject + "只能有一个值" + countGotZH(e.Got, "个")
 	case ProblemQuery:
 		return "查询字符串格式不正确"
-	case ProblemNotJSON:
-		return "不是有效的 JSON"
-	case ProblemNotUTF8:
-		return "不是有效的 UTF-8 编码"
-	case ProblemNotObject:
-		return "它不是对象"
-	case ProblemDuplicateKey:
-		return "键 " + e.Got + " 出现了两次"
-	case ProblemTooDeep:
-		return "嵌套超过了 " + e.Max + " 层"
-	case ProblemIncomplete:
-		return "请求体不完整"
-	case ProblemMediaType:
-		if e.Got == `""` {
-			return "请求体没有声明 Content-Type，应为 application/json"
-		}
-		return "请求体的类型是 " + e.Got + "，应为 application/json"
 	}
 	return subject + "不符合参数约定"
 }
@@ -624,38 +618,38 @@ func quotedNumber(v string) bool {
 	return len(v) > 2 && v[0] == '"' && jsontape.IsNumber(v[1:len(v)-1])
 }
 
-func rangeEN(e *ArgError) string {
-	lo, hi := "at least "+e.Min, "at most "+e.Max
-	if e.MinExclusive {
-		lo = "greater than " + e.Min
-	}
-	if e.MaxExclusive {
-		hi = "less than " + e.Max
-	}
-	switch {
-	case e.Min != "" && e.Max != "" && !e.MinExclusive && !e.MaxExclusive:
-		return "between " + e.Min + " and " + e.Max
-	case e.Min != "" && e.Max != "":
-		return lo + " and " + hi
-	case e.Min != "":
-		return lo
-	}
-	return hi
+// rangeWords are the words of a range in one language.
+type rangeWords struct {
+	atLeast, atMost, greater, less string
+	between                        func(lo, hi string) string
+	and                            string
 }
 
-func rangeZH(e *ArgError) string {
-	lo, hi := "不小于 "+e.Min, "不大于 "+e.Max
+var (
+	rangeWordsEN = rangeWords{"at least ", "at most ", "greater than ", "less than ",
+		func(lo, hi string) string { return "between " + lo + " and " + hi }, " and "}
+	rangeWordsZH = rangeWords{"不小于 ", "不大于 ", "大于 ", "小于 ",
+		func(lo, hi string) string { return "在 " + lo + " 到 " + hi + " 之间" }, "且"}
+)
+
+func rangeEN(e *ArgError) string { return rangeText(e, &rangeWordsEN) }
+
+func rangeZH(e *ArgError) string { return rangeText(e, &rangeWordsZH) }
+
+// rangeText says the range e allows, with its bounds inclusive or not.
+func rangeText(e *ArgError, w *rangeWords) string {
+	lo, hi := w.atLeast+e.Min, w.atMost+e.Max
 	if e.MinExclusive {
-		lo = "大于 " + e.Min
+		lo = w.greater + e.Min
 	}
 	if e.MaxExclusive {
-		hi = "小于 " + e.Max
+		hi = w.less + e.Max
 	}
 	switch {
 	case e.Min != "" && e.Max != "" && !e.MinExclusive && !e.MaxExclusive:
-		return "在 " + e.Min + " 到 " + e.Max + " 之间"
+		return w.between(e.Min, e.Max)
 	case e.Min != "" && e.Max != "":
-		return lo + "且" + hi
+		return lo + w.and + hi
 	case e.Min != "":
 		return lo
 	}

@@ -468,71 +468,33 @@ func isUnreserved(c byte) bool {
 		c == '-' || c == '.' || c == '_' || c == '~'
 }
 
-// appendJSONValue encodes a decoded JSON value, keeping json.Number verbatim
-// and object keys sorted (arguments have no meaningful key order).
+// appendJSONValue encodes a decoded JSON value, keeping object keys sorted
+// (arguments have no meaningful key order) and integral numbers as plain
+// digits (canonicalNumber).
 func appendJSONValue(dst []byte, v any) ([]byte, error) {
-	switch t := v.(type) {
-	case nil:
-		return append(dst, "null"...), nil
-	case string:
-		return AppendJSONString(dst, t), nil
-	case bool:
-		return strconv.AppendBool(dst, t), nil
+	return jsontape.AppendCanonicalNumbers(dst, v, appendArgNumber)
+}
+
+// appendArgNumber spells the numbers of argument values: a json.Number as
+// canonicalNumber does, a float64 as formatFloat does.
+func appendArgNumber(dst []byte, n any) ([]byte, bool, error) {
+	switch t := n.(type) {
 	case json.Number:
 		if !jsontape.IsNumber(string(t)) {
-			return dst, fmt.Errorf("invalid number %q", string(t))
+			return dst, false, fmt.Errorf("invalid number %q", string(t))
 		}
-		return append(dst, canonicalNumber(t)...), nil
+		return append(dst, canonicalNumber(t)...), true, nil
 	case float64:
 		f, ok := formatFloat(t)
 		switch {
 		case !ok:
-			return dst, fmt.Errorf("%v is not a JSON number", t)
+			return dst, false, fmt.Errorf("%v is not a JSON number", t)
 		case t != math.Trunc(t):
-			return jsontape.AppendFloat(dst, t, 64), nil
+			return jsontape.AppendFloat(dst, t, 64), true, nil
 		}
-		return append(dst, f...), nil
-	case int64:
-		return strconv.AppendInt(dst, t, 10), nil
-	case int:
-		return strconv.AppendInt(dst, int64(t), 10), nil
-	case []any:
-		dst = append(dst, '[')
-		for i, e := range t {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			var err error
-			if dst, err = appendJSONValue(dst, e); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
-	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = AppendJSONString(dst, k)
-			dst = append(dst, ':')
-			var err error
-			if dst, err = appendJSONValue(dst, t[k]); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, '}'), nil
+		return append(dst, f...), true, nil
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return dst, err
-	}
-	return append(dst, b...), nil
+	return dst, false, nil
 }
 
 // canonicalNumber spells an integral number as plain digits ("1e1" and

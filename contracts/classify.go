@@ -21,6 +21,13 @@ type Outcome struct {
 	Data       json.RawMessage
 	Members    []Member // where Data's top-level members lie, when known
 	Detail     string   // safe extra words for the message (a limit)
+	// ErrorDetail is the backend's own words for a failure, as
+	// response.error_detail found them: one line, bounded (OneLineDetail).
+	// Only the message carries it, never the data.
+	ErrorDetail string
+	// Text is the answer as text, for message templates that read .text;
+	// set only for those.
+	Text string
 }
 
 // RetryLater reports whether nothing happened at the backend and a retry may

@@ -146,14 +146,14 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		var re *ruleError
 		if errors.As(err, &re) {
 			field := re.Field
-			if field == "data" || field == "empty" {
+			if field == "data" || field == "empty" || field == "error_detail" || field == "schema" || strings.HasPrefix(field, "schema.") {
 				field = "response." + field
 			}
 			return nil, &FieldError{Field: field, Line: re.Line, Column: re.Column, Msg: re.Msg}
 		}
 		return nil, &FieldError{Field: "response", Msg: err.Error()}
 	}
-	if c.Templates, err = compileTemplates(spec.Messages); err != nil {
+	if c.Templates, err = compileTemplates(env, spec.Messages); err != nil {
 		var re *ruleError
 		if errors.As(err, &re) {
 			return nil, &FieldError{Field: "messages." + re.Field, Msg: re.Msg}

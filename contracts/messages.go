@@ -35,7 +35,9 @@ func languages() []string { return []string{"en", "zh"} }
 // (TestMessagesAgreeWithTheEnvelope walks every outcome the core produces).
 // A message never contains a backend host, port, URL or body: its inputs
 // are the tool name, the status, the HTTP code, a wait, argument errors
-// built from the caller's own arguments, and operator-written words.
+// built from the caller's own arguments, operator-written words, and the
+// words of the answer the operator's response.error_detail picks (one
+// bounded line, quoted as the backend's).
 type Catalog struct {
 	lang    string
 	entries map[string]string
@@ -174,7 +176,7 @@ func (c *Catalog) Compose(s *Said, o *Outcome) Message {
 	act := actionOf(o, effect)
 	if s.Contract != nil {
 		if mt := s.Contract.Templates.forOutcome(o, effect); mt != nil {
-			if text, ok := mt.render(s.Args, o.Data, o.Members); ok && text != "" {
+			if text, ok := mt.render(s.Args, o.Data, o.Members, answerWords{detail: o.ErrorDetail, text: o.Text}); ok && text != "" {
 				if act.soft() {
 					return Message{Text: text, ActionAt: len(text)}
 				}
@@ -184,6 +186,11 @@ func (c *Catalog) Compose(s *Said, o *Outcome) Message {
 	}
 	hk := c.happenedKey(s, o, sideEffect)
 	ak := c.actionKey(s, o, act)
+	if o.ErrorDetail != "" {
+		// The backend's words end what happened, quoted as theirs.
+		said := strings.Replace(c.entries["said"], "{said}", o.ErrorDetail, 1)
+		return c.join(c.expand(c.entries[hk], s, o)+said, c.expand(c.entries[ak], s, o))
+	}
 	if m, ok := c.joined[[2]string{hk, ak}]; ok {
 		return m
 	}
@@ -489,6 +496,8 @@ func catalogEN() map[string]string {
 		"deadline:sent":         "The service received the call but did not answer within {timeout}",
 		"deadline:done":         "The action was performed but its answer did not arrive within {timeout}",
 		"tls":                   "The service's certificate is not trusted (a configuration fault)",
+		"auth":                  "The credential for the service could not be obtained, so nothing was sent",
+		"invalid_request":       "The request to the service could not be built from these values, so nothing was sent",
 		"circuit_open":          "The service is failing and calls to it are paused",
 		"bulkhead":              "Too many calls to this service are in progress",
 		"canceled":              "The call was cancelled before it reached the service",
@@ -525,6 +534,7 @@ func catalogEN() map[string]string {
 		"replay:done":           "An earlier call with this idempotency key already performed the action; this call was not sent again",
 		"replay:unknown":        "An earlier call with this idempotency key ended with an unknown outcome, and this call was not sent again",
 		"list:more":             ", …",
+		"said":                  `. The backend said: "{said}"`,
 
 		"act:ok":                         ".",
 		"act:empty":                      "; try broader or different arguments, or tell the user nothing matched.",
@@ -597,6 +607,8 @@ func catalogZH() map[string]string {
 		"deadline:sent":         "服务收到请求后在 {timeout}内没有响应",
 		"deadline:done":         "操作已执行，但响应未能在 {timeout}内到达",
 		"tls":                   "服务的证书不受信任（配置问题）",
+		"auth":                  "无法获取访问该服务的凭据，请求未发送",
+		"invalid_request":       "无法用这些值构造发往服务的请求，请求未发送",
 		"circuit_open":          "服务持续出错，调用已暂停",
 		"bulkhead":              "对该服务的并发调用过多",
 		"canceled":              "调用在送达服务前被取消",
@@ -633,6 +645,7 @@ func catalogZH() map[string]string {
 		"replay:done":           "使用该幂等键的上一次调用已执行该操作，本次未重复发送（幂等命中）",
 		"replay:unknown":        "使用该幂等键的上一次调用结果未知，本次未重新发送（幂等命中）",
 		"list:more":             "等",
+		"said":                  "。后端返回：「{said}」",
 
 		"act:ok":                         "。",
 		"act:empty":                      "；可放宽条件或换用其他参数，或告知用户没有匹配的内容。",

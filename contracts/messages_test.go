@@ -278,7 +278,7 @@ func TestMessagesAgreeWithTheEnvelope(t *testing.T) {
 		for _, st := range Statuses() {
 			specs[string(st)] = tplText
 		}
-		tpls, err := compileTemplates(specs)
+		tpls, err := compileTemplates(nil, specs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +404,7 @@ func TestTheShippedTemplatesDoNotSpeakForGatewayReasons(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	tpls, err := compileTemplates(doc.Tools["search_articles"].Messages)
+	tpls, err := compileTemplates(nil, doc.Tools["search_articles"].Messages)
 	if err != nil || len(tpls) == 0 {
 		t.Fatalf("templates: %v (%d)", err, len(tpls))
 	}
@@ -454,7 +454,7 @@ func TestTheShippedTemplatesDoNotSpeakForGatewayReasons(t *testing.T) {
 // TestTemplatesNamedAfterAReason: a policy that names a reason speaks for
 // it, gateway reason or not, and the fields still choose what to do.
 func TestTemplatesNamedAfterAReason(t *testing.T) {
-	tpls, err := compileTemplates(map[string]string{"budget": "The research budget is used up.", "upstream": "Search is down."})
+	tpls, err := compileTemplates(nil, map[string]string{"budget": "The research budget is used up.", "upstream": "Search is down."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,11 +470,11 @@ func TestTemplatesNamedAfterAReason(t *testing.T) {
 	if msg := en.Compose(&Said{Contract: ct}, &rate).Text; strings.Contains(msg, "Search is down") {
 		t.Errorf("the upstream template spoke for the rate limit: %q", msg)
 	}
-	if _, err := compileTemplates(map[string]string{"budgte": "x"}); err == nil || !strings.Contains(err.Error(), `"budgte" is not a status or a reason`) {
+	if _, err := compileTemplates(nil, map[string]string{"budgte": "x"}); err == nil || !strings.Contains(err.Error(), `"budgte" is not a status or a reason`) {
 		t.Errorf("a misspelt reason: %v", err)
 	}
 	for _, name := range []string{"rule", "replayed", "unknown_tool"} {
-		if _, err := compileTemplates(map[string]string{name: "x"}); err == nil {
+		if _, err := compileTemplates(nil, map[string]string{name: "x"}); err == nil {
 			t.Errorf("a template named %s was accepted", name)
 		}
 	}

@@ -51,6 +51,8 @@ const (
 	ReasonReset            Reason = "reset"             // the connection broke
 	ReasonDeadline         Reason = "deadline"          // our deadline passed
 	ReasonTLS              Reason = "tls"               // the backend's certificate is not trusted
+	ReasonAuth             Reason = "auth"              // the upstream's credential could not be had: nothing was sent
+	ReasonInvalidRequest   Reason = "invalid_request"   // the backend request could not be written (a forwarded value): nothing was sent
 	ReasonCircuitOpen      Reason = "circuit_open"      // the breaker refused the call
 	ReasonBulkhead         Reason = "bulkhead"          // too many calls in flight to the upstream
 	ReasonCanceled         Reason = "canceled"          // the caller went away
@@ -162,6 +164,12 @@ var reasonTable = [...]reasonRow{
 	{Reason: ReasonDeadline, Status: StatusTimeout, Retry: retryIfSafe, Effect: effectIfSent},
 	// Retrying cannot fix a trust configuration.
 	{Reason: ReasonTLS, Status: StatusUpstream, Retry: retryNever, Effect: effectNone, Gateway: true},
+	// The token endpoint failed, or a credential file never could be read:
+	// the backend is not to blame, and a later call may get a credential.
+	{Reason: ReasonAuth, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitOneSecond, Gateway: true},
+	// toolgate's own fault (a value net/http refuses to write): the same
+	// call would fail the same way.
+	{Reason: ReasonInvalidRequest, Status: StatusUpstream, Retry: retryNever, Effect: effectNone, Gateway: true},
 	{Reason: ReasonCircuitOpen, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitStage, Gateway: true},
 	{Reason: ReasonBulkhead, Status: StatusUpstream, Retry: retryAlways, Effect: effectNone, Wait: waitOneSecond, Gateway: true},
 	{Reason: ReasonCanceled, Status: StatusUpstream, Retry: retryIfSafe, Effect: effectIfSent, Gateway: true},

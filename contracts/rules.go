@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -25,11 +26,18 @@ import (
 // RulesSpec holds a tool's response rules as written in the policy: CEL
 // expressions over `status` (int), `headers` (map of lower-case header name
 // to its first value), `body` (the parsed JSON answer, null when absent or
-// not JSON) and `args` (the call's arguments).
+// not JSON), `text` (the answer as text, whatever its type) and `args` (the
+// call's arguments).
 type RulesSpec struct {
 	Data   string          // shapes envelope data; default: the body as is
-	Empty  string          // bool: the 2xx answer found nothing; default: data is null, "", [] or {}
+	Empty  string          // bool: the 2xx answer found nothing; default: data is null, "", [] or {} (read-only tools)
 	Errors []ErrorRuleSpec // first match wins, before the default table
+	// ErrorDetail (string) is the backend's own words for a failure, for
+	// the message: evaluated when the outcome is not a success.
+	ErrorDetail string
+	// Schema is a JSON Schema (a decoded document) of the 2xx JSON answer,
+	// checked on every such answer and only counted and logged.
+	Schema any
 }
 
 // ErrorRuleSpec classifies answers the default table would get wrong, such
@@ -47,7 +55,9 @@ type Rules struct {
 	dataOrder  []string      // key order of a top-level map literal in Data
 	dataDirect []directEntry // that literal without the interpreter, when it can be
 	empty      *program
+	detail     *program
 	errors     []errorRule
+	schema     *responseSchema
 	uses       usage
 }
 
@@ -74,8 +84,9 @@ type usage struct {
 	headers, body, args bool
 }
 
-// ruleError is a rule that does not compile. Field is "data", "empty" or
-// "errors[i].when"; Line and Column are 1-based within the expression.
+// ruleError is a rule that does not compile. Field is "data", "empty",
+// "error_detail", "errors[i].when" or "schema" (with the faulty keyword's
+// path after it); Line and Column are 1-based within the expression.
 type ruleError struct {
 	Field  string
 	Line   int
@@ -86,10 +97,28 @@ type ruleError struct {
 func (e *ruleError) Error() string { return e.Field + ": " + e.Msg }
 
 // RuleEnv is the CEL environment rules are compiled in. Build it once per
-// policy load and share it between tools.
+// policy load and share it between tools: an expression, or a message
+// template, that several tools spell alike is compiled once and shared
+// (compiled programs and templates are read-only), so a policy of many
+// similar tools holds one copy of each.
 type RuleEnv struct {
 	env       *cel.Env
 	costLimit uint64
+
+	mu        sync.Mutex
+	programs  map[programKey]compiledProgram
+	templates map[templateKey]*messageTemplate
+}
+
+// programKey is an expression and the type it must evaluate to.
+type programKey struct {
+	expr string
+	want *cel.Type
+}
+
+type compiledProgram struct {
+	prg *program
+	ast *cel.Ast
 }
 
 // RuleOptions tune the rule environment. Zero values are the defaults.
@@ -112,6 +141,7 @@ func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 		cel.Variable("status", cel.IntType),
 		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
 		cel.Variable("body", cel.DynType),
+		cel.Variable("text", cel.StringType),
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		// Backend numbers are ints or doubles by their spelling; rules
 		// compare them with either.
@@ -123,7 +153,7 @@ func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 	if opts.CostLimit == 0 {
 		opts.CostLimit = DefaultRuleCostLimit
 	}
-	return &RuleEnv{env: env, costLimit: opts.CostLimit}, nil
+	return &RuleEnv{env: env, costLimit: opts.CostLimit, programs: map[programKey]compiledProgram{}, templates: map[templateKey]*messageTemplate{}}, nil
 }
 
 // ruleInterruptEvery is how many comprehension steps run between checks of
@@ -158,6 +188,18 @@ func compileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 		}
 		r.uses.add(ast)
 	}
+	if spec.ErrorDetail != "" {
+		var ast *cel.Ast
+		if r.detail, ast, err = re.compile("error_detail", spec.ErrorDetail, cel.StringType); err != nil {
+			return nil, err
+		}
+		r.uses.add(ast)
+	}
+	if spec.Schema != nil {
+		if r.schema, err = compileResponseSchema(spec.Schema); err != nil {
+			return nil, err
+		}
+	}
 	for i, e := range spec.Errors {
 		field := fmt.Sprintf("errors[%d].when", i)
 		if e.When == "" {
@@ -177,6 +219,24 @@ func compileRules(re *RuleEnv, spec RulesSpec) (*Rules, error) {
 }
 
 func (re *RuleEnv) compile(field, expr string, want *cel.Type) (*program, *cel.Ast, error) {
+	key := programKey{expr, want}
+	re.mu.Lock()
+	c, ok := re.programs[key]
+	re.mu.Unlock()
+	if ok {
+		return c.prg, c.ast, nil
+	}
+	prg, ast, err := re.compileNew(field, expr, want)
+	if err == nil {
+		re.mu.Lock()
+		re.programs[key] = compiledProgram{prg, ast}
+		re.mu.Unlock()
+	}
+	return prg, ast, err
+}
+
+// compileNew compiles and type-checks an expression; errors name field.
+func (re *RuleEnv) compileNew(field, expr string, want *cel.Type) (*program, *cel.Ast, error) {
 	ast, iss := re.env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
 		first := iss.Errors()[0]
@@ -257,6 +317,7 @@ type RuleInput struct {
 	Status int
 	Header http.Header
 	Body   *Body          // the parsed answer; nil when absent or not JSON
+	Text   []byte         // the answer's bytes, for `text`; not changed while rules run
 	Args   map[string]any // validated arguments
 
 	act activation // shared by every rule run on this input
@@ -301,6 +362,7 @@ type activation struct {
 	headers map[string]string
 	body    any   // the view of bodyOf
 	bodyOf  *Body // the input's Body when body was resolved
+	text    *string
 }
 
 // activation returns the input's activation.
@@ -321,6 +383,12 @@ func (a *activation) ResolveName(name string) (any, bool) {
 			a.body, a.bodyOf = celValue(a.in.Body.tape.Root()), a.in.Body
 		}
 		return a.body, true
+	case "text":
+		if a.text == nil {
+			t := AnswerText(a.in.Text)
+			a.text = &t
+		}
+		return *a.text, true
 	case "args":
 		if a.in.Args == nil {
 			return map[string]any{}, true
@@ -374,7 +442,7 @@ type MatchedRule struct {
 //
 // Any other failure (the cost limit, the call's deadline, a value of the
 // wrong type for an operator, a division by zero, a number out of range)
-// is returned as an error wrapping errRuleEval, and no later rule is
+// is returned as an *EvalError, and no later rule is
 // tried: whether the failing rule would have matched is unknown, so the
 // answer cannot be read (see Unreadable), never "no match".
 func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool, error) {
@@ -388,16 +456,16 @@ func (r *Rules) MatchError(in *RuleInput) (MatchedRule, bool, error) {
 			if rule.prg.loops && in.Ctx != nil && in.Ctx.Err() != nil {
 				// Past the deadline, the error CEL kept of two (a || b)
 				// may be an absent field: the interrupt decides.
-				return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: interrupted: %w", errRuleEval, i, context.Cause(in.Ctx))
+				return MatchedRule{}, false, &EvalError{Expr: fmt.Sprintf("errors[%d].when", i), Err: fmt.Errorf("interrupted: %w", context.Cause(in.Ctx))}
 			}
 			if absentPath(err) {
 				continue
 			}
-			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: %v", errRuleEval, i, err)
+			return MatchedRule{}, false, &EvalError{Expr: fmt.Sprintf("errors[%d].when", i), Err: err}
 		}
 		b, ok := out.(types.Bool)
 		if !ok {
-			return MatchedRule{}, false, fmt.Errorf("%w: errors[%d].when: not a bool", errRuleEval, i)
+			return MatchedRule{}, false, &EvalError{Expr: fmt.Sprintf("errors[%d].when", i), Err: errors.New("not a bool")}
 		}
 		if b {
 			return MatchedRule{Status: rule.status, Retryable: rule.retryable, SideEffect: rule.sideEffect}, true, nil
@@ -425,9 +493,23 @@ func absentPath(err error) bool {
 	return false
 }
 
-// errRuleEval wraps a data or empty rule that failed on a 2xx answer: the
-// answer does not have the shape the contract promises.
+// errRuleEval is what every *EvalError is: a response expression that
+// failed on an answer.
 var errRuleEval = errors.New("response rule failed")
+
+// EvalError is a response expression that failed on one answer. Expr names
+// it as the policy spells it ("response.data", "response.empty",
+// "response.error_detail", "errors[2].when"); Err is CEL's error, which
+// names operators, types and keys but never the answer's values.
+type EvalError struct {
+	Expr string
+	Err  error
+}
+
+func (e *EvalError) Error() string { return errRuleEval.Error() + ": " + e.Expr + ": " + e.Err.Error() }
+
+// Unwrap makes every EvalError match errRuleEval.
+func (e *EvalError) Unwrap() []error { return []error{errRuleEval, e.Err} }
 
 // Member is where a top-level member of the data lies in its JSON, so a
 // message template can read it without parsing the data again.
@@ -452,10 +534,10 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 	}
 	out, err := eval(r.data, in, act)
 	if err != nil {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, err)
+		return dst, nil, true, &EvalError{Expr: "response.data", Err: err}
 	}
 	if types.IsError(out) {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, out)
+		return dst, nil, true, &EvalError{Expr: "response.data", Err: fmt.Errorf("%v", out)}
 	}
 	var members []Member
 	if m, ok := out.(traits.Mapper); ok && r.dataOrder != nil {
@@ -465,7 +547,7 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 		dst, err = appendCEL(dst, out, r.dataOrder, 0)
 	}
 	if err != nil {
-		return dst, nil, true, fmt.Errorf("%w: data: %v", errRuleEval, err)
+		return dst, nil, true, &EvalError{Expr: "response.data", Err: err}
 	}
 	return dst, members, true, nil
 }
@@ -477,13 +559,35 @@ func (r *Rules) Empty(in *RuleInput) (empty bool, ok bool, err error) {
 	}
 	out, err := eval(r.empty, in, in.activation())
 	if err != nil {
-		return false, true, fmt.Errorf("%w: empty: %v", errRuleEval, err)
+		return false, true, &EvalError{Expr: "response.empty", Err: err}
 	}
 	b, isBool := out.(types.Bool)
 	if !isBool {
-		return false, true, fmt.Errorf("%w: empty: not a bool", errRuleEval)
+		return false, true, &EvalError{Expr: "response.empty", Err: errors.New("not a bool")}
 	}
 	return bool(b), true, nil
+}
+
+// HasErrorDetail reports whether the rules say how to find the backend's
+// words for a failure.
+func (r *Rules) HasErrorDetail() bool { return r != nil && r.detail != nil }
+
+// ErrorDetail evaluates the error_detail expression and returns its result
+// as one line of at most MaxErrorDetailChars code points (see
+// OneLineDetail); "" when there is no expression or it says nothing.
+func (r *Rules) ErrorDetail(in *RuleInput) (string, error) {
+	if r == nil || r.detail == nil {
+		return "", nil
+	}
+	out, err := eval(r.detail, in, in.activation())
+	if err != nil {
+		return "", &EvalError{Expr: "response.error_detail", Err: err}
+	}
+	s, ok := out.(types.String)
+	if !ok {
+		return "", &EvalError{Expr: "response.error_detail", Err: errors.New("not a string")}
+	}
+	return OneLineDetail(string(s)), nil
 }
 
 const maxCELDepth = 256

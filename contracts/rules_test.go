@@ -119,7 +119,7 @@ func TestDataMembersLocateTopLevelValues(t *testing.T) {
 			t.Errorf("member %s = %s, want %s", m.Key, got, want)
 		}
 	}
-	tpls, _ := compileTemplates(map[string]string{"ok": "{{.data.total}} found"})
+	tpls, _ := compileTemplates(nil, map[string]string{"ok": "{{.data.total}} found"})
 	a, _ := tpls.renderMembers(StatusOK, nil, data, members)
 	b, _ := tpls.render(StatusOK, nil, data)
 	if a != "7 found" || a != b {

@@ -47,19 +47,9 @@ func CompileSchema(doc any) (*Schema, error) {
 	if t, _ := obj["type"].(string); t != "object" {
 		return nil, errors.New(`the argument schema must have "type: object"`)
 	}
-	if s, ok := obj["$schema"].(string); ok && s != "https://json-schema.org/draft/2020-12/schema" {
-		return nil, fmt.Errorf("$schema %q is not supported: only JSON Schema 2020-12 is", s)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(jsonschema.SchemeURLLoader{}) // no scheme is loadable: no network, no files
-	const loc = "urn:toolgate:args"
-	if err := c.AddResource(loc, obj); err != nil {
-		return nil, fmt.Errorf("invalid argument schema: %w", err)
-	}
-	compiled, err := c.Compile(loc)
+	compiled, err := compileDocument("urn:toolgate:args", "argument schema", obj)
 	if err != nil {
-		return nil, schemaCompileError(err)
+		return nil, err
 	}
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -75,8 +65,28 @@ func CompileSchema(doc any) (*Schema, error) {
 	return s, nil
 }
 
+// compileDocument compiles a JSON Schema 2020-12 document (what names it in
+// errors: "argument schema") at the URN loc. References may only point
+// inside the document: no network, no files.
+func compileDocument(loc, what string, obj map[string]any) (*jsonschema.Schema, error) {
+	if s, ok := obj["$schema"].(string); ok && s != "https://json-schema.org/draft/2020-12/schema" {
+		return nil, fmt.Errorf("$schema %q is not supported: only JSON Schema 2020-12 is", s)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // no scheme is loadable: no network, no files
+	if err := c.AddResource(loc, obj); err != nil {
+		return nil, fmt.Errorf("invalid %s: %w", what, err)
+	}
+	compiled, err := c.Compile(loc)
+	if err != nil {
+		return nil, schemaCompileError(what, err)
+	}
+	return compiled, nil
+}
+
 // schemaCompileError turns the library's compile errors into one line.
-func schemaCompileError(err error) error {
+func schemaCompileError(what string, err error) error {
 	var verr *jsonschema.SchemaValidationError
 	if errors.As(err, &verr) {
 		var leaf *jsonschema.ValidationError
@@ -85,15 +95,15 @@ func schemaCompileError(err error) error {
 				leaf = pickCause(leaf.Causes)
 			}
 			msg := leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English))
-			return &schemaError{Location: leaf.InstanceLocation, Msg: "invalid argument schema: " + msg}
+			return &schemaError{Location: leaf.InstanceLocation, Msg: "invalid " + what + ": " + msg}
 		}
-		return &schemaError{Msg: "invalid argument schema: " + strings.Join(strings.Fields(verr.Err.Error()), " ")}
+		return &schemaError{Msg: "invalid " + what + ": " + strings.Join(strings.Fields(verr.Err.Error()), " ")}
 	}
 	var lerr *jsonschema.LoadURLError
 	if errors.As(err, &lerr) {
-		return fmt.Errorf("invalid argument schema: $ref %q cannot be resolved inside the schema (network and file references are not allowed)", lerr.URL)
+		return fmt.Errorf("invalid %s: $ref %q cannot be resolved inside the schema (network and file references are not allowed)", what, lerr.URL)
 	}
-	return fmt.Errorf("invalid argument schema: %s", strings.Join(strings.Fields(err.Error()), " "))
+	return fmt.Errorf("invalid %s: %s", what, strings.Join(strings.Fields(err.Error()), " "))
 }
 
 // schemaError is a schema that does not compile; Location is the path of

@@ -196,16 +196,8 @@ func (sc *shapeCompiler) jsonNode(s *Shape, field string, depth int) (*node, err
 		return nil, &BindError{Field: field, Msg: "nested too deep"}
 	}
 	switch s.Kind {
-	case ShapeArg:
-		return sc.argLeaf(s, field, true)
-	case ShapeConst:
-		return sc.constLeaf(s, field)
-	case ShapeExpr:
-		x, err := sc.expr(s, field+".expr", false)
-		if err != nil {
-			return nil, err
-		}
-		return &node{kind: ShapeExpr, expr: x}, nil
+	case ShapeArg, ShapeConst, ShapeExpr:
+		return sc.formLeaf(s, field, true)
 	case ShapeObject:
 		n := &node{kind: ShapeObject, members: make([]member, 0, len(s.Members))}
 		seen := make(map[string]bool, len(s.Members))
@@ -338,6 +330,8 @@ func newFormField(key string, leaf *node, readable bool) formField {
 	return formField{key: key, esc: esc, leaf: leaf, readable: readable && leaf.kind == ShapeArg}
 }
 
+// formLeaf compiles a leaf of any body: an argument, a constant or an
+// expression.
 func (sc *shapeCompiler) formLeaf(s *Shape, field string, readable bool) (*node, error) {
 	switch s.Kind {
 	case ShapeArg:
@@ -529,7 +523,7 @@ func headerValues(v any) ([]string, bool) {
 // answerVariables are the rule environment's variables a request shaping
 // expression cannot read: they describe the backend's answer, which does
 // not exist yet.
-var answerVariables = map[string]bool{"status": true, "headers": true, "body": true}
+var answerVariables = map[string]bool{"status": true, "headers": true, "body": true, "text": true}
 
 // expr compiles an expression leaf in the rule environment and checks
 // every argument it names against the schema.

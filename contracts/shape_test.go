@@ -262,6 +262,7 @@ func TestCompileShapeErrors(t *testing.T) {
 		{"an unknown argument in an expression, at its position", BindingSpec{Body: obj("a", expr("1 +\n  args.nope"))}, "body.a.expr: args.nope is not an argument", 2, 3},
 		{"an unknown argument by index", BindingSpec{Query: obj("a", expr(`args["nope"]`))}, "query.a.expr: args.nope is not an argument", 1, 1},
 		{"an answer variable", BindingSpec{Body: obj("a", expr("status"))}, "body.a.expr: status is part of the backend's answer", 1, 1},
+		{"the answer's text", BindingSpec{Body: obj("a", expr("args.q + text"))}, "body.a.expr: text is part of the backend's answer", 1, 10},
 		{"a header from an object expression", BindingSpec{Headers: obj("X-A", expr(`{"a": args.q}`))}, "headers.X-A.expr: must evaluate to", 1, 1},
 		{"a reserved header, whatever its case", BindingSpec{Headers: obj("transfer-encoding", cnst("chunked"))}, "headers.transfer-encoding#key: cannot be bound", 0, 0},
 		{"a header bound twice", BindingSpec{Headers: obj("X-A", arg("q"), "x-a", arg("id"))}, "headers.x-a#key: is bound twice", 0, 0},

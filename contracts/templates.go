@@ -69,9 +69,11 @@ func trimPartialRune(b []byte) []byte {
 }
 
 // Templates are a tool's own words for what happened, one Go text/template
-// per status or per reason, executed with .args (the arguments) and .data
-// (the envelope data). What to do next is not theirs to say: the catalogue
-// adds it from the envelope's fields (Catalog.Compose).
+// per status or per reason, executed with .args (the arguments), .data
+// (the envelope data), .detail (the backend's words for a failure, from
+// response.error_detail) and .text (the answer as text). What to do next
+// is not theirs to say: the catalogue adds it from the envelope's fields
+// (Catalog.Compose).
 //
 // A template named after a reason ("budget", "throttled") speaks for that
 // reason wherever it occurs. A template named after a status speaks only
@@ -87,6 +89,9 @@ type messageTemplate struct {
 	// when whole is set): only they are decoded per call.
 	dataKeys []string
 	whole    bool
+	// readsText: the template reads .text (or may: whole), so the call
+	// keeps the answer's text for it.
+	readsText bool
 	// fast holds the template as text and field references when that is
 	// all it is (the common case), rendered without reflection.
 	fast []templatePart
@@ -101,7 +106,7 @@ type templatePart struct {
 // compileTemplates parses message templates keyed by status or reason.
 // Templates run with missingkey=zero, so a missing argument renders empty
 // instead of failing.
-func compileTemplates(specs map[string]string) (Templates, error) {
+func compileTemplates(re *RuleEnv, specs map[string]string) (Templates, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
@@ -116,26 +121,86 @@ func compileTemplates(specs map[string]string) (Templates, error) {
 		if msg := templateName(name); msg != "" {
 			return nil, &ruleError{Field: name, Msg: msg}
 		}
-		tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
+		mt, err := re.template(name, text)
 		if err != nil {
-			return nil, &ruleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+			return nil, err
 		}
-		mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
-		keys := map[string]bool{}
-		walkTemplate(tpl.Tree.Root, func(ident []string) {
-			switch {
-			case len(ident) >= 1 && ident[0] == "$":
-				mt.whole = true
-			case len(ident) == 1 && ident[0] == "data":
-				mt.whole = true
-			case len(ident) >= 2 && ident[0] == "data" && !keys[ident[1]]:
-				keys[ident[1]] = true
-				mt.dataKeys = append(mt.dataKeys, ident[1])
-			}
-		})
 		t[name] = mt
 	}
 	return t, nil
+}
+
+// templateKey is a template's name (its status or reason) and text.
+type templateKey struct{ name, text string }
+
+// template returns the compiled message template name of text, compiled
+// once per environment (each time without one).
+func (re *RuleEnv) template(name, text string) (*messageTemplate, error) {
+	if re == nil {
+		return compileTemplate(name, text)
+	}
+	key := templateKey{name, text}
+	re.mu.Lock()
+	mt := re.templates[key]
+	re.mu.Unlock()
+	if mt != nil {
+		return mt, nil
+	}
+	mt, err := compileTemplate(name, text)
+	if err != nil {
+		return nil, err
+	}
+	re.mu.Lock()
+	re.templates[key] = mt
+	re.mu.Unlock()
+	return mt, nil
+}
+
+// compileTemplate parses one message template and notes what it reads.
+func compileTemplate(name, text string) (*messageTemplate, error) {
+	tpl, err := template.New(name).Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return nil, &ruleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
+	}
+	mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
+	keys := map[string]bool{}
+	walkTemplate(tpl.Tree.Root, func(ident []string) {
+		switch {
+		case len(ident) >= 1 && ident[0] == "$":
+			mt.whole = true
+		case len(ident) == 1 && ident[0] == "data":
+			mt.whole = true
+		case len(ident) >= 1 && ident[0] == "text":
+			mt.readsText = true
+		case len(ident) >= 2 && ident[0] == "data" && !keys[ident[1]]:
+			keys[ident[1]] = true
+			mt.dataKeys = append(mt.dataKeys, ident[1])
+		}
+	})
+	mt.readsText = mt.readsText || mt.whole
+	return mt, nil
+}
+
+// ReadText reports whether any template reads the answer's text (.text),
+// which the call then keeps in Outcome.Text.
+func (t Templates) ReadText() bool {
+	for _, mt := range t {
+		if mt.readsText {
+			return true
+		}
+	}
+	return false
+}
+
+// answerWords are what a template reads of the answer besides its data:
+// the backend's error detail and the answer's text.
+type answerWords struct {
+	detail, text string
+}
+
+// root is the value a full template runs on.
+func (mt *messageTemplate) root(args map[string]any, data json.RawMessage, members []Member, w answerWords) map[string]any {
+	return map[string]any{"args": args, "data": mt.decodeData(data, members), "detail": w.detail, "text": w.text}
 }
 
 // templateName says why a template may not be named name, or "" when it
@@ -247,17 +312,17 @@ func (t Templates) renderMembers(status Status, args map[string]any, data json.R
 	if mt == nil {
 		return "", false
 	}
-	return mt.render(args, data, members)
+	return mt.render(args, data, members, answerWords{})
 }
 
 // render executes the template. members, when not nil, locate the data's
 // top-level members (see Rules.DataMembers), so the data is not scanned
 // again.
-func (mt *messageTemplate) render(args map[string]any, data json.RawMessage, members []Member) (string, bool) {
+func (mt *messageTemplate) render(args map[string]any, data json.RawMessage, members []Member, w answerWords) (string, bool) {
 	if mt.fast != nil {
-		return mt.renderFast(args, data, members), true
+		return mt.renderFast(args, data, members, w), true
 	}
-	root := map[string]any{"args": args, "data": mt.decodeData(data, members)}
+	root := mt.root(args, data, members, w)
 	buf := cappedBuffer{b: make([]byte, 0, 128), limit: maxTemplateBytes}
 	if err := mt.tpl.Execute(&buf, root); err != nil && !errors.Is(err, errTemplateFull) {
 		return "", false
@@ -330,7 +395,7 @@ func dataMembers(data []byte, keys []string) (map[string]any, bool) {
 // renderFast renders a template of text and field references. An
 // argument, or a top-level data member that is a scalar, is written
 // directly; any other value is decoded as for a full template.
-func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage, members []Member) string {
+func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage, members []Member, w answerWords) string {
 	b := make([]byte, 0, 128)
 	var root map[string]any // built only for a part that needs it
 	for _, p := range mt.fast {
@@ -344,6 +409,12 @@ func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage,
 		case len(p.path) >= 2 && p.path[0] == "args":
 			b = appendTemplateValue(b, lookupPath(args, p.path[1:]))
 			continue
+		case len(p.path) == 1 && p.path[0] == "detail":
+			b = append(b, w.detail...)
+			continue
+		case len(p.path) == 1 && p.path[0] == "text":
+			b = append(b, w.text...)
+			continue
 		case len(p.path) == 2 && p.path[0] == "data" && !mt.whole && members != nil:
 			raw, ok := memberValue(data, members, p.path[1])
 			if !ok {
@@ -355,7 +426,7 @@ func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage,
 			}
 		}
 		if root == nil {
-			root = map[string]any{"args": args, "data": mt.decodeData(data, members)}
+			root = mt.root(args, data, members, w)
 		}
 		b = appendTemplateValue(b, lookupPath(root, p.path))
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
-	tpls, err := compileTemplates(map[string]string{
+	tpls, err := compileTemplates(nil, map[string]string{
 		"ok":      "Found {{.data.total}} for {{.args.q}}.",
 		"empty":   "Nothing: {{.data}}",
 		"timeout": `{{with .data.items}}{{len .}} items{{end}}`,
@@ -38,7 +38,7 @@ func TestTemplatesReadOnlyWhatTheyUse(t *testing.T) {
 }
 
 func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
-	tpls, err := compileTemplates(map[string]string{
+	tpls, err := compileTemplates(nil, map[string]string{
 		"ok":    "q={{.args.q}} missing={{.args.nope}} deep={{.data.x.y}} n={{.data.n}}",
 		"empty": `{{if .args.q}}q={{.args.q}}{{end}} missing={{.args.nope}}`,
 	})
@@ -67,7 +67,7 @@ func TestTemplatesRenderMissingValuesEmpty(t *testing.T) {
 // text/template writes for the same template, arguments and data, with the
 // data's members located or not.
 func TestFastTemplatesMatchTextTemplate(t *testing.T) {
-	tpls, err := compileTemplates(map[string]string{
+	tpls, err := compileTemplates(nil, map[string]string{
 		"ok": "a={{.args.q}} n={{.args.n}} b={{.args.b}} o={{.args.o}} t={{.data.t}} s={{.data.s}} e={{.data.e}} " +
 			"z={{.data.z}} f={{.data.f}} neg={{.data.neg}} l={{.data.l}} m={{.data.m}} d={{.data.m.k}} none={{.data.none}}  \t end ",
 	})
@@ -171,7 +171,7 @@ func TestMessagesAreBounded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tpls, err := compileTemplates(map[string]string{"ok": tt.tpl})
+			tpls, err := compileTemplates(nil, map[string]string{"ok": tt.tpl})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func TestMessagesAreBounded(t *testing.T) {
 		}
 	})
 	t.Run("a short message is left as it is", func(t *testing.T) {
-		tpls, _ := compileTemplates(map[string]string{"ok": "Found {{.data.n}}."})
+		tpls, _ := compileTemplates(nil, map[string]string{"ok": "Found {{.data.n}}."})
 		if msg, _ := tpls.render(StatusOK, nil, []byte(`{"n":3}`)); msg != "Found 3." {
 			t.Errorf("message = %q", msg)
 		}

@@ -38,7 +38,7 @@ const (
 	Fault504         FaultKind = "504"          // acts, then an HTML error page (a gateway gave up waiting)
 	Fault429         FaultKind = "429"          // Retry-After and an error body, without acting
 	Fault404         FaultKind = "404"          // an error body, without acting
-	FaultNonJSON     FaultKind = "non_json"     // acts, then 200 with an HTML body
+	FaultNonJSON     FaultKind = "non_json"     // acts, then 200 with an HTML body that says it is JSON
 	FaultTruncated   FaultKind = "truncated"    // acts, then 200 with half the body Content-Length promises, then closes
 	FaultOversized   FaultKind = "oversized"    // acts, then 200 with a JSON body of FaultOptions.OversizedBytes
 	FaultDrip        FaultKind = "drip"         // acts, then sends the body one byte per FaultOptions.DripInterval
@@ -385,7 +385,8 @@ func (b *FaultBackend) answer(w http.ResponseWriter, r *http.Request, kind Fault
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		writeBody(w, code, "text/html", []byte(errorPage(code)))
 	case FaultNonJSON:
-		writeBody(w, http.StatusOK, "text/html", []byte("<html><body>OK, stored on "+FaultInternalHost+"</body></html>"))
+		// Declared JSON, so unreadable: a text answer would be data.
+		writeBody(w, http.StatusOK, "application/json", []byte("<html><body>OK, stored on "+FaultInternalHost+"</body></html>"))
 	case FaultTruncated:
 		truncate(w, answerOr(answer, `{"results":[{"id":"f-1","title":"A result that never arrives whole"}],"total":1}`))
 	case FaultOversized:

@@ -158,7 +158,7 @@ func knownValues() map[string][]string {
 		"status": statuses,
 		"event": {proxy.EventStored, proxy.EventReplayed, proxy.EventWaited, proxy.EventMismatch,
 			proxy.EventMissingKey, proxy.EventUnknownKept, proxy.EventEvicted},
-		"kind":   {proxy.ViolationSchema, proxy.ViolationKey, proxy.ViolationSize},
+		"kind":   {proxy.ViolationSchema, proxy.ViolationKey, proxy.ViolationSize, proxy.ViolationResponse},
 		"reason": {"denied", "rate", "budget"},
 		"result": {"success", "failure"},
 		"op":     {"claim", "complete", "wait"},

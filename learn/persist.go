@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/toolgate/toolgate/internal/boundedio"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -80,17 +80,9 @@ func (l *Learner) adopt(sum *Summary) {
 
 // ReadSummary reads a summary file written by Save.
 func ReadSummary(path string) (*Summary, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSummaryBytes+1))
+	data, err := boundedio.ReadFile(path, maxSummaryBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(data) > maxSummaryBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxSummaryBytes)
 	}
 	sum, err := DecodeSummary(data)
 	if err != nil {

@@ -6,11 +6,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"reflect"
 	"strings"
+
+	"github.com/toolgate/toolgate/internal/boundedio"
 )
 
 // AuthKind names how toolgate proves itself to an upstream.
@@ -133,7 +133,7 @@ const (
 // around it (the newline an editor or `echo` leaves). An empty file is an
 // error. An error never repeats the file's content.
 func ReadSecretFile(path string) (string, error) {
-	b, err := readBounded(path, maxSecretBytes)
+	b, err := boundedio.ReadFile(path, maxSecretBytes)
 	if err != nil {
 		return "", err
 	}
@@ -180,7 +180,7 @@ func CheckUsername(s string) error {
 // ReadCAFile reads a PEM file of CA certificates into a pool. A file
 // without a certificate is an error.
 func ReadCAFile(path string) (*x509.CertPool, error) {
-	b, err := readBounded(path, maxPEMBytes)
+	b, err := boundedio.ReadFile(path, maxPEMBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -215,11 +215,11 @@ func ParseCAPEM(b []byte) (*x509.CertPool, error) {
 
 // ReadKeyPair reads a client certificate and its private key (PEM).
 func ReadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	cert, err := readBounded(certFile, maxPEMBytes)
+	cert, err := boundedio.ReadFile(certFile, maxPEMBytes)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	key, err := readBounded(keyFile, maxPEMBytes)
+	key, err := boundedio.ReadFile(keyFile, maxPEMBytes)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -235,30 +235,4 @@ func ParseKeyPair(cert, key []byte) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	return pair, nil
-}
-
-// readBounded reads at most limit bytes of a regular file (through
-// symlinks); a longer file is an error, and so is anything else that can
-// be opened: a FIFO or a device could block the read, or never end.
-func readBounded(path string, limit int64) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("the file is larger than %d bytes", limit)
-	}
-	return b, nil
 }

@@ -110,15 +110,15 @@ const (
 
 // String returns the state's name.
 func (s RecordState) String() string {
-	switch s {
-	case RecordInFlight:
-		return "in_flight"
-	case RecordCompleted:
-		return "completed"
-	case RecordUnknown:
-		return "unknown"
+	return enumName("RecordState", uint8(s), "in_flight", "completed", "unknown")
+}
+
+// enumName names the value v of an enum whose values start at 1.
+func enumName(typ string, v uint8, names ...string) string {
+	if v >= 1 && int(v) <= len(names) {
+		return names[v-1]
 	}
-	return "RecordState(" + strconv.Itoa(int(s)) + ")"
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 // Record is an idempotency record as a store returns it. Stores hand out
@@ -168,17 +168,7 @@ const (
 
 // String returns the outcome's name.
 func (o ClaimOutcome) String() string {
-	switch o {
-	case ClaimOwned:
-		return "owned"
-	case ClaimInFlight:
-		return "in_flight"
-	case ClaimCompleted:
-		return "completed"
-	case ClaimUnknown:
-		return "unknown"
-	}
-	return "ClaimOutcome(" + strconv.Itoa(int(o)) + ")"
+	return enumName("ClaimOutcome", uint8(o), "owned", "in_flight", "completed", "unknown")
 }
 
 // Claim is the result of IdempotencyStore.Claim and Reclaim.

@@ -28,41 +28,38 @@ func NewRedisClient(st State) (redis.UniversalClient, error) {
 	if r.TLS {
 		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	switch {
-	case r.Cluster != "":
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 splitAddrs(r.Cluster),
-			Username:              r.Username,
-			Password:              r.Password,
-			TLSConfig:             tlsConfig,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            3,
-			DialerRetries:         1,
-			DialTimeout:           time.Second,
-		}), nil
-	case r.SentinelMaster != "":
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            r.SentinelMaster,
-			SentinelAddrs:         splitAddrs(r.Sentinels),
-			SentinelUsername:      r.SentinelUsername,
-			SentinelPassword:      r.SentinelPassword,
-			Username:              r.Username,
-			Password:              r.Password,
-			DB:                    r.DB,
-			TLSConfig:             tlsConfig,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            3,
-			DialerRetries:         1,
-			DialTimeout:           time.Second,
-		}), nil
-	case st.RedisURL != "":
+	if r.Cluster == "" && r.SentinelMaster == "" {
+		if st.RedisURL == "" {
+			return nil, errors.New("no redis named: set a url, a cluster or a sentinel")
+		}
 		opts, err := RedisClientOptions(st.RedisURL)
 		if err != nil {
 			return nil, err
 		}
 		return redis.NewClient(opts), nil
 	}
-	return nil, errors.New("no redis named: set a url, a cluster or a sentinel")
+	// One set of options for both kinds; go-redis's universal client makes
+	// a failover client when a master is named and a cluster client
+	// otherwise (IsClusterMode: even from a single seed address).
+	opts := &redis.UniversalOptions{
+		Username:              r.Username,
+		Password:              r.Password,
+		TLSConfig:             tlsConfig,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            3,
+		DialerRetries:         1,
+		DialTimeout:           time.Second,
+	}
+	if r.SentinelMaster != "" {
+		opts.MasterName = r.SentinelMaster
+		opts.Addrs = splitAddrs(r.Sentinels)
+		opts.SentinelUsername, opts.SentinelPassword = r.SentinelUsername, r.SentinelPassword
+		opts.DB = r.DB
+	} else {
+		opts.Addrs = splitAddrs(r.Cluster)
+		opts.IsClusterMode = true
+	}
+	return redis.NewUniversalClient(opts), nil
 }
 
 // splitAddrs splits a comma-separated address list, as State keeps it.

@@ -126,10 +126,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 
 // Claim implements IdempotencyStore.
 func (s *MemoryStore) Claim(_ context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error) {
-	if err := checkDurations(lease, ttl); err != nil {
-		return Claim{}, err
-	}
-	if err := s.lock(); err != nil {
+	if err := s.lockClaim(lease, ttl); err != nil {
 		return Claim{}, err
 	}
 	defer s.unlock()
@@ -143,10 +140,7 @@ func (s *MemoryStore) Claim(_ context.Context, k IdempotencyKey, fp Fingerprint,
 
 // Reclaim implements IdempotencyStore.
 func (s *MemoryStore) Reclaim(_ context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error) {
-	if err := checkDurations(lease, ttl); err != nil {
-		return Claim{}, err
-	}
-	if err := s.lock(); err != nil {
+	if err := s.lockClaim(lease, ttl); err != nil {
 		return Claim{}, err
 	}
 	defer s.unlock()
@@ -303,6 +297,14 @@ func (s *MemoryStore) lock() error {
 		return ErrStoreClosed
 	}
 	return nil
+}
+
+// lockClaim checks a claim's durations and takes the lock, as lock does.
+func (s *MemoryStore) lockClaim(lease, ttl time.Duration) error {
+	if err := checkDurations(lease, ttl); err != nil {
+		return err
+	}
+	return s.lock()
 }
 
 // unlock releases the lock, then reports the evictions the critical section

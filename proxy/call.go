@@ -114,6 +114,7 @@ type Call struct {
 	attempts int
 	sent     bool // the backend may have received the request
 	upCode   string
+	diags    []diagnostic // the contract failed on an answer (finish.go)
 
 	// Idempotency of side-effecting calls.
 	forwardKey string              // sent in the contract's forward header

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/jsontape"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -47,7 +50,7 @@ func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes
 		// blame (the breaker does not hear of it), and the same call
 		// would fail again.
 		return attempt{
-			outcome: contracts.Outcome{Status: contracts.StatusUpstream, Reason: reasonInvalidRequest, Effect: contracts.SideEffectNone},
+			outcome: contracts.Reject(contracts.ReasonInvalidRequest),
 			verdict: policy.VerdictIgnored,
 		}
 	}
@@ -156,23 +159,62 @@ func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 }
 
 // classify applies the contract's rules and the default table to an answer.
+//
+// A 2xx answer is JSON when it parses as JSON. One that does not is read
+// as text unless its Content-Type says JSON (application/json, a +json
+// type), which makes it unreadable (bad_response): the data is the text as
+// a JSON string, ok for a read-only tool when there is text, and ok (done)
+// for a side-effecting one. The default empty (data that holds nothing)
+// is a read-only tool's: a side-effecting tool's answer is empty only when
+// its response.empty says so, since "found nothing, try other arguments"
+// invites the model to act again.
 func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) (contracts.Outcome, bool) {
 	ct := cl.tool.contract
 	rules := ct.Rules
 	dedupes := ct.Idempotency.ForwardHeader != ""
 	success := a.code >= 200 && a.code < 300
-	in := contracts.RuleInput{Ctx: ctx, Status: a.code, Header: a.header, Args: cl.args}
 	body := bytes.TrimSpace(a.body)
+	in := contracts.RuleInput{Ctx: ctx, Status: a.code, Header: a.header, Text: a.body, Args: cl.args}
 	var parseErr error
 	if len(body) > 0 && (success || rules.NeedsBody()) {
 		// One parse serves the rules, the data and the envelope.
 		in.Body, parseErr = contracts.ParseBody(body)
 		defer in.Body.Release() // the outcome holds copies only
 	}
-	m, matched, err := rules.MatchError(&in)
+	if success && in.Body != nil {
+		if v := rules.CheckSchema(in.Body); v != nil {
+			// Observe only: the answer is what it is, and the operator
+			// learns that the backend no longer keeps its promise.
+			if cl.tool.metrics != nil {
+				cl.tool.metrics.violation(ViolationResponse)
+			}
+			cl.diagnose(a, "response.schema", fmt.Sprintf("at %q: keyword %s", v.Location, v.Keyword), v)
+		}
+	}
+	o, final := c.readAnswer(cl, a, &in, body, parseErr, success, dedupes)
+	if !o.Status.Success() && (!success || o.Reason == contracts.ReasonRule) {
+		detail, err := rules.ErrorDetail(&in)
+		if err != nil {
+			cl.diagnoseRule(a, err)
+		}
+		o.ErrorDetail = detail
+	}
+	if ct.Templates.ReadText() {
+		o.Text = contracts.AnswerText(a.body)
+	}
+	return o, final
+}
+
+// readAnswer is classify's verdict on the answer, before the schema and
+// the error detail are looked at.
+func (c *Core) readAnswer(cl *Call, a *attempt, in *contracts.RuleInput, body []byte, parseErr error, success, dedupes bool) (contracts.Outcome, bool) {
+	ct := cl.tool.contract
+	rules := ct.Rules
+	m, matched, err := rules.MatchError(in)
 	if err != nil {
 		// A rule that could not be evaluated (cost limit, deadline, a type
 		// error) leaves the answer unread: never "no match".
+		cl.diagnoseRule(a, err)
 		return contracts.Unreadable(a.code, a.outcome), true
 	}
 	if matched {
@@ -181,18 +223,27 @@ func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 	if !success {
 		return a.outcome, false
 	}
+	text := false
 	if parseErr != nil {
-		return contracts.BadResponse(a.code), true
+		if declaresJSON(a.header) {
+			// It says it is JSON and is not: the answer is broken.
+			return contracts.BadResponse(a.code), true
+		}
+		text = true // the rules' body is null; text holds the answer
 	}
 	o := contracts.Answered(a.code)
-	data, members, shaped, err := rules.DataMembers(make([]byte, 0, len(body)), &in)
+	data, members, shaped, err := rules.DataMembers(make([]byte, 0, len(body)+2), in)
 	if err != nil {
+		cl.diagnoseRule(a, err)
 		return contracts.BadResponse(a.code), true
 	}
 	o.Members = members
 	if !shaped {
 		data = nil
-		if in.Body != nil {
+		switch {
+		case text:
+			data = jsontape.AppendString(make([]byte, 0, len(body)+2), contracts.AnswerText(body))
+		case in.Body != nil:
 			data = in.Body.AppendCompact(make([]byte, 0, len(body)))
 		}
 	}
@@ -200,19 +251,35 @@ func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 		data = nil
 	}
 	o.Data = data
-	empty, ruled, err := rules.Empty(&in)
+	empty, ruled, err := rules.Empty(in)
 	if err != nil {
+		cl.diagnoseRule(a, err)
 		return contracts.BadResponse(a.code), true
 	}
 	if !ruled {
-		// Without a rule, "nothing found" is data that holds nothing. A
-		// side-effecting call that answered without a body (204) did its job.
-		empty = isEmptyJSON(data) && (len(body) > 0 || !ct.SideEffect)
+		// Without a rule, "nothing found" is a read-only answer whose data
+		// holds nothing. A side-effecting call that answered 2xx did its
+		// job, whatever it said ({}, no body at all).
+		empty = !ct.SideEffect && isEmptyJSON(data)
 	}
 	if empty {
 		o.Empty()
 	}
 	return o, true
+}
+
+// declaresJSON reports whether an answer's Content-Type says JSON:
+// application/json or a +json type.
+func declaresJSON(h http.Header) bool {
+	mt := headerMediaType(h)
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+// headerMediaType is the essence of a Content-Type header (type/subtype
+// in lower case, parameters dropped); "" without the header.
+func headerMediaType(h http.Header) string {
+	v, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.ToLower(strings.TrimSpace(v))
 }
 
 func isEmptyJSON(data []byte) bool {

@@ -69,7 +69,7 @@ func TestStatusMappingTable(t *testing.T) {
 			ro: want{contracts.StatusUpstream, false, "", 502, false}, se: want{contracts.StatusUpstream, false, contracts.SideEffectNone, 502, false}},
 		{name: "upstream 505", args: `{"mode":"505"}`,
 			ro: want{contracts.StatusUpstream, false, "", 502, false}, se: want{contracts.StatusUpstream, false, contracts.SideEffectNone, 502, false}},
-		{name: "2xx with a non-JSON body", args: `{"mode":"html"}`,
+		{name: "2xx whose body declares JSON but is not", args: `{"mode":"badjson"}`,
 			ro: want{contracts.StatusUpstream, false, "", 502, false}, se: want{contracts.StatusUpstream, false, contracts.SideEffectDone, 502, false}},
 		{name: "2xx with an oversized body", args: `{"mode":"big"}`,
 			ro: want{contracts.StatusUpstream, false, "", 502, false}, se: want{contracts.StatusUpstream, false, contracts.SideEffectDone, 502, false}},

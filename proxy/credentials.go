@@ -44,19 +44,13 @@ type credential struct {
 	token                *cachedToken // the OAuth2 token, to drop if the backend refuses it
 }
 
-// reasonAuth is the reason of a call that ended because the upstream's
-// credential could not be had: the token endpoint failed, or a credential
+// authOutcome is the outcome of a call whose upstream credential could not
+// be had (contracts.ReasonAuth): the token endpoint failed, or a credential
 // file never could be read. Nothing was sent, the backend is not to blame,
-// and a later identical call may succeed. It is also the code the call
-// counts under in toolgate_upstream_requests_total. The catalogue has no
-// entry of its own for it, so the message is the status's.
-const reasonAuth contracts.Reason = "auth"
-
-// authOutcome is the outcome of reasonAuth: upstream, retryable, nothing
-// happened, retry after a second (as after a connect failure).
+// and a later identical call may succeed. The reason is also the code the
+// call counts under in toolgate_upstream_requests_total.
 func authOutcome() contracts.Outcome {
-	return contracts.Outcome{Status: contracts.StatusUpstream, Reason: reasonAuth, Retryable: true,
-		Effect: contracts.SideEffectNone, RetryAfter: time.Second}
+	return contracts.Reject(contracts.ReasonAuth)
 }
 
 // newUpstreamAuth makes the runtime of an upstream's auth settings; nil

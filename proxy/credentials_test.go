@@ -388,7 +388,7 @@ func TestOAuth2TokenEndpointDown(t *testing.T) {
 			t.Run("calls in the hold-down after a failure do not ask again", func(t *testing.T) {
 				before := te.requests.Load()
 				for range 3 {
-					if res := a.callDirect("lookup", `{}`, nil); res.Reason != reasonAuth {
+					if res := a.callDirect("lookup", `{}`, nil); res.Reason != contracts.ReasonAuth {
 						t.Fatalf("reason %s", res.Reason)
 					}
 				}
@@ -418,7 +418,7 @@ func TestOAuth2TokenRequestBoundedByTheCallsDeadline(t *testing.T) {
 	defer ts.Close()
 	a, backend := newOAuth2Core(t, ts.URL, "150ms")
 	res := a.callDirect("lookup", `{}`, nil)
-	if res.Reason != reasonAuth || res.Envelope.Status != contracts.StatusUpstream || !res.Envelope.Retryable {
+	if res.Reason != contracts.ReasonAuth || res.Envelope.Status != contracts.StatusUpstream || !res.Envelope.Retryable {
 		t.Fatalf("reason %s, envelope %+v", res.Reason, res.Envelope)
 	}
 	select {
@@ -742,7 +742,7 @@ func TestPendingBackendCarriesCredential(t *testing.T) {
 		if p != nil {
 			t.Fatal("a pending call without a token")
 		}
-		if res.Reason != reasonAuth || res.Envelope.Status != contracts.StatusUpstream || !res.Envelope.Retryable || res.Envelope.SideEffect != contracts.SideEffectNone || res.HTTPStatus() != http.StatusServiceUnavailable {
+		if res.Reason != contracts.ReasonAuth || res.Envelope.Status != contracts.StatusUpstream || !res.Envelope.Retryable || res.Envelope.SideEffect != contracts.SideEffectNone || res.HTTPStatus() != http.StatusServiceUnavailable {
 			t.Errorf("reason %s, envelope %+v", res.Reason, res.Envelope)
 		}
 		if a.authCount("fcm") != 1 {

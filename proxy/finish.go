@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (c *Core) record(ctx context.Context, cl *Call, res *Result) {
 	}
 	elapsed := c.now().Sub(cl.start)
 	metrics.record(res.Envelope.Status, cl.caller, elapsed, res.Envelope.Cost)
-	if c.logger.Enabled(ctx, slog.LevelInfo) {
+	if c.logger.Enabled(ctx, slog.LevelInfo) || len(cl.diags) > 0 && c.logger.Enabled(ctx, slog.LevelWarn) {
 		c.log(ctx, cl, res, elapsed)
 	}
 }
@@ -111,9 +112,85 @@ func printableName(s string) string {
 	}, s)
 }
 
+// diagnostic is a part of the contract that failed on a backend answer:
+// a response expression that could not be evaluated, or an answer its
+// response.schema does not accept. The call's log line names it, at warn,
+// so an operator can tell a broken contract from a broken backend. It
+// never holds the answer's body or values.
+type diagnostic struct {
+	expr        string // as the policy spells it: "response.data", "errors[2].when", "response.schema"
+	err         string // CEL's error, or where the schema refused the answer and by which keyword
+	code        int    // the backend's HTTP status
+	contentType string // the answer's media type
+	schema      *contracts.SchemaViolation
+}
+
+// maxDiagnostics bounds what one call keeps: the first failure is the
+// one to fix, the next may be its consequence.
+const maxDiagnostics = 4
+
+// diagnose records that expr failed on the answer of a.
+func (cl *Call) diagnose(a *attempt, expr, err string, v *contracts.SchemaViolation) {
+	if len(cl.diags) >= maxDiagnostics {
+		return
+	}
+	ct := headerMediaType(a.header)
+	if len(ct) > 100 {
+		ct = ct[:100]
+	}
+	cl.diags = append(cl.diags, diagnostic{expr: expr, err: oneLineLog(err), code: a.code, contentType: printableName(ct), schema: v})
+}
+
+// diagnoseRule records a response expression's failure (a
+// *contracts.EvalError).
+func (cl *Call) diagnoseRule(a *attempt, err error) {
+	var ee *contracts.EvalError
+	if errors.As(err, &ee) {
+		cl.diagnose(a, ee.Expr, ee.Err.Error(), nil)
+		return
+	}
+	cl.diagnose(a, "response", err.Error(), nil)
+}
+
+// oneLineLog bounds an error for the log line: one line, 300 bytes.
+func oneLineLog(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = strings.ToValidUTF8(s[:300], "") + "…"
+	}
+	return s
+}
+
+// diagnosticAttrs are the log line's fields for the contract's failures:
+// the first in full, the others by expression and error.
+func (cl *Call) diagnosticAttrs(attrs []slog.Attr) []slog.Attr {
+	d := cl.diags[0]
+	attrs = append(attrs,
+		slog.String("expression", d.expr),
+		slog.String("error", d.err),
+		slog.Int("backend_status", d.code),
+		slog.String("content_type", d.contentType),
+	)
+	if d.schema != nil {
+		attrs = append(attrs, slog.String("schema_location", d.schema.Location), slog.String("schema_keyword", d.schema.Keyword))
+	}
+	if len(cl.diags) > 1 {
+		more := make([]string, 0, len(cl.diags)-1)
+		for _, d := range cl.diags[1:] {
+			more = append(more, d.expr+": "+d.err)
+		}
+		attrs = append(attrs, slog.String("more_errors", strings.Join(more, "; ")))
+	}
+	return attrs
+}
+
 func (c *Core) log(ctx context.Context, cl *Call, res *Result, elapsed time.Duration) {
 	env := &res.Envelope
-	attrs := make([]slog.Attr, 0, 12+len(cl.req.LogAttrs))
+	level := slog.LevelInfo
+	if len(cl.diags) > 0 {
+		level = slog.LevelWarn
+	}
+	attrs := make([]slog.Attr, 0, 18+len(cl.req.LogAttrs))
 	attrs = append(attrs,
 		slog.String("tool", cl.metricsName()),
 		slog.String("status", string(env.Status)),
@@ -135,8 +212,11 @@ func (c *Core) log(ctx context.Context, cl *Call, res *Result, elapsed time.Dura
 	if id := traceID(cl.span); id != "" {
 		attrs = append(attrs, slog.String("trace_id", id))
 	}
+	if len(cl.diags) > 0 {
+		attrs = cl.diagnosticAttrs(attrs)
+	}
 	attrs = append(attrs, cl.req.LogAttrs...)
-	c.logger.LogAttrs(ctx, slog.LevelInfo, "call", attrs...)
+	c.logger.LogAttrs(ctx, level, "call", attrs...)
 }
 
 func (cl *Call) metricsName() string {

@@ -68,6 +68,9 @@ func (b *testBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "html":
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = io.WriteString(w, "<html>ok from "+secretHost+"</html>")
+	case "badjson":
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_, _ = io.WriteString(w, "<html>ok from "+secretHost+"</html>")
 	case "big":
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"results":["`+strings.Repeat("x", 4096)+`"],"total":1}`)

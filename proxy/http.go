@@ -92,10 +92,7 @@ func jsonBody(r *http.Request) bool {
 // mediaType is the essence of the request's Content-Type (type/subtype in
 // lower case, parameters dropped), as a browser judges it when it decides
 // whether a request needs a preflight; "" without the header.
-func mediaType(r *http.Request) string {
-	v, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
-	return strings.ToLower(strings.TrimSpace(v))
-}
+func mediaType(r *http.Request) string { return headerMediaType(r.Header) }
 
 // statusRewriter writes status to instead of from: the envelope stays the
 // core's, the status says more (415 for a body that is not JSON).

@@ -128,6 +128,10 @@ const MCPOutputSchema = `{` +
 // at /mcp on the agent listener. It reads the policy snapshot per request,
 // so one handler serves across reloads.
 func (c *Core) MCPHandler(opts MCPOptions) http.Handler {
+	return http.HandlerFunc(c.newMCPFront(opts).serveHTTP)
+}
+
+func (c *Core) newMCPFront(opts MCPOptions) *mcpFront {
 	f := &mcpFront{core: c, guard: newBrowserGuard(c, newOriginSet(opts.AllowedOrigins)), instructions: opts.Instructions}
 	if f.instructions == "" {
 		f.instructions = DefaultMCPInstructions
@@ -144,7 +148,7 @@ func (c *Core) MCPHandler(opts MCPOptions) http.Handler {
 		DisableLocalhostProtection:   true,
 		PropagateRequestCancellation: true,
 	})
-	return http.HandlerFunc(f.serveHTTP)
+	return f
 }
 
 // sdkLogHandler passes the SDK's warnings and errors to toolgate's log. Its
@@ -195,6 +199,9 @@ type mcpFront struct {
 	instructions string
 	logger       *slog.Logger
 	current      atomic.Pointer[mcpServer]
+
+	sdkOnly   bool         // tests: every message goes to the SDK (mcp_fast.go)
+	fastCalls atomic.Int64 // tests: calls answered by the fast path
 }
 
 // mcpServer is the SDK server of one policy snapshot: every tool of the
@@ -205,6 +212,7 @@ type mcpServer struct {
 	f      *mcpFront
 	view   View
 	server *mcp.Server
+	tools  map[string]bool // the tools registered with the SDK
 }
 
 // viewKey carries the View serveHTTP took for a request to the SDK's
@@ -219,17 +227,22 @@ func (f *mcpFront) server(r *http.Request) *mcp.Server {
 	if !ok {
 		v = f.core.View()
 	}
+	return f.serverOf(v).server
+}
+
+// serverOf returns the SDK server of view v.
+func (f *mcpFront) serverOf(v View) *mcpServer {
 	if s := f.current.Load(); s != nil && s.view.st == v.st {
-		return s.server
+		return s
 	}
 	s := f.build(v)
 	f.current.Store(s)
-	return s.server
+	return s
 }
 
 func (f *mcpFront) build(v View) *mcpServer {
 	snap := v.st.snap
-	s := &mcpServer{f: f, view: v}
+	s := &mcpServer{f: f, view: v, tools: make(map[string]bool, len(snap.ToolNames))}
 	s.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: f.core.version}, &mcp.ServerOptions{
 		Instructions: f.instructions,
 		Logger:       f.logger,
@@ -257,6 +270,7 @@ func (s *mcpServer) register(ct *contracts.Contract) {
 		}
 	}()
 	s.server.AddTool(MCPTool(ct), s.call)
+	s.tools[ct.Name] = true
 }
 
 // unadvertised reports whether method belongs to a capability toolgate does
@@ -309,16 +323,16 @@ func (s *mcpServer) unknownTool(ctx context.Context, req *mcp.CallToolRequest) e
 		Caller:   s.view.Identify(h),
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
-		LogAttrs: mcpLogAttrs(req),
+		LogAttrs: mcpLogAttrs(req.ProtocolVersion()),
 		Header:   h,
 	}, req.Params.Name, contracts.Reject(contracts.ReasonUnknownTool))
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: res.Envelope.Message}
 }
 
-func mcpLogAttrs(req *mcp.CallToolRequest) []slog.Attr {
+func mcpLogAttrs(revision string) []slog.Attr {
 	return []slog.Attr{
 		slog.String("mcp_method", "tools/call"),
-		slog.String("mcp_protocol_version", req.ProtocolVersion()),
+		slog.String("mcp_protocol_version", revision),
 	}
 }
 
@@ -371,10 +385,16 @@ func MCPTool(ct *contracts.Contract) *mcp.Tool {
 // observation, for the model; MCPOutput as structuredContent; isError for
 // anything but ok and empty.
 func (s *mcpServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	tp, ts := req.Params.Meta["traceparent"], req.Params.Meta["tracestate"]
+	return s.callTool(ctx, requestHeader(req), req.Params.Name, req.Params.Arguments, tp, ts, req.ProtocolVersion()), nil
+}
+
+// callTool runs a tools/call of tool name with arguments args (raw JSON as
+// sent; nil when absent) through the core: for the SDK's handler and for
+// the fast path (mcp_fast.go). tp and ts are _meta's traceparent and
+// tracestate, revision the request's protocol revision.
+func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, args []byte, tp, ts any, revision string) *mcp.CallToolResult {
 	v := s.view
-	h := requestHeader(req)
-	name := req.Params.Name
-	args := []byte(req.Params.Arguments)
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
 	}
@@ -383,9 +403,9 @@ func (s *mcpServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	// otherwise in the HTTP request's headers. An invalid _meta value does
 	// not replace the headers' (the core drops invalid ones either way).
 	traceparent, tracestate := h.Get("Traceparent"), h.Get("Tracestate")
-	if tp, ok := req.Params.Meta["traceparent"].(string); ok && validTraceParent(tp) {
+	if tp, ok := tp.(string); ok && validTraceParent(tp) {
 		traceparent = tp
-		tracestate, _ = req.Params.Meta["tracestate"].(string)
+		tracestate, _ = ts.(string)
 	}
 	res := v.Call(ctx, &Request{
 		TraceParent: traceparent,
@@ -397,7 +417,7 @@ func (s *mcpServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		Caller:   v.Identify(h),
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
-		LogAttrs: mcpLogAttrs(req),
+		LogAttrs: mcpLogAttrs(revision),
 		Header:   h,
 	})
 	env := &res.Envelope
@@ -405,7 +425,7 @@ func (s *mcpServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		Content:           []mcp.Content{&mcp.TextContent{Text: env.Observation}},
 		StructuredContent: MCPOutputOf(env),
 		IsError:           !env.Status.Success(),
-	}, nil
+	}
 }
 
 // requestHeader is the header of the HTTP request that carried an MCP

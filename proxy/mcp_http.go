@@ -74,6 +74,9 @@ func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("JSON-RPC batches are not part of MCP %s; send one message per request", revision), nil)
 		return
 	}
+	if f.serveFast(w, r, v, revision, body) {
+		return
+	}
 	// The SDK serves the message on the server of the request's view.
 	r = r.WithContext(context.WithValue(r.Context(), viewKey{}, v))
 	r.Body = io.NopCloser(bytes.NewReader(body))

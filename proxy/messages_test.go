@@ -149,7 +149,7 @@ func TestMessagesTellTheTruth(t *testing.T) {
 		{
 			name: "a side effect answered 200 {} was performed and must not be repeated with other arguments",
 			tool: "write_blank", args: `{}`, header: key("blank-1"),
-			envelope:     envelope{contracts.StatusEmpty, false, contracts.SideEffectDone},
+			envelope:     envelope{contracts.StatusOK, false, contracts.SideEffectDone},
 			messageCheck: messageCheck{want: []string{"was performed", "do not repeat it"}, notWant: []string{"different arguments", "found nothing"}},
 		},
 		{

@@ -46,6 +46,9 @@ const (
 	ViolationSchema = "schema"
 	ViolationKey    = "key"
 	ViolationSize   = "size"
+	// ViolationResponse: a 2xx JSON answer its response.schema does not
+	// accept (counted only; the envelope is unchanged).
+	ViolationResponse = "response"
 )
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -84,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 			"Circuit breaker state per upstream: 0 closed, 1 half-open, 2 open.",
 			"upstream"),
 		ContractViolations: counter("toolgate_contract_violations_total",
-			"Calls rejected by the contract: schema, key, size.",
+			"Contract violations: calls rejected for their arguments (schema), key or size; backend answers that break response.schema (response).",
 			"tool", "kind"),
 		AccessRejections: counter("toolgate_access_rejections_total",
 			"Calls rejected by access control: denied, rate, budget.",
@@ -174,7 +177,7 @@ func newToolMetrics(m *Metrics, name string, snap *policy.Snapshot) *toolMetrics
 	for _, st := range contracts.Statuses() {
 		tm.duration[statusIndex(st)] = m.ToolCallDuration.WithLabelValues(name, string(st))
 	}
-	for _, kind := range []string{ViolationSchema, ViolationKey, ViolationSize} {
+	for _, kind := range []string{ViolationSchema, ViolationKey, ViolationSize, ViolationResponse} {
 		tm.violations[kind] = m.ContractViolations.WithLabelValues(name, kind)
 	}
 	for _, ev := range []string{EventStored, EventReplayed, EventWaited, EventMismatch, EventMissingKey, EventUnknownKept, EventEvicted} {

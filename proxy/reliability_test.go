@@ -190,7 +190,12 @@ func (b *leakyBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "http://"+secretHost+"/moved")
 	w.Header().Set("X-Backend-Host", secretHost)
 	w.Header().Set("Retry-After", "1")
+	// A 2xx text answer is the tool's data (read as text); one that
+	// says it is JSON and is not stays unreadable, whatever it holds.
 	w.Header().Set("Content-Type", "text/html")
+	if code >= 200 && code < 300 {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.WriteHeader(code)
 	if code != http.StatusNoContent && code != http.StatusNotModified {
 		_, _ = io.WriteString(w, leak)

@@ -104,7 +104,7 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*p
 		reset:    m.UpstreamRequests.WithLabelValues(name, "reset"),
 		connect:  m.UpstreamRequests.WithLabelValues(name, "connect"),
 		circuit:  m.UpstreamRequests.WithLabelValues(name, "circuit_open"),
-		auth:     m.UpstreamRequests.WithLabelValues(name, string(reasonAuth)),
+		auth:     m.UpstreamRequests.WithLabelValues(name, string(contracts.ReasonAuth)),
 		other:    func(code string) counter { return m.UpstreamRequests.WithLabelValues(name, code) },
 		duration: m.UpstreamDuration.WithLabelValues(name),
 	}
@@ -293,11 +293,6 @@ func checkHeader(h http.Header) error {
 // forwards). The fault is toolgate's, the request never left, and the same
 // call would fail the same way.
 var errInvalidRequest = errors.New("invalid backend request")
-
-// reasonInvalidRequest is the reason of a call that ended on
-// errInvalidRequest. The catalogue has no entry of its own for it, so the
-// message is the status's.
-const reasonInvalidRequest contracts.Reason = "invalid_request"
 
 // validRequest applies net/http's checks on header names and values, so a
 // request it would refuse is known as toolgate's fault rather than taken

@@ -19,7 +19,8 @@ const importUsage = `usage: toolgate import openapi -spec FILE [-upstream NAME] 
 
 Drafts a policy from an OpenAPI 3.0/3.1 or Swagger 2.0 document (YAML or JSON): one tool per
 operation, with # TODO: comments where a person must decide. The draft passes toolgate check as
-written. -spec - reads the document from standard input.
+written, once the environment variables its upstream auth names are set. -spec - reads the
+document from standard input.
 `
 
 // runImport runs "toolgate import openapi".
@@ -62,6 +63,9 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, s := range draft.Skipped {
 		fmt.Fprintf(stderr, "toolgate import openapi: skipped %s %s: %s\n", s.Method, s.Path, s.Reason)
+	}
+	if len(draft.Env) > 0 {
+		fmt.Fprintf(stderr, "toolgate import openapi: the upstream's credentials are read from %s; set them before toolgate check\n", strings.Join(draft.Env, ", "))
 	}
 	if err := writeOutput(out, draft.YAML, stdout); err != nil {
 		fmt.Fprintf(stderr, "toolgate import openapi: %v\n", err)

@@ -25,7 +25,11 @@ func TestImportOpenAPIWritesAPolicyThatChecks(t *testing.T) {
 	if !strings.Contains(stderr.String(), "wrote 11 tools to "+out) {
 		t.Errorf("stderr does not report the tools written:\n%s", stderr.String())
 	}
-	snap, err := config.Load(out, config.Options{LookupEnv: func(string) (string, bool) { return "", false }})
+	if !strings.Contains(stderr.String(), "credentials are read from HELPDESK_TOKEN; set them") {
+		t.Errorf("stderr does not name the credentials' variables:\n%s", stderr.String())
+	}
+	t.Setenv("HELPDESK_TOKEN", "t0ken")
+	snap, err := config.Load(out, config.Options{})
 	if err != nil {
 		t.Fatalf("the written draft does not load: %v", err)
 	}
@@ -53,7 +57,8 @@ func TestImportOpenAPIToStdoutWithOperations(t *testing.T) {
 	if strings.Contains(text, "createTicket:") {
 		t.Error("an operation that was not selected was imported")
 	}
-	if _, err := config.CompileSource("stdout", stdout.Bytes(), config.Options{}); err != nil {
+	env := func(name string) (string, bool) { return "x", name == "HELPDESK_TOKEN" }
+	if _, err := config.CompileSource("stdout", stdout.Bytes(), config.Options{LookupEnv: env}); err != nil {
 		t.Errorf("the draft does not compile: %v", err)
 	}
 }

@@ -17,8 +17,11 @@ import (
 	"github.com/aymanbagabas/go-udiff"
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/toolgate/toolgate/internal/boundedio"
 )
 
 // maxManifestBytes bounds one input file of inject.
@@ -193,12 +196,9 @@ func readManifests(paths []string, stdin io.Reader) ([]*manifestFile, error) {
 	}
 	var files []*manifestFile
 	add := func(name string, r io.Reader) error {
-		data, err := io.ReadAll(io.LimitReader(r, maxManifestBytes+1))
+		data, err := boundedio.ReadAll(r, maxManifestBytes)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
-		}
-		if len(data) > maxManifestBytes {
-			return fmt.Errorf("%s: larger than %d bytes", name, maxManifestBytes)
 		}
 		m, err := parseManifest(name, data)
 		if err != nil {
@@ -481,16 +481,10 @@ func sameNamespace(a, b *object) bool {
 
 // selectsPods reports whether a Service's selector selects the template's
 // pods.
-func selectsPods(selector, labels map[string]string) bool {
-	if len(selector) == 0 {
-		return false
-	}
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
+func selectsPods(selector, podLabels map[string]string) bool {
+	// An empty selector selects nothing here: a Service without one has
+	// its endpoints managed by hand.
+	return len(selector) > 0 && labels.SelectorFromValidatedSet(selector).Matches(labels.Set(podLabels))
 }
 
 // targetsApp reports whether a Service port leads to the application's

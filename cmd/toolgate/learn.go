@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/toolgate/toolgate/learn"
 	"github.com/toolgate/toolgate/learn/draft"
@@ -95,23 +94,9 @@ func startLearning(settings *policy.LearnSettings, logger *slog.Logger) (*learni
 		return nil, fmt.Errorf("server.learn: %w", err)
 	}
 	lg := &learning{learner: l, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
-	go lg.saveEvery(l.Settings().SaveInterval)
+	go every(l.Settings().SaveInterval, lg.stop, lg.done, lg.save)
 	logger.Info("learning mode on", "file", settings.File, "summary", l.Summary().String())
 	return lg, nil
-}
-
-func (lg *learning) saveEvery(interval time.Duration) {
-	defer close(lg.done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-lg.stop:
-			return
-		case <-t.C:
-			lg.save()
-		}
-	}
 }
 
 func (lg *learning) save() {

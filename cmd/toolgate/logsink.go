@@ -23,20 +23,21 @@ const flushEvery = 200 * time.Millisecond
 
 func newLogSink(w io.Writer) *logSink {
 	s := &logSink{w: bufio.NewWriterSize(w, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
-	go s.loop()
+	go every(flushEvery, s.stop, s.done, s.Flush)
 	return s
 }
 
-func (s *logSink) loop() {
-	defer close(s.done)
-	t := time.NewTicker(flushEvery)
+// every runs f each interval until stop closes, then closes done.
+func every(interval time.Duration, stop <-chan struct{}, done chan<- struct{}, f func()) {
+	defer close(done)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
 		case <-t.C:
-			s.Flush()
+			f()
 		}
 	}
 }

@@ -7,6 +7,7 @@
 //	toolgate check -config FILE     validate policies and exit
 //	toolgate extproc -config FILE   run the Envoy external processor (gRPC)
 //	toolgate tools -config FILE     print the tool list as agents see it
+//	toolgate try -config FILE ...   show one call's backend request and envelope, offline
 //	toolgate demo                   run the example backends behind toolgate
 //	toolgate import openapi ...     draft a policy from an OpenAPI document
 //	toolgate learn report ...       draft a policy from observed traffic
@@ -63,6 +64,7 @@ func commands() []command {
 		{name: "serve", summary: "run the proxy (the default command: toolgate -config FILE)", run: runServe},
 		{name: "check", summary: "validate policy files or directories and exit", run: runCheck},
 		{name: "tools", summary: "print the tool list as agents see it", run: runTools},
+		{name: "try", summary: "show one call's backend request, and its envelope for a saved answer (offline)", run: runTry},
 		{name: "extproc", summary: "run the Envoy external processor (gRPC ext_proc)", run: runExtproc},
 		{name: "demo", summary: "run the example backends behind toolgate and print calls to paste", run: runDemo},
 		{name: "import", summary: "draft a policy from an OpenAPI or Swagger document", run: runImport, helpArgs: []string{"openapi", "-h"}},

@@ -19,6 +19,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/toolgate/toolgate/internal/boundedio"
 )
 
 // maxAdmissionBytes bounds an AdmissionReview request: the API server
@@ -136,8 +138,8 @@ func (h *admissionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "want Content-Type: application/json", http.StatusUnsupportedMediaType)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdmissionBytes+1))
-	if err != nil || len(body) > maxAdmissionBytes {
+	body, err := boundedio.ReadAll(r.Body, maxAdmissionBytes)
+	if err != nil {
 		http.Error(w, "cannot read the request body", http.StatusBadRequest)
 		return
 	}

@@ -25,7 +25,7 @@ func FuzzImport(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := selfCheck("fuzz", d.YAML); err != nil {
+		if err := selfCheck("fuzz", d.YAML, d.Env...); err != nil {
 			t.Fatalf("the draft does not compile: %v\n%s", err, d.YAML)
 		}
 	})

@@ -38,10 +38,22 @@
 // documents do. A JSON media type other than application/json gets a TODO:
 // toolgate sends application/json.
 //
-// Header and cookie parameters cannot be bound per call: each gets a TODO
-// comment (a constant value belongs in the upstream's headers). An
-// Idempotency-Key header on a side-effecting operation instead gets the
-// suggestion to forward toolgate's key with idempotency.forward_header.
+// Form bodies (application/x-www-form-urlencoded, when no JSON is offered)
+// are bound like JSON ones, with encoding: form. Object fields of a body are
+// written as nested shapes whose leaves are arguments (two levels deep);
+// arrays of objects, free-form maps and exactly-one-member objects stay one
+// argument; a body that is not an object is one argument named body.
+//
+// Header parameters are bound to arguments, except those that carry a
+// credential (see secretLike), those toolgate or the upstream's auth sets,
+// and Accept, Content-Type and Authorization, which OpenAPI ignores; cookie
+// parameters get a TODO. An Idempotency-Key header on a side-effecting
+// operation instead gets the suggestion to forward toolgate's key with
+// idempotency.forward_header.
+//
+// Credentials. The first security scheme the operations require becomes
+// the upstream's auth block with ${VAR} secrets (see draftAuth); Draft.Env
+// names the variables, which toolgate check needs set.
 //
 // Side effects. POST, PUT, PATCH and DELETE get side_effect: true, which
 // makes toolgate require an idempotency key and run the call at most once
@@ -114,6 +126,9 @@ type Draft struct {
 	Tools []Tool
 	// Skipped are the selected operations that did not become a tool.
 	Skipped []Skipped
+	// Env names the environment variables the draft reads (the upstream's
+	// credentials); toolgate check needs them set.
+	Env []string
 }
 
 // Tool is one imported operation.
@@ -154,27 +169,45 @@ var upstreamNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // Import drafts a policy from an OpenAPI 3.0/3.1 or Swagger 2.0 document
 // (YAML or JSON). The draft compiles as written.
 func Import(doc []byte, opts Options) (*Draft, error) {
+	b, tools, skipped, err := draft(doc, opts, loaderKnowsResponseSchema())
+	if err != nil {
+		return nil, err
+	}
+	return b.finish(tools, skipped)
+}
+
+// draft builds the tools of an import; schemaKey says whether they get
+// response.schema.
+func draft(doc []byte, opts Options, schemaKey bool) (*builder, []*toolDraft, []Skipped, error) {
 	spec := opts.SpecName
 	if spec == "" {
 		spec = "openapi"
 	}
 	if opts.Upstream != "" && !upstreamNameRE.MatchString(opts.Upstream) {
-		return nil, fmt.Errorf("%w: upstream name %q may only contain letters, digits, '_', '.' and '-' (at most 64)", ErrInvalidOptions, opts.Upstream)
+		return nil, nil, nil, fmt.Errorf("%w: upstream name %q may only contain letters, digits, '_', '.' and '-' (at most 64)", ErrInvalidOptions, opts.Upstream)
 	}
 	d, kind, err := load(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", spec, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", spec, err)
 	}
 	ops, unsupported := collectOperations(d)
 	selected, err := selectOperations(ops, unsupported, opts.Operations)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", spec, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", spec, err)
 	}
 	b := &builder{doc: d, spec: spec, kind: kind}
 	b.upstream = opts.Upstream
 	if b.upstream == "" {
 		b.upstream = upstreamFromTitle(d)
 	}
+	var usable []*operation
+	for _, op := range selected {
+		if op.unsupported == "" {
+			usable = append(usable, op)
+		}
+	}
+	b.auth = b.draftAuth(usable)
+	b.schemaKey = schemaKey
 	var tools []*toolDraft
 	var skipped []Skipped
 	for _, op := range selected {
@@ -184,7 +217,7 @@ func Import(doc []byte, opts Options) (*Draft, error) {
 		}
 		tools = append(tools, b.tool(op))
 	}
-	return b.finish(tools, skipped)
+	return b, tools, skipped, nil
 }
 
 // load reads a document of either generation into an OpenAPI 3 model with
@@ -365,9 +398,29 @@ func upstreamFromTitle(doc *openapi3.T) string {
 	return name
 }
 
-// selfCheck compiles the draft as `toolgate check` would. Environment
-// variables are never read: the draft must not depend on them.
-func selfCheck(name string, yamlText []byte) error {
-	_, err := config.CompileSource(name, yamlText, config.Options{LookupEnv: func(string) (string, bool) { return "", false }})
+// selfCheck compiles the draft as `toolgate check` would, with each of
+// the variables env names set to a placeholder. The environment itself is
+// never read: the draft must not depend on it.
+func selfCheck(name string, yamlText []byte, env ...string) error {
+	_, err := config.CompileSource(name, yamlText, config.Options{LookupEnv: PlaceholderEnv(env)})
 	return err
+}
+
+// loaderKnowsResponseSchema says whether the policy loader accepts
+// response.schema. The key is being added to the policy; until it is, the
+// draft leaves it out, since it must compile as written.
+func loaderKnowsResponseSchema() bool {
+	const probe = "version: 1\nupstreams: {u: {url: \"http://127.0.0.1:1\"}}\ntools: {t: {description: d, upstream: u, request: {path: /}, response: {schema: {type: object}}}}\n"
+	return selfCheck("probe", []byte(probe)) == nil
+}
+
+// PlaceholderEnv is an environment in which exactly the variables named are
+// set, each to a placeholder that passes every check of a secret.
+func PlaceholderEnv(names []string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if slices.Contains(names, name) {
+			return "placeholder", true
+		}
+		return "", false
+	}
 }

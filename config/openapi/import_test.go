@@ -106,7 +106,7 @@ func TestGoldenDraftsPassToolgateCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			snap, err := config.CompileSource(golden, text, config.Options{LookupEnv: noEnv})
+			snap, err := config.CompileSource(golden, text, config.Options{LookupEnv: PlaceholderEnv(draftEnv(text))})
 			if err != nil {
 				t.Fatalf("toolgate check fails on the draft as written:\n%v", err)
 			}
@@ -117,11 +117,24 @@ func TestGoldenDraftsPassToolgateCheck(t *testing.T) {
 	}
 }
 
-func noEnv(string) (string, bool) { return "", false }
+var envRef = regexp.MustCompile(`(?:^|[^$])\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// suggestionStart matches the first line of a commented-out suggestion
-// block the draft offers to uncomment.
-var suggestionStart = regexp.MustCompile(`^( *)# (response:|errors:|idempotency: )`)
+// draftEnv lists the variables a draft reads, as toolgate check would need
+// them set.
+func draftEnv(text []byte) []string {
+	var out []string
+	for _, m := range envRef.FindAllSubmatch(text, -1) {
+		if n := string(m[1]); !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// suggestionStart matches the first line of a commented-out suggestion the
+// draft offers to uncomment: a whole block, or a data or empty expression
+// under a response block that already holds the answer's schema.
+var suggestionStart = regexp.MustCompile(`^( *)# (response:|errors:|idempotency: |data: |empty: )`)
 
 // uncommentSuggestions turns the draft's suggested response, errors and
 // idempotency blocks into policy text, as a person accepting them would.
@@ -156,7 +169,7 @@ func TestSuggestionsCompileWhenUncommented(t *testing.T) {
 			if n == 0 {
 				t.Fatal("the draft offers no suggestion to uncomment")
 			}
-			if _, err := config.CompileSource(golden, []byte(accepted), config.Options{LookupEnv: noEnv}); err != nil {
+			if _, err := config.CompileSource(golden, []byte(accepted), config.Options{LookupEnv: PlaceholderEnv(draftEnv([]byte(accepted)))}); err != nil {
 				t.Fatalf("the draft with its %d suggestions uncommented does not compile:\n%v", n, err)
 			}
 		})
@@ -201,11 +214,12 @@ func TestToolsAndArgumentsFollowTheConventions(t *testing.T) {
 		"estimate_hours: {type: number, exclusiveMinimum: 0, maximum: 1000}",
 		// A recursive schema goes to $defs.
 		"$ref: '#/$defs/ChecklistItem'",
-		// Header, cookie, oneOf and multipart bodies are left to a person.
-		"header parameter X-Request-Id (optional) is not sent",
+		// A header toolgate sets, cookies and multipart bodies are left to
+		// a person; a oneOf body is one argument.
+		"The header parameter X-Request-Id (optional) is not an argument: toolgate sets it.",
 		"cookie parameter session (optional) is not sent",
-		"the request body is a oneOf of AssignAction | CloseAction",
-		"the request body is multipart/form-data, not JSON",
+		"The request body is a oneOf of AssignAction | CloseAction: the argument body is the whole",
+		"the request body is multipart/form-data; toolgate sends JSON and form bodies only",
 		"idempotency: {forward_header: Idempotency-Key}",
 		"url: https://eu.helpdesk.example.com/api/v2 #",
 		// A POST keeps the document's defaults; a PATCH does not, since
@@ -253,8 +267,8 @@ func TestSwaggerConventions(t *testing.T) {
 		"url: https://petstore.swagger.io/v2",
 		"upstream: petstore",
 		"username: body_username",
-		"the request body is application/x-www-form-urlencoded, not JSON",
-		"the request body is an array of User",
+		"encoding: form",
+		"The request body is an array of User: the argument body is the whole body.",
 		"The document marks this operation deprecated.",
 	} {
 		if !strings.Contains(text, want) {
@@ -369,7 +383,7 @@ func TestDollarBracesInTheDocumentStayLiteral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := config.CompileSource("x", d.YAML, config.Options{LookupEnv: noEnv})
+	snap, err := config.CompileSource("x", d.YAML, config.Options{LookupEnv: PlaceholderEnv(d.Env)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,9 +34,9 @@ func (b *builder) finish(tools []*toolDraft, skipped []Skipped) (*Draft, error) 
 		if len(text) > maxPolicyBytes {
 			return nil, fmt.Errorf("%s: %w: the draft of %d tools is %.1f MiB, over the %d MiB a policy file may have; select fewer operations (-operations)", b.spec, ErrTooLarge, len(tools), float64(len(text))/(1<<20), maxPolicyBytes>>20)
 		}
-		err = selfCheck(fileName, text)
+		err = selfCheck(fileName, text, b.auth.env...)
 		if err == nil {
-			d := &Draft{YAML: text, Skipped: skipped}
+			d := &Draft{YAML: text, Skipped: skipped, Env: b.auth.env}
 			for _, t := range tools {
 				d.Tools = append(d.Tools, Tool{Name: t.name, OperationID: t.op.op.OperationID, Method: t.op.method, Path: t.op.path, SideEffect: t.sideEffect})
 			}
@@ -108,9 +108,13 @@ func (b *builder) header() string {
 	if title != "" {
 		about = strings.TrimSpace(title+" "+version) + ", " + b.kind
 	}
+	passes := "It passes `toolgate check` as written."
+	if len(b.auth.env) > 0 {
+		passes = fmt.Sprintf("It passes `toolgate check` as written once %s are set.", strings.Join(b.auth.env, ", "))
+	}
 	return comment([]string{
 		fmt.Sprintf("toolgate policy draft imported from %s (%s) by `toolgate import openapi`.", b.spec, about),
-		"It passes `toolgate check` as written. It defines only upstreams and tools, so it can join a policy directory whose other files set server, state and access. To finish it, work through the TODO comments:",
+		passes + " It defines only upstreams and tools, so it can join a policy directory whose other files set server, state and access. To finish it, work through the TODO comments:",
 		"- response: what the agent sees (data) and what counts as nothing found (empty), CEL over status, headers, body and args; the suggestions under each tool compile as they are.",
 		"- errors: rules only where the backend departs from toolgate's default status table, for example a legacy API that answers 200 with an error code:",
 		code("    errors:"),
@@ -128,14 +132,31 @@ func (b *builder) upstreamNode() (*yaml.Node, *yaml.Node) {
 	u, urlNote, others := b.serverURL()
 	urlKey := str("url")
 	lines := []string{"TODO: timeout (default 2s), max_concurrent, retries and breaker: see docs/policy.md."}
-	lines = append(lines, b.credentialHints()...)
 	if len(others) > 0 {
 		lines = append(lines, "The document also lists: "+strings.Join(others, ", "))
 	}
 	urlKey.HeadComment = comment(lines, 4)
 	urlVal := str(escapeEnv(u))
 	urlVal.LineComment = urlNote
-	return key, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}}
+	up := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}}
+	a := b.auth
+	if a.block != nil || len(a.notes) > 0 {
+		var notes []string
+		if a.block != nil {
+			notes = append(notes, fmt.Sprintf("From the security scheme %s. Set %s in the environment (or use the _file form of each secret, see docs/policy.md).", a.scheme, strings.Join(a.env, ", ")))
+		}
+		notes = append(notes, a.notes...)
+		authKey := str("auth")
+		if a.block == nil {
+			// Only comments: they go above the next entry or at the end.
+			up.Content[len(up.Content)-1].LineComment = urlNote
+			urlKey.HeadComment = comment(append(lines, notes...), 4)
+			return key, up
+		}
+		authKey.HeadComment = comment(notes, 4)
+		up.Content = append(up.Content, authKey, valueNode(a.block, false))
+	}
+	return key, up
 }
 
 // serverURL is the upstream's base URL: servers[0] with the defaults of its
@@ -185,39 +206,6 @@ func (b *builder) serverURL() (u, note string, others []string) {
 	return parsed.String(), "servers[0]", others
 }
 
-// credentialHints turns the document's security schemes into the headers
-// an operator would set on the upstream.
-func (b *builder) credentialHints() []string {
-	if b.doc.Components == nil || len(b.doc.Components.SecuritySchemes) == 0 {
-		return nil
-	}
-	env := strings.TrimSuffix(strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(b.upstream)), "_API")
-	var lines []string
-	for _, name := range slices.Sorted(maps.Keys(b.doc.Components.SecuritySchemes)) {
-		ref := b.doc.Components.SecuritySchemes[name]
-		if ref == nil || ref.Value == nil {
-			continue
-		}
-		s := ref.Value
-		switch {
-		case s.Type == "apiKey" && s.In == "header":
-			lines = append(lines, code(fmt.Sprintf("headers: {%s: \"${%s_API_KEY}\"}  # %s: API key", s.Name, env, name)))
-		case s.Type == "apiKey":
-			lines = append(lines, fmt.Sprintf("(%s sends an API key in the %s parameter %q, which toolgate cannot set; use a header if the backend accepts one.)", name, s.In, s.Name))
-		case s.Type == "http" && strings.EqualFold(s.Scheme, "basic"):
-			lines = append(lines, code(fmt.Sprintf("headers: {Authorization: \"Basic ${%s_BASIC_AUTH}\"}  # %s: HTTP basic", env, name)))
-		case s.Type == "http" || s.Type == "oauth2" || s.Type == "openIdConnect":
-			lines = append(lines, code(fmt.Sprintf("headers: {Authorization: \"Bearer ${%s_TOKEN}\"}  # %s: %s", env, name, s.Type)))
-		default:
-			lines = append(lines, fmt.Sprintf("(%s, of type %s, has no header form; configure credentials by hand.)", name, s.Type))
-		}
-	}
-	if len(lines) == 0 {
-		return nil
-	}
-	return append([]string{"TODO: credentials for the backend, from the document's security schemes, e.g.:"}, lines...)
-}
-
 func (b *builder) toolNode(t *toolDraft) (*yaml.Node, *yaml.Node) {
 	key := str(t.name)
 	id := "no operationId"
@@ -248,30 +236,79 @@ func (b *builder) toolNode(t *toolDraft) (*yaml.Node, *yaml.Node) {
 	if t.query.len() > 0 {
 		req.Content = append(req.Content, str("query"), bindingNode(t.query))
 	}
-	if t.body.len() > 0 {
+	if t.headers.len() > 0 {
+		req.Content = append(req.Content, str("headers"), bindingNode(t.headers))
+	}
+	switch {
+	case t.bodyArg != "":
+		req.Content = append(req.Content, str("body"), str(t.bodyArg))
+	case t.body.len() > 0:
 		req.Content = append(req.Content, str("body"), bindingNode(t.body))
+	}
+	if t.encoding != "" && (t.bodyArg != "" || t.body.len() > 0) {
+		req.Content = append(req.Content, str("encoding"), str(t.encoding))
 	}
 	reqKey := str("request")
 	reqKey.HeadComment = comment(t.requestNotes, 4)
-	reqKey.FootComment = comment(t.responseNotes, 4)
 	add(reqKey, req)
+	last := reqKey
+	if t.responseSchema != nil {
+		schemaKey := str("schema")
+		schemaKey.HeadComment = comment(append(t.dataNotes, "The schema of the answer, from the document: an answer that departs from it counts in toolgate_contract_violations_total."), 6)
+		resKey := str("response")
+		add(resKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{schemaKey, valueNode(t.responseSchema, false)}})
+		last = resKey
+	}
+	last.FootComment = comment(t.responseNotes, 4)
 	return key, m
 }
 
-// bindingNode writes a query or body map (backend name -> argument), on one
-// line when it is short.
+// bindingNode writes a query, headers or body shape (backend name ->
+// argument, nested shape or constant), on one line when it is short.
 func bindingNode(m *omap) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.MappingNode}
 	width := 0
 	for _, k := range m.keys {
-		arg := m.vals[k].(string)
-		n.Content = append(n.Content, str(k), str(arg))
-		width += len(k) + len(arg) + 4
+		var v *yaml.Node
+		switch val := m.vals[k].(type) {
+		case string:
+			v = str(val)
+			width += len(k) + len(val) + 4
+		case constLeaf:
+			v = &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{str("const"), valueNode(escapeEnvIn(val.v), true)}}
+			v.Style = yaml.FlowStyle
+			width += len(k) + 12 + len(fmt.Sprint(val.v))
+		case *omap:
+			v = bindingNode(val)
+			width += 1000 // nested shapes read best in block style
+		}
+		n.Content = append(n.Content, str(k), v)
 	}
 	if width <= 80 {
 		n.Style = yaml.FlowStyle
 	}
 	return n
+}
+
+// escapeEnvIn escapes "${" in the strings of a JSON value.
+func escapeEnvIn(v any) any {
+	switch t := v.(type) {
+	case string:
+		return escapeEnv(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = escapeEnvIn(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = escapeEnvIn(e)
+		}
+		return out
+	}
+	return v
 }
 
 // valueNode writes a JSON value. A schema whose values are all scalars (or

@@ -54,6 +54,10 @@ type schemaConverter struct {
 	// into a value the call sets.
 	noDefaults bool
 	dropped    bool // a default was left out
+	// response converts the schema of an answer: writeOnly properties are
+	// left out instead of readOnly ones, and so are the annotations
+	// (title, description, examples, deprecated), which validate nothing.
+	response bool
 
 	stack    map[*openapi3.Schema]bool
 	defNames map[*openapi3.Schema]string
@@ -230,14 +234,14 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 	if s.MaxProps != nil {
 		m.set("maxProperties", float64(*s.MaxProps))
 	}
-	if req := requestRequired(s); len(req) > 0 {
+	if req := c.required(s); len(req) > 0 {
 		m.set("required", stringsToAny(req))
 	}
 	if len(s.Properties) > 0 {
 		props := newOmap()
 		for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 			p := s.Properties[name]
-			if readOnly(p) {
+			if c.leftOut(p) {
 				continue
 			}
 			props.set(name, c.convert(p))
@@ -310,6 +314,10 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 	if s.ContentEncoding != "" {
 		m.set("contentEncoding", s.ContentEncoding)
 	}
+	if c.response {
+		c.size += m.len()
+		return c.nullable(m, nullable, types)
+	}
 	if s.Title != "" {
 		m.set("title", oneLine(s.Title))
 	}
@@ -326,8 +334,13 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 		m.set("deprecated", true)
 	}
 	c.size += m.len()
-	// OpenAPI 3.0 writes a nullable reference as {nullable: true, allOf:
-	// [$ref]}, with no type to add "null" to.
+	return c.nullable(m, nullable, types)
+}
+
+// nullable finishes a converted schema. OpenAPI 3.0 writes a nullable
+// reference as {nullable: true, allOf: [$ref]}, with no type to add "null"
+// to.
+func (c *schemaConverter) nullable(m *omap, nullable bool, types []any) any {
 	if nullable && len(types) == 0 {
 		null := newOmap()
 		null.set("type", "null")
@@ -375,6 +388,30 @@ func (c *schemaConverter) list(refs openapi3.SchemaRefs) []any {
 	out := make([]any, 0, len(refs))
 	for _, r := range refs {
 		out = append(out, c.convert(r))
+	}
+	return out
+}
+
+// leftOut says a property is not part of the schema being converted: a
+// readOnly one in a request, a writeOnly one in an answer.
+func (c *schemaConverter) leftOut(p *openapi3.SchemaRef) bool {
+	if c.response {
+		return p != nil && p.Value != nil && p.Value.WriteOnly
+	}
+	return readOnly(p)
+}
+
+// required is s.required without the properties left out.
+func (c *schemaConverter) required(s *openapi3.Schema) []string {
+	if !c.response {
+		return requestRequired(s)
+	}
+	var out []string
+	for _, name := range s.Required {
+		if p, ok := s.Properties[name]; ok && c.leftOut(p) {
+			continue
+		}
+		out = append(out, name)
 	}
 	return out
 }

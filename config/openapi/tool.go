@@ -22,6 +22,10 @@ type builder struct {
 	spec     string
 	kind     string // "OpenAPI 3.0.3", "Swagger 2.0"
 	upstream string
+	auth     upstreamAuth
+	// schemaKey says the policy loader knows response.schema, so each tool
+	// gets the schema of its answer.
+	schemaKey bool
 }
 
 // toolDraft is one tool before rendering: the values to write and the
@@ -41,11 +45,18 @@ type toolDraft struct {
 
 	method       string
 	path         string
-	query        *omap // backend parameter -> argument
-	body         *omap // body field -> argument
+	query        *omap  // backend parameter -> argument
+	headers      *omap  // header -> argument
+	body         *omap  // body shape: field -> argument, *omap or constLeaf
+	bodyArg      string // the argument that is the whole body, or ""
+	encoding     string // "form", or "" for JSON
 	requestNotes []string
 
 	responseNotes []string // after the request: response and errors hints
+	// responseSchema is response.schema, or nil; dataNotes, the data
+	// suggestion that goes in the response block with it.
+	responseSchema any
+	dataNotes      []string
 }
 
 // maxInlineValues and maxInlineDepth bound an inlined argument schema; past
@@ -77,7 +88,8 @@ func (b *builder) tool(op *operation) *toolDraft {
 	if conv.dropped {
 		bd.argsNotes = append(bd.argsNotes, "The document's default values are left out: toolgate fills defaults in before sending, so in a PATCH they would overwrite fields the agent leaves alone.")
 	}
-	t.args, t.path, t.query, t.body = bd.args, bd.path, bd.query, bd.body
+	t.args, t.path, t.query, t.headers, t.body = bd.args, bd.path, bd.query, bd.headers, bd.body
+	t.bodyArg, t.encoding = bd.bodyArg, bd.encoding
 	t.requestNotes = bd.requestNotes
 
 	t.argsNotes = append(t.argsNotes, "TODO: cost (default 0) and timeout (default: the upstream's).")
@@ -89,7 +101,15 @@ func (b *builder) tool(op *operation) *toolDraft {
 		}
 	}
 	t.argsNotes = append(t.argsNotes, bd.argsNotes...)
-	t.responseNotes = append(b.responseHints(op), b.errorHints(op, t.sideEffect)...)
+	if b.schemaKey {
+		t.responseSchema = responseSchema(op)
+	}
+	if t.responseSchema != nil {
+		t.dataNotes = b.responseHints(op)
+		t.responseNotes = b.errorHints(op, t.sideEffect)
+	} else {
+		t.responseNotes = append(b.responseHints(op), b.errorHints(op, t.sideEffect)...)
+	}
 	return t
 }
 
@@ -176,14 +196,18 @@ type binding struct {
 	args              *omap
 	path              string
 	query             *omap
-	body              *omap
+	headers           *omap
+	body              *omap // a shape: field -> argument name, *omap, or constLeaf
+	bodyArg           string
+	encoding          string
+	dependent         *omap // dependentRequired of the argument schema
 	argsNotes         []string
 	requestNotes      []string
 	idempotencyHeader string
 }
 
 func (b *builder) bind(op *operation, sideEffect bool, conv *schemaConverter) *binding {
-	bd := &binding{conv: conv, query: newOmap(), body: newOmap()}
+	bd := &binding{conv: conv, query: newOmap(), headers: newOmap(), body: newOmap()}
 	var reserved []string
 	if sideEffect {
 		reserved = append(reserved, contracts.IdempotencyKeyArg)
@@ -261,7 +285,8 @@ func (b *builder) bind(op *operation, sideEffect bool, conv *schemaConverter) *b
 		}
 	}
 
-	// Header and cookie parameters cannot be bound per call.
+	// Headers: each becomes an argument, unless it carries a credential
+	// or is a header toolgate sets itself. Cookies cannot be bound.
 	for _, p := range params {
 		if p.In != openapi3.ParameterInHeader && p.In != openapi3.ParameterInCookie {
 			continue
@@ -274,11 +299,20 @@ func (b *builder) bind(op *operation, sideEffect bool, conv *schemaConverter) *b
 		if p.Required {
 			req = "required"
 		}
-		where := "upstreams." + b.upstream + ".headers"
 		if p.In == openapi3.ParameterInCookie {
-			where = "upstreams." + b.upstream + `.headers (as a Cookie header)`
+			bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: cookie parameter %s (%s) is not sent: toolgate binds path, query, headers and body; a constant value belongs in upstreams.%s.headers (as a Cookie header).", p.Name, req, b.upstream))
+			continue
 		}
-		bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: %s parameter %s (%s) is not sent: toolgate binds path, query and body only; a constant value belongs in %s.", p.In, p.Name, req, where))
+		if why := b.unbindableHeader(p); why != "" {
+			bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("The header parameter %s (%s) is not an argument: %s.", p.Name, req, why))
+			continue
+		}
+		arg := argName(names, p.Name, "header")
+		props.set(arg, paramSchema(conv, p))
+		bd.headers.set(p.Name, arg)
+		if p.Required {
+			required = append(required, arg)
+		}
 	}
 
 	// Body.
@@ -292,6 +326,9 @@ func (b *builder) bind(op *operation, sideEffect bool, conv *schemaConverter) *b
 	args.set("additionalProperties", false)
 	if props.len() > 0 {
 		args.set("properties", props)
+	}
+	if bd.dependent != nil && bd.dependent.len() > 0 {
+		args.set("dependentRequired", bd.dependent)
 	}
 	if defs := conv.defs(); defs != nil {
 		args.set("$defs", defs)
@@ -314,8 +351,13 @@ func (b *builder) bindBody(op *operation, conv *schemaConverter, names *namer, p
 	rb := op.op.RequestBody.Value
 	media, mt := jsonMedia(rb.Content)
 	if mt == nil {
+		if k, form := formMedia(rb.Content); form != nil {
+			media, mt, bd.encoding = k, form, "form"
+		}
+	}
+	if mt == nil {
 		if len(rb.Content) > 0 {
-			bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: the request body is %s, not JSON; toolgate sends JSON bodies only, so it is not bound.", strings.Join(slices.Sorted(maps.Keys(rb.Content)), ", ")))
+			bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: the request body is %s; toolgate sends JSON and form bodies only, so it is not bound.", strings.Join(slices.Sorted(maps.Keys(rb.Content)), ", ")))
 		}
 		return
 	}
@@ -325,26 +367,216 @@ func (b *builder) bindBody(op *operation, conv *schemaConverter, names *namer, p
 	}
 	fields, req, why := objectShape(mt.Schema, 0)
 	if why != "" {
-		bd.requestNotes = append(bd.requestNotes,
-			fmt.Sprintf("TODO: the request body is %s; toolgate binds top-level fields of a JSON object only, so it is not bound.", why),
-			"Bind the fields the agent should set by hand (args plus request.body), or put an adapter in front of the backend.")
-		return
-	}
-	if base := strings.ToLower(strings.TrimSpace(strings.SplitN(media, ";", 2)[0])); base != "application/json" && base != "*/*" {
-		bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: the document gives the body as %s; toolgate sends it as application/json. Check the backend accepts that.", media))
-	}
-	isReq := map[string]bool{}
-	for _, r := range req {
-		isReq[r] = true
-	}
-	for _, field := range slices.Sorted(maps.Keys(fields)) {
-		arg := argName(names, field, "body")
-		props.set(arg, conv.convert(fields[field]))
-		bd.body.set(field, arg)
-		if isReq[field] {
+		if bd.encoding == "form" {
+			bd.requestNotes = append(bd.requestNotes,
+				fmt.Sprintf("TODO: the form body is %s; a form body is built from named fields, so it is not bound.", why))
+			return
+		}
+		// The whole body is one argument.
+		arg := names.take("body", "request_body")
+		props.set(arg, conv.convert(mt.Schema))
+		bd.bodyArg = arg
+		if rb.Required {
 			*required = append(*required, arg)
 		}
+		bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("The request body is %s: the argument %s is the whole body.", why, arg))
+		return
 	}
+	if base := mediaBase(media); bd.encoding == "" && base != "application/json" && base != "*/*" {
+		bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("TODO: the document gives the body as %s; toolgate sends it as application/json. Check the backend accepts that.", media))
+	}
+	nb := &nester{b: b, conv: conv, names: names, props: props, bd: bd, stack: map[*openapi3.Schema]bool{mt.Schema.Value: true}}
+	all := nb.object(bd.body, fields, req, true, "", 0)
+	*required = append(*required, all.required...)
+}
+
+// maxNesting is how deep objects of the body are written out as nested
+// shapes whose leaves are arguments (body.a.b); a deeper object is one
+// argument.
+const maxNesting = 2
+
+// nester binds the fields of an object body, nesting its objects.
+type nester struct {
+	b     *builder
+	conv  *schemaConverter
+	names *namer
+	props *omap
+	bd    *binding
+	stack map[*openapi3.Schema]bool
+}
+
+// boundArgs are the arguments an object's fields became: all of them, and
+// those required whenever the object is sent.
+type boundArgs struct {
+	all, required []string
+}
+
+// object binds fields into shape. sent says the object is always sent (it
+// and its ancestors are required); prefix names its arguments.
+func (n *nester) object(shape *omap, fields map[string]*openapi3.SchemaRef, req []string, sent bool, prefix string, depth int) boundArgs {
+	var out boundArgs
+	for _, field := range slices.Sorted(maps.Keys(fields)) {
+		ref := fields[field]
+		isReq := slices.Contains(req, field)
+		if v, ok := constValue(ref); ok && isReq {
+			// A required field with one allowed value is no choice for
+			// the model: send it.
+			shape.set(field, constLeaf{v})
+			continue
+		}
+		if sub, subReq, ok := n.nestable(ref, depth); ok {
+			inner := newOmap()
+			n.stack[ref.Value] = true
+			got := n.object(inner, sub, subReq, sent && isReq, prefix+field+"_", depth+1)
+			delete(n.stack, ref.Value)
+			if inner.len() == 0 {
+				continue
+			}
+			shape.set(field, inner)
+			out.all = append(out.all, got.all...)
+			if isReq {
+				out.required = append(out.required, got.required...)
+			}
+			if !(sent && isReq) && len(got.required) > 0 {
+				// Whichever of the object's arguments is given, its
+				// required fields must be too.
+				if n.bd.dependent == nil {
+					n.bd.dependent = newOmap()
+				}
+				for _, a := range got.all {
+					var others []string
+					for _, r := range got.required {
+						if r != a {
+							others = append(others, r)
+						}
+					}
+					if len(others) > 0 {
+						n.bd.dependent.set(a, stringsToAny(others))
+					}
+				}
+			}
+			continue
+		}
+		cands := []string{prefix + field, "body_" + prefix + field}
+		if sanitize(prefix+field) == "" {
+			cands = []string{"body"}
+		}
+		arg := n.names.take(cands...)
+		n.props.set(arg, n.conv.convert(ref))
+		shape.set(field, arg)
+		out.all = append(out.all, arg)
+		if isReq {
+			out.required = append(out.required, arg)
+		}
+		if n.bd.encoding == "form" && ref.Value != nil && ref.Value.Type != nil {
+			if t := ref.Value.Type; t.Includes("object") || (t.Includes("array") && ref.Value.Items != nil && ref.Value.Items.Value != nil && ref.Value.Items.Value.Type != nil && ref.Value.Items.Value.Type.Includes("object")) {
+				n.bd.requestNotes = append(n.bd.requestNotes, fmt.Sprintf("TODO: the form field %s holds objects; toolgate sends such a value as one field of compact JSON. Check the backend reads that.", prefix+field))
+			}
+		}
+	}
+	if n.bd.encoding == "form" && depth == 1 && prefix != "" {
+		n.bd.requestNotes = append(n.bd.requestNotes, fmt.Sprintf("TODO: the form field %s is an object; toolgate sends its fields as bracketed keys (%s[key]=value). Check the backend reads that.", strings.TrimSuffix(prefix, "_"), strings.TrimSuffix(prefix, "_")))
+	}
+	return out
+}
+
+// nestable says whether a field is an object written out as a nested
+// shape: declared properties, no free-form keys, no alternatives, not
+// nullable, not one of its own ancestors, and not too deep.
+func (n *nester) nestable(ref *openapi3.SchemaRef, depth int) (map[string]*openapi3.SchemaRef, []string, bool) {
+	if depth >= maxNesting || ref == nil || ref.Value == nil || n.stack[ref.Value] {
+		return nil, nil, false
+	}
+	if !plainObject(ref, 0) {
+		return nil, nil, false
+	}
+	fields, req, why := objectShape(ref, 0)
+	if why != "" {
+		return nil, nil, false
+	}
+	return fields, req, true
+}
+
+// plainObject says a schema is an object (or a type-less allOf of
+// objects, as a described $ref is written) that a set of optional members
+// describes fully: no free-form keys, no bounds on the number of members
+// (QueryContainer's "exactly one"), not nullable.
+func plainObject(ref *openapi3.SchemaRef, depth int) bool {
+	if ref == nil || ref.Value == nil || depth > 16 {
+		return false
+	}
+	s := ref.Value
+	if s.Nullable || s.AdditionalProperties.Schema != nil || (s.AdditionalProperties.Has != nil && *s.AdditionalProperties.Has) || s.MinProps > 0 || s.MaxProps != nil || s.Not != nil {
+		return false
+	}
+	switch {
+	case s.Type != nil && s.Type.Is("object"):
+	case (s.Type == nil || len(*s.Type) == 0) && len(s.AllOf) > 0 && len(s.Properties) == 0:
+	default:
+		return false
+	}
+	for _, m := range s.AllOf {
+		if !plainObject(m, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// constValue is the one value a schema allows (const, or an enum of one).
+func constValue(ref *openapi3.SchemaRef) (any, bool) {
+	if ref == nil || ref.Value == nil {
+		return nil, false
+	}
+	if ref.Value.Const != nil {
+		return ref.Value.Const, true
+	}
+	if len(ref.Value.Enum) == 1 && !ref.Value.Nullable {
+		return ref.Value.Enum[0], true
+	}
+	return nil, false
+}
+
+// constLeaf is a constant in a request shape: {const: V}.
+type constLeaf struct{ v any }
+
+// mediaBase is a media type without parameters, in lower case.
+func mediaBase(media string) string {
+	return strings.ToLower(strings.TrimSpace(strings.SplitN(media, ";", 2)[0]))
+}
+
+// formMedia picks the application/x-www-form-urlencoded media type of a
+// content map.
+func formMedia(content openapi3.Content) (string, *openapi3.MediaType) {
+	for _, k := range slices.Sorted(maps.Keys(content)) {
+		if mediaBase(k) == "application/x-www-form-urlencoded" {
+			return k, content[k]
+		}
+	}
+	return "", nil
+}
+
+// unbindableHeader says why a header parameter is not an argument, or "".
+func (b *builder) unbindableHeader(p *openapi3.Parameter) string {
+	name := http.CanonicalHeaderKey(p.Name)
+	switch name {
+	case "Accept", "Content-Type", "Authorization":
+		// OpenAPI says these header parameters are ignored: they are
+		// described elsewhere (content, security).
+		return "OpenAPI describes it elsewhere, and toolgate sets it"
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "X-Request-Id", "Traceparent", "Tracestate", "X-Forwarded-Client-Cert":
+		return "toolgate sets it"
+	}
+	if b.auth.header != "" && name == b.auth.header {
+		return "the upstream's auth sets it"
+	}
+	if secretLike.MatchString(p.Name) {
+		return "it carries a credential, which the model must never hold; set it in the upstream's auth or headers"
+	}
+	if p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Type != nil && p.Schema.Value.Type.Includes("object") {
+		return "it is an object, which a header cannot carry; set it in the upstream's headers"
+	}
+	return ""
 }
 
 // argName names an argument after a parameter or field; on a collision it
@@ -579,6 +811,73 @@ func escapeLiteral(s string) string {
 // responseHints suggests response.data and response.empty from the first
 // documented 2xx answer.
 func (b *builder) responseHints(op *operation) []string {
+	lines := b.dataHints(op)
+	if b.schemaKey && firstJSONSchema(op) != nil {
+		// The tool has a response block (its schema): the suggestion
+		// goes in it, after the comment that says what it is.
+		out := []string{}
+		for _, l := range lines {
+			if c, ok := strings.CutPrefix(l, codeMark); ok {
+				if c == "response:" {
+					continue
+				}
+				l = code(strings.TrimPrefix(c, "  "))
+			}
+			out = append(out, l)
+		}
+		return out
+	}
+	return lines
+}
+
+// firstJSONSchema is the schema of the first documented 2xx answer, when
+// that answer is JSON; nil otherwise.
+func firstJSONSchema(op *operation) *openapi3.SchemaRef {
+	if op.op.Responses == nil {
+		return nil
+	}
+	responses := op.op.Responses.Map()
+	for _, c := range slices.Sorted(maps.Keys(responses)) {
+		if !strings.HasPrefix(c, "2") || responses[c] == nil || responses[c].Value == nil {
+			continue
+		}
+		if _, mt := jsonMedia(responses[c].Value.Content); mt != nil && mt.Schema != nil && mt.Schema.Value != nil {
+			return mt.Schema
+		}
+		return nil
+	}
+	return nil
+}
+
+// responseSchema is response.schema: the JSON Schema of the first 2xx
+// answer, as the document gives it (writeOnly fields left out); nil when
+// that answer is not JSON or has no schema. Recursive schemas, and all
+// named ones of a schema too large to inline, go to $defs.
+func responseSchema(op *operation) any {
+	ref := firstJSONSchema(op)
+	if ref == nil {
+		return nil
+	}
+	for _, useDefs := range []bool{false, true} {
+		c := newSchemaConverter(useDefs)
+		c.response = true
+		v := c.convert(ref)
+		if c.overflow {
+			continue
+		}
+		if m, ok := v.(*omap); ok {
+			if defs := c.defs(); defs != nil {
+				m.set("$defs", defs)
+			}
+		}
+		return v
+	}
+	return nil
+}
+
+// dataHints suggests response.data and response.empty from the first
+// documented 2xx answer.
+func (b *builder) dataHints(op *operation) []string {
 	responses := map[string]*openapi3.ResponseRef{}
 	if op.op.Responses != nil {
 		responses = op.op.Responses.Map()
@@ -665,6 +964,25 @@ func suggestResponse(ref *openapi3.SchemaRef) responseHint {
 			}
 			fields := append([]field{{name: list, required: req[list]}}, scalarFields(props, required, false, 3)...)
 			h.data = celObject(fields, "body")
+			if hasSecret(p.Value.Items, 0, map[*openapi3.Schema]bool{}) {
+				// The items hold a credential somewhere: copy only their
+				// plain fields.
+				ip, ir := mergedProperties(p.Value.Items, 0)
+				itemFields := scalarFields(ip, ir, false, 4)
+				if len(itemFields) == 0 {
+					continue
+				}
+				get := celGet("body", list) + ".map(item, " + celObject(itemFields, "item") + ")"
+				if !req[list] {
+					get = celHas("body", list) + " ? " + get + " : null"
+				}
+				h.data = "{" + strconv.Quote(list) + ": " + get
+				if rest := celObject(fields[1:], "body"); rest != "{}" {
+					h.data += ", " + rest[1:]
+				} else {
+					h.data += "}"
+				}
+			}
 			h.empty = "size(" + celGet("body", list) + ") == 0"
 			if !req[list] {
 				not := "!" + celHas("body", list)
@@ -706,6 +1024,29 @@ func mergedProperties(ref *openapi3.SchemaRef, depth int) (map[string]*openapi3.
 	return props, required
 }
 
+// hasSecret reports whether a schema has a property with a secret-like
+// name, at any depth (bounded, and each schema looked at once).
+func hasSecret(ref *openapi3.SchemaRef, depth int, seen map[*openapi3.Schema]bool) bool {
+	if ref == nil || ref.Value == nil || depth > 16 || seen[ref.Value] {
+		return false
+	}
+	s := ref.Value
+	seen[s] = true
+	for name, p := range s.Properties {
+		if secretLike.MatchString(name) || hasSecret(p, depth+1, seen) {
+			return true
+		}
+	}
+	for _, list := range []openapi3.SchemaRefs{s.AllOf, s.AnyOf, s.OneOf} {
+		for _, m := range list {
+			if hasSecret(m, depth+1, seen) {
+				return true
+			}
+		}
+	}
+	return hasSecret(s.Items, depth+1, seen) || hasSecret(s.AdditionalProperties.Schema, depth+1, seen)
+}
+
 // field is a property a suggested expression reads.
 type field struct {
 	name     string
@@ -726,7 +1067,7 @@ func scalarFields(props map[string]*openapi3.SchemaRef, required []string, onlyR
 			continue
 		}
 		t := p.Value.Type
-		if t.Includes("array") || t.Includes("object") {
+		if t.Includes("array") || t.Includes("object") || secretLike.MatchString(name) {
 			continue
 		}
 		if req[name] {

@@ -24,6 +24,30 @@ import (
 // any other value goes through json.Marshal first. It is not RFC 8785
 // (JCS): numbers are not normalised.
 func AppendCanonical(dst []byte, v any) ([]byte, error) {
+	return appendCanonical(dst, v, nil)
+}
+
+// NumberFunc spells a number of a document AppendCanonicalNumbers writes: a
+// json.Number or a Go integer or float. ok false leaves it to
+// AppendCanonical's spelling.
+type NumberFunc func(dst []byte, n any) (out []byte, ok bool, err error)
+
+// AppendCanonicalNumbers is AppendCanonical with the numbers spelled by num
+// (for example integral values as plain digits, as a backend reading an
+// integer parameter wants them).
+func AppendCanonicalNumbers(dst []byte, v any, num NumberFunc) ([]byte, error) {
+	return appendCanonical(dst, v, num)
+}
+
+func appendCanonical(dst []byte, v any, num NumberFunc) ([]byte, error) {
+	if num != nil {
+		switch v.(type) {
+		case json.Number, int, int64, int32, uint64, uint, float64, float32:
+			if out, ok, err := num(dst, v); ok || err != nil {
+				return out, err
+			}
+		}
+	}
 	switch v := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -50,7 +74,7 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 			dst = AppendString(dst, k)
 			dst = append(dst, ':')
 			var err error
-			if dst, err = AppendCanonical(dst, v[k]); err != nil {
+			if dst, err = appendCanonical(dst, v[k], num); err != nil {
 				return dst, err
 			}
 		}
@@ -62,7 +86,7 @@ func AppendCanonical(dst []byte, v any) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = AppendCanonical(dst, e); err != nil {
+			if dst, err = appendCanonical(dst, e, num); err != nil {
 				return dst, err
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -336,14 +337,8 @@ func describe(p networkingv1.NetworkPolicyPort) string {
 }
 
 // Selects reports whether a label selector matches a set of labels.
-func Selects(selector, labels map[string]string) bool {
-	if len(selector) == 0 {
-		return false
-	}
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
+func Selects(selector, podLabels map[string]string) bool {
+	// An empty selector selects nothing here: a Service without one has
+	// its endpoints managed by hand.
+	return len(selector) > 0 && labels.SelectorFromValidatedSet(selector).Matches(labels.Set(podLabels))
 }

@@ -19,8 +19,9 @@
 //     status.
 //
 // Routes whose successful answers are not JSON (a health check, a page)
-// are not drafted as read-only tools, since toolgate reports such an
-// answer as upstream; the header says to keep them on passthrough.
+// are not drafted as read-only tools: toolgate could read them as text,
+// but such a route is rarely a tool; the header says to keep them on
+// passthrough, or to write the tool by hand.
 //
 // The draft passes `toolgate check` as written, and its routes are not
 // ambiguous in transparent mode: it is compiled both ways before it is

@@ -88,7 +88,7 @@ func skipReason(r *learn.Route) string {
 		json += r.Answer.Seen
 	}
 	if ok > 0 && json == 0 {
-		return fmt.Sprintf("its 2xx answers are %s, not JSON, which toolgate reports as upstream: keep the route on server.passthrough",
+		return fmt.Sprintf("its 2xx answers are %s, not JSON: toolgate would hand their text to the agent as data, but a route like this is usually a health check or a page, so it stays on server.passthrough; write its tool by hand if agents need it",
 			strings.Join(mediaTypes(r), ", "))
 	}
 	return ""
