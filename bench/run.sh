@@ -965,7 +965,7 @@ if [ "$ROUNDS" -gt 0 ]; then
       echo
       echo "Resident memory after the run: $(for v in httputil httputil-nopool toolgate toolgate-transparent toolgate-info; do
         [ -n "${PID[$v]:-}" ] && printf '%s %s; ' "$v" "$(rss "${PID[$v]}")"
-      done)$([ -n "${nginx_pids[1]:-}" ] && echo "nginx worker $(rss "${nginx_pids[1]}")")."
+      done)$([ -n "${nginx_pids[1]:-}" ] && echo "nginx worker $(rss "${nginx_pids[1]}")")." | sed 's/; \.$/./'
     fi
     if section size; then
       echo
