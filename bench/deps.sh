@@ -6,6 +6,8 @@
 # Debian packages only; needs root or sudo. Safe to run again: it installs
 # nothing that is there. make test never calls it.
 set -euo pipefail
+# shellcheck source=scripts/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/apt.sh"
 
 need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
@@ -18,18 +20,4 @@ if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
 echo "bench deps: installing ${need[*]}" >&2
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  sudo="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-# The Debian packages start a system nginx on port 80 and a system Redis on
-# 6379; the benchmark starts its own, so stop those (they are not ours to
-# leave running).
-for svc in nginx redis-server; do
-  if [[ " ${need[*]} " == *" $svc "* ]]; then
-    $sudo systemctl stop "$svc" >/dev/null 2>&1 || $sudo service "$svc" stop >/dev/null 2>&1 || true
-  fi
-done
+apt_install "${need[@]}"

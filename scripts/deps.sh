@@ -3,6 +3,8 @@
 # prometheus and promtool) when they are missing. Debian packages only;
 # needs root or sudo. Safe to run again: it installs nothing that is there.
 set -euo pipefail
+# shellcheck source=scripts/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 need=()
 # redis-server also runs the tests' Cluster nodes (--cluster-enabled) and
@@ -18,14 +20,4 @@ fi
 # De-duplicate.
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 echo "deps: installing ${need[*]}" >&2
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  sudo="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-# The Debian packages start their services; the tests start their own.
-for svc in redis-server prometheus; do
-  $sudo systemctl stop "$svc" >/dev/null 2>&1 || $sudo service "$svc" stop >/dev/null 2>&1 || true
-done
+apt_install "${need[@]}"

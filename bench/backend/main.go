@@ -20,21 +20,18 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/toolgate/toolgate/examples"
+
+	"github.com/toolgate/toolgate/bench/internal/benchserve"
 )
 
 func main() {
@@ -44,7 +41,7 @@ func main() {
 	flag.Parse()
 	handler, err := newHandler(*size, *delay)
 	if err == nil {
-		err = run(*listen, handler)
+		err = benchserve.Run(*listen, handler)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "backend:", err)
@@ -142,31 +139,4 @@ func (c *heldCounter) delayed(next http.Handler, delay time.Duration) http.Handl
 func (c *heldCounter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"now":%d,"max":%d}`+"\n", c.now.Load(), c.max.Swap(c.now.Load()))
-}
-
-func run(addr string, handler http.Handler) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
 }
