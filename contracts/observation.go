@@ -120,18 +120,21 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 
 	// The most common path: trusted data (compact, valid UTF-8) that fits
 	// is joined straight into the string.
+	// Data that does not fit goes straight to the truncation, uncopied.
 	if trusted && len(data) > 0 && string(data) != "null" {
-		n := utf8.RuneCountInString(tag) + 1 + utf8.RuneCountInString(message) + 1 + utf8.RuneCount(data)
-		if n <= maxChars {
-			var b strings.Builder
-			b.Grow(len(tag) + 1 + len(message) + 1 + len(data))
-			b.WriteString(tag)
-			b.WriteByte(' ')
-			b.WriteString(message)
-			b.WriteByte('\n')
-			b.Write(data)
-			return b.String(), cutNone
+		headRunes := utf8.RuneCountInString(tag) + 1 + utf8.RuneCountInString(message)
+		if !fitsRunes(data, maxChars-headRunes-1) {
+			t := truncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
+			return t.data(data)
 		}
+		var b strings.Builder
+		b.Grow(len(tag) + 1 + len(message) + 1 + len(data))
+		b.WriteString(tag)
+		b.WriteByte(' ')
+		b.WriteString(message)
+		b.WriteByte('\n')
+		b.Write(data)
+		return b.String(), cutNone
 	}
 
 	// The common path: build the full string in one buffer with one
@@ -171,7 +174,7 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 		}
 	}
 	full := out.Bytes()
-	if utf8.RuneCount(full) <= maxChars {
+	if fitsRunes(full, maxChars) {
 		return string(full), cutNone
 	}
 	if !hasData {
@@ -179,6 +182,18 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 	}
 	t := truncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
 	return t.data(full[headLen+1:])
+}
+
+// fitsRunes reports whether b holds at most room runes, counting them only
+// when its length leaves the answer open: a rune takes one to four bytes.
+func fitsRunes(b []byte, room int) bool {
+	switch {
+	case len(b) <= room:
+		return true
+	case room < 0 || len(b) > 4*room:
+		return false
+	}
+	return utf8.RuneCount(b) <= room
 }
 
 // truncation bounds an observation whose data does not fit as compacted.
@@ -471,28 +486,33 @@ type jsonTree struct {
 	last         jsonRenderer // the limits of shrink's last answer
 }
 
-// parseJSONTree parses valid compact JSON for a room of the given size,
-// through the tape: object keys keep their order and numbers their literal
-// form.
+// parseJSONTree parses valid compact JSON for a room of the given size:
+// object keys keep their order and numbers their literal form. It reads
+// the data once and lazily: a value past what could ever be shown is
+// skipped and only counted, so a large answer costs one scan for the
+// extent of what is not kept (jsontape.SkipValue), never a tape of it. It
+// refuses what jsontape.Parse refuses among compact documents (nesting
+// deeper than jsontape.MaxDepth).
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
-	tape, err := jsontape.Parse(compact)
-	if err != nil {
-		return nil, false
-	}
-	defer tape.Release()
 	p := treeBuilder{
+		src:  compact,
 		room: room,
 		// Rendering room+1 runes of a string cannot fit, so nothing
 		// beyond that needs keeping.
 		keepRunes: room + 1,
 	}
-	root := p.value(tape.Root())
+	root, ok := p.value(0)
+	if !ok || p.i != len(compact) {
+		return nil, false
+	}
 	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject}, true
 }
 
-// treeBuilder copies the part of a tape that can be shown into a jsonNode
-// tree.
+// treeBuilder copies the part of compact JSON that can be shown into a
+// jsonNode tree.
 type treeBuilder struct {
+	src          []byte
+	i            int
 	room         int
 	keepRunes    int
 	longest      int
@@ -500,30 +520,47 @@ type treeBuilder struct {
 	widestObject int
 }
 
-func (p *treeBuilder) value(v jsontape.Value) jsonNode {
-	switch v.Kind() {
-	case jsontape.Array, jsontape.Object:
-		return p.container(v)
-	case jsontape.String:
-		return p.str(v.Text())
-	case jsontape.Number:
-		text := v.Literal()
-		return jsonNode{kind: 'l', text: text, least: len(text)}
-	case jsontape.True:
-		return jsonNode{kind: 'l', text: "true", least: 4}
-	case jsontape.False:
-		return jsonNode{kind: 'l', text: "false", least: 5}
+func (p *treeBuilder) value(depth int) (jsonNode, bool) {
+	if p.i >= len(p.src) {
+		return jsonNode{}, false
 	}
-	return jsonNode{kind: 'l', text: "null", least: 4}
+	switch c := p.src[p.i]; c {
+	case '[', '{':
+		return p.container(depth, c)
+	case '"':
+		return p.str()
+	}
+	// A number or keyword, as sent.
+	end := jsontape.SkipValue(p.src, p.i, depth)
+	if end < 0 {
+		return jsonNode{}, false
+	}
+	text := string(p.src[p.i:end])
+	p.i = end
+	return jsonNode{kind: 'l', text: text, least: len(text)}, true
 }
 
-func (p *treeBuilder) str(s string) jsonNode {
-	n := jsonNode{kind: '"', text: prefixRunes(s, p.keepRunes), runes: utf8.RuneCountInString(s), least: 2}
+// str reads the string at p.i, keeping its first keepRunes runes.
+func (p *treeBuilder) str() (jsonNode, bool) {
+	end := jsontape.StringEnd(p.src, p.i+1)
+	if end < 0 {
+		return jsonNode{}, false
+	}
+	raw := p.src[p.i+1 : end]
+	p.i = end + 1
+	n := jsonNode{kind: '"', least: 2}
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		text := jsontape.Unescape(raw)
+		n.text, n.runes = prefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
+	} else {
+		// Valid UTF-8 without escapes is its own text.
+		n.text, n.runes = prefixRunesOf(raw, p.keepRunes), utf8.RuneCount(raw)
+	}
 	if n.runes > 0 {
 		n.least = 3 // at least one character or the ellipsis
 	}
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
-	return n
+	return n, true
 }
 
 // container copies an array or object. The rendering keeps at least one
@@ -531,28 +568,48 @@ func (p *treeBuilder) str(s string) jsonNode {
 // delimiters and its first element. An element can only be shown after all
 // those before it, so once their lower bounds fill the room, the rest are
 // only counted.
-func (p *treeBuilder) container(v jsontape.Value) jsonNode {
-	open := byte('[')
-	if v.Kind() == jsontape.Object {
-		open = '{'
+func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
+	fail := func() (jsonNode, bool) { return jsonNode{}, false }
+	if depth >= jsontape.MaxDepth {
+		return fail()
 	}
-	n := jsonNode{kind: open, least: 2, count: v.Len()}
+	closing := byte(']')
+	if open == '{' {
+		closing = '}'
+	}
+	n := jsonNode{kind: open, least: 2}
+	p.i++
 	used := 0
-	for c := v.Cursor(); c.More(); {
+	for p.i < len(p.src) && p.src[p.i] != closing {
+		if n.count > 0 {
+			if p.src[p.i] != ',' {
+				return fail()
+			}
+			p.i++
+		}
 		var key jsonNode
-		var val jsontape.Value
 		if open == '{' {
 			// Every key counts toward the longest string, shown or not.
-			var k jsontape.Value
-			k, val = c.Member()
-			key = p.str(k.Text())
-		} else {
-			val = c.Element()
+			var ok bool
+			if p.i >= len(p.src) || p.src[p.i] != '"' {
+				return fail()
+			}
+			if key, ok = p.str(); !ok || p.i >= len(p.src) || p.src[p.i] != ':' {
+				return fail()
+			}
+			p.i++
 		}
+		n.count++
 		if used > p.room {
+			if p.i = jsontape.SkipValue(p.src, p.i, depth+1); p.i < 0 {
+				return fail()
+			}
 			continue
 		}
-		kid := p.value(val)
+		kid, ok := p.value(depth + 1)
+		if !ok {
+			return fail()
+		}
 		least := kid.least
 		if open == '{' {
 			least += key.least + 1 // and the colon
@@ -566,12 +623,16 @@ func (p *treeBuilder) container(v jsontape.Value) jsonNode {
 			n.keys = append(n.keys, key)
 		}
 	}
+	if p.i >= len(p.src) {
+		return fail()
+	}
+	p.i++
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
 	}
-	return n
+	return n, true
 }
 
 // shrink searches for the most informative rendering within room runes, or
@@ -796,6 +857,24 @@ func prefixRunes(s string, n int) string {
 		n--
 	}
 	return s
+}
+
+// prefixRunesOf returns the first n runes of valid UTF-8 b, or all of b,
+// as a string.
+func prefixRunesOf(b []byte, n int) string {
+	if n >= len(b) {
+		return string(b)
+	}
+	i := 0
+	for ; i < len(b) && n > 0; n-- {
+		if b[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, size := utf8.DecodeRune(b[i:])
+			i += size
+		}
+	}
+	return string(b[:i])
 }
 
 // validUTF8 replaces each invalid byte of s with U+FFFD, as encoding/json

@@ -304,3 +304,39 @@ func BenchmarkParse(b *testing.B) {
 		tape.Release()
 	}
 }
+
+// FuzzSkipValue: on any compact document Parse accepts, SkipValue finds the
+// end of every value the tape records, and refuses what nests too deep
+// exactly where Parse does.
+func FuzzSkipValue(f *testing.F) {
+	f.Add([]byte(`{"a":[1,"x\"]",{"b":null}],"c":"\\"}`))
+	f.Add([]byte(`[[[]],{},"",-1.5e3,true]`))
+	f.Add([]byte(strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if valid, compact := Check(src); !valid || !compact {
+			// JSON nested too deep for Parse: SkipValue refuses it too.
+			var c bytes.Buffer
+			if json.Compact(&c, src) != nil {
+				return
+			}
+			if _, err := Parse(c.Bytes()); err != nil && SkipValue(c.Bytes(), 0, 0) != -1 {
+				t.Fatalf("SkipValue accepted %q, which Parse refuses", c.Bytes())
+			}
+			return
+		}
+		tape, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tape.Release()
+		depths := make([]int, len(tape.t.nodes))
+		for i, n := range tape.t.nodes {
+			for j := i + 1; j < int(n.next); j++ {
+				depths[j]++
+			}
+			if end := SkipValue(src, int(n.start), depths[i]); end != int(n.end) {
+				t.Fatalf("value %d of %q: SkipValue ends at %d, want %d", i, src, end, n.end)
+			}
+		}
+	})
+}
