@@ -458,7 +458,7 @@ func (t *jsonTree) shrinkTracked(room int) ([]byte, shrinkCut, bool) {
 	// The search ends having rendered its answer; render it once more
 	// noting what it leaves out.
 	r := t.last
-	r.buf, r.runes, r.track = r.buf[:0], 0, true
+	r.runes, r.track, r.measure = 0, true, true
 	r.node(&t.root)
 	return out, r.cut, true
 }
@@ -470,6 +470,7 @@ type jsonNode struct {
 	kind  byte       // '"' string, 'l' literal (number, true, false, null), '[' array, '{' object
 	text  string     // the string's leading runes, or the literal as sent
 	runes int        // the string's length in runes
+	wide  bool       // some rune of the kept text is written as an escape (see escapesWide)
 	keys  []jsonNode // an object's keys, parallel to kids
 	kids  []jsonNode // the leading elements or values
 	count int        // the number of elements or keys, including those not kept
@@ -518,6 +519,38 @@ type treeBuilder struct {
 	longest      int
 	widestArray  int
 	widestObject int
+
+	// The tree is allocated in blocks, not node by node: a container's
+	// kept values gather on stack and move to slab once it closes, and
+	// kept text is written to texts, whose strings share its buffers.
+	stack []jsonNode
+	slab  []jsonNode
+	texts strings.Builder
+}
+
+// reserve returns k nodes of the slab.
+func (p *treeBuilder) reserve(k int) []jsonNode {
+	if cap(p.slab)-len(p.slab) < k {
+		p.slab = make([]jsonNode, 0, max(128, k))
+	}
+	start := len(p.slab)
+	p.slab = p.slab[:start+k]
+	return p.slab[start : start+k : start+k]
+}
+
+// keepText returns b as a string in the shared text buffers.
+func (p *treeBuilder) keepText(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if p.texts.Cap()-p.texts.Len() < len(b) {
+		// A new buffer: the strings already given keep the old one.
+		p.texts = strings.Builder{}
+		p.texts.Grow(max(2048, len(b)))
+	}
+	start := p.texts.Len()
+	p.texts.Write(b)
+	return p.texts.String()[start:]
 }
 
 func (p *treeBuilder) value(depth int) (jsonNode, bool) {
@@ -554,8 +587,9 @@ func (p *treeBuilder) str() (jsonNode, bool) {
 		n.text, n.runes = prefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
 	} else {
 		// Valid UTF-8 without escapes is its own text.
-		n.text, n.runes = prefixRunesOf(raw, p.keepRunes), utf8.RuneCount(raw)
+		n.text, n.runes = p.keepText(prefixRunesOf(raw, p.keepRunes)), utf8.RuneCount(raw)
 	}
+	n.wide = escapesWide(n.text)
 	if n.runes > 0 {
 		n.least = 3 // at least one character or the ellipsis
 	}
@@ -580,6 +614,8 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 	n := jsonNode{kind: open, least: 2}
 	p.i++
 	used := 0
+	// Kept keys and values alternate on the stack from base.
+	base := len(p.stack)
 	for p.i < len(p.src) && p.src[p.i] != closing {
 		if n.count > 0 {
 			if p.src[p.i] != ',' {
@@ -614,19 +650,33 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 		if open == '{' {
 			least += key.least + 1 // and the colon
 		}
-		if len(n.kids) == 0 {
+		if len(p.stack) == base {
 			n.least += least
 		}
 		used += least + 1 // and the comma
-		n.kids = append(n.kids, kid)
 		if open == '{' {
-			n.keys = append(n.keys, key)
+			p.stack = append(p.stack, key)
 		}
+		p.stack = append(p.stack, kid)
 	}
 	if p.i >= len(p.src) {
 		return fail()
 	}
 	p.i++
+	if kept := p.stack[base:]; len(kept) > 0 {
+		block := p.reserve(len(kept))
+		if open == '{' {
+			pairs := len(kept) / 2
+			for i := range pairs {
+				block[i], block[pairs+i] = kept[2*i], kept[2*i+1]
+			}
+			n.keys, block = block[:pairs:pairs], block[pairs:]
+		} else {
+			copy(block, kept)
+		}
+		n.kids = block
+	}
+	p.stack = p.stack[:base]
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
 	} else {
@@ -660,7 +710,8 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 		steps = append(steps, limits{1, keys, 0})
 	}
 
-	r := jsonRenderer{room: room}
+	// The search measures; only its answer is rendered.
+	r := jsonRenderer{room: room, measure: true}
 	fits := func(l limits, maxStr int) bool {
 		r.buf, r.runes = r.buf[:0], 0
 		r.maxArray, r.maxKeys, r.maxStr = l.array, l.keys, maxStr
@@ -704,6 +755,7 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 			}
 			l.array = lo
 		}
+		r.measure = false
 		fits(l, maxStr)
 		t.last = jsonRenderer{room: r.room, maxStr: r.maxStr, maxArray: r.maxArray, maxKeys: r.maxKeys}
 		return r.buf, true
@@ -712,11 +764,14 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 }
 
 // jsonRenderer writes a jsonNode tree as compact JSON under limits, and stops
-// as soon as the output exceeds its room.
+// as soon as the output exceeds its room. With measure set it only counts
+// the runes it would write: a string's length is its rune count, known
+// from the tree, unless some of its runes are written as escapes.
 type jsonRenderer struct {
 	buf      []byte
 	runes    int
 	room     int
+	measure  bool
 	maxStr   int // strings longer than this are cut to it and end with "…"
 	maxArray int // elements kept per array
 	maxKeys  int // keys kept per object
@@ -734,25 +789,48 @@ const minKeyRunes = 16
 
 // raw writes ASCII JSON syntax.
 func (r *jsonRenderer) raw(s string) bool {
-	r.buf = append(r.buf, s...)
+	if !r.measure {
+		r.buf = append(r.buf, s...)
+	}
 	r.runes += len(s)
 	return r.runes <= r.room
 }
 
 // literal writes a number or keyword as the backend sent it.
 func (r *jsonRenderer) literal(s string) bool {
-	r.buf = append(r.buf, s...)
+	if !r.measure {
+		r.buf = append(r.buf, s...)
+	}
 	r.runes += utf8.RuneCountInString(s)
 	return r.runes <= r.room
 }
 
-// str writes a string of the given full length, cut to limit runes.
-func (r *jsonRenderer) str(text string, runes, limit int) bool {
+// str writes a string of the given full length, cut to limit runes; wide
+// says some rune of text is written as an escape.
+func (r *jsonRenderer) str(text string, runes int, wide bool, limit int) bool {
+	cut := runes > limit
+	if cut {
+		r.cut.strings = r.cut.strings || r.track
+	}
+	if r.measure {
+		// Where the tree keeps only a prefix of text, runes is over
+		// the room, and so is the rendering of the prefix.
+		switch {
+		case !cut && !wide:
+			r.runes += runes + 2
+		case !cut:
+			r.runes += jsonWidth(text) + 2
+		case !wide:
+			r.runes += limit + 3 // and the ellipsis
+		default:
+			r.runes += jsonWidth(prefixRunes(text, limit)) + 3
+		}
+		return r.runes <= r.room
+	}
 	start := len(r.buf)
-	if runes <= limit {
+	if !cut {
 		r.buf = jsontape.AppendString(r.buf, text)
 	} else {
-		r.cut.strings = r.cut.strings || r.track
 		r.buf = jsontape.AppendString(r.buf, prefixRunes(text, limit))
 		r.buf = append(r.buf[:len(r.buf)-1], `…"`...)
 	}
@@ -763,7 +841,7 @@ func (r *jsonRenderer) str(text string, runes, limit int) bool {
 func (r *jsonRenderer) node(n *jsonNode) bool {
 	switch n.kind {
 	case '"':
-		return r.str(n.text, n.runes, r.maxStr)
+		return r.str(n.text, n.runes, n.wide, r.maxStr)
 	case 'l':
 		return r.literal(n.text)
 	}
@@ -787,7 +865,7 @@ func (r *jsonRenderer) node(n *jsonNode) bool {
 		}
 		if n.kind == '{' {
 			k := &n.keys[i]
-			if !r.str(k.text, k.runes, max(r.maxStr, minKeyRunes)) || !r.raw(":") {
+			if !r.str(k.text, k.runes, k.wide, max(r.maxStr, minKeyRunes)) || !r.raw(":") {
 				return false
 			}
 		}
@@ -843,9 +921,61 @@ func (r *jsonRenderer) noteCut(shown, total int, keys bool) {
 	r.cut.containers = append(r.cut.containers, containerCut{path: strings.Join(r.path, ""), shown: shown, total: total, keys: keys})
 }
 
-// note writes a string of the renderer's own, never cut.
+// note writes a string of the renderer's own, never cut. Its runes are
+// never escaped.
 func (r *jsonRenderer) note(s string) bool {
-	return r.str(s, utf8.RuneCountInString(s), math.MaxInt)
+	return r.str(s, utf8.RuneCountInString(s), false, math.MaxInt)
+}
+
+// escapesWide reports whether jsontape.AppendString writes some rune of s
+// as more than one character: a quote, a backslash, a control character,
+// U+2028, U+2029 or an invalid byte.
+func escapesWide(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == '"' || c == '\\' {
+				return true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			return true
+		}
+		i += size
+	}
+	return false
+}
+
+// jsonWidth is the length in runes of s as jsontape.AppendString writes it,
+// without the quotes.
+func jsonWidth(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6 // \u00XX
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n++
+		}
+		i += size
+	}
+	return n
 }
 
 // prefixRunes returns the first n runes of s, or all of s.
@@ -859,11 +989,10 @@ func prefixRunes(s string, n int) string {
 	return s
 }
 
-// prefixRunesOf returns the first n runes of valid UTF-8 b, or all of b,
-// as a string.
-func prefixRunesOf(b []byte, n int) string {
+// prefixRunesOf returns the first n runes of valid UTF-8 b, or all of b.
+func prefixRunesOf(b []byte, n int) []byte {
 	if n >= len(b) {
-		return string(b)
+		return b
 	}
 	i := 0
 	for ; i < len(b) && n > 0; n-- {
@@ -874,7 +1003,7 @@ func prefixRunesOf(b []byte, n int) string {
 			i += size
 		}
 	}
-	return string(b[:i])
+	return b[:i]
 }
 
 // validUTF8 replaces each invalid byte of s with U+FFFD, as encoding/json
