@@ -590,9 +590,7 @@ func (p *treeBuilder) str() (jsonNode, bool) {
 		n.text, n.runes = p.keepText(prefixRunesOf(raw, p.keepRunes)), utf8.RuneCount(raw)
 	}
 	n.wide = escapesWide(n.text)
-	if n.runes > 0 {
-		n.least = 3 // at least one character or the ellipsis
-	}
+	n.least = stringLeast(n.runes)
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
 	return n, true
 }
@@ -648,10 +646,7 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 		}
 		least := kid.least
 		if open == '{' {
-			least += key.least + 1 // and the colon
-		}
-		if len(p.stack) == base {
-			n.least += least
+			least += keyLeast(key.runes) + 1 // and the colon
 		}
 		used += least + 1 // and the comma
 		if open == '{' {
@@ -677,12 +672,75 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 		n.kids = block
 	}
 	p.stack = p.stack[:base]
+	n.least = containerLeast(&n)
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
 	}
 	return n, true
+}
+
+// stringLeast is the least a string value of the given length renders to:
+// its quotes and one character or the ellipsis.
+func stringLeast(runes int) int {
+	if runes > 0 {
+		return 3
+	}
+	return 2
+}
+
+// keyLeast is the least a key of the given length renders to: keys keep
+// minKeyRunes runes whatever the string limit.
+func keyLeast(runes int) int {
+	if runes > minKeyRunes {
+		return minKeyRunes + 3 // and the ellipsis
+	}
+	return runes + 2
+}
+
+// containerLeast is a lower bound of the rendered length of a container
+// under any limits: its delimiters and, for some s of at least one, its
+// first s elements or members, commas between, and the note that counts
+// the rest when s is short of them all. Elements not kept lie past the
+// room, and so does any s that reaches them.
+func containerLeast(n *jsonNode) int {
+	if n.count == 0 {
+		return 2
+	}
+	best, sum := math.MaxInt, 0
+	for s := 1; s <= len(n.kids); s++ {
+		sum += n.kids[s-1].least
+		if n.kind == '{' {
+			sum += keyLeast(n.keys[s-1].runes) + 1 // and the colon
+		}
+		if s > 1 {
+			sum++ // the comma
+		}
+		b := sum
+		if omitted := n.count - s; omitted > 0 {
+			b += 1 + noteLeast(n.kind == '{', omitted)
+		}
+		best = min(best, b)
+	}
+	return 2 + best
+}
+
+// noteLeast is the length of the note that counts omitted elements or
+// keys, as jsonRenderer.node writes it.
+func noteLeast(keys bool, omitted int) int {
+	digits := 1
+	for d := omitted; d >= 10; d /= 10 {
+		digits++
+	}
+	if !keys {
+		return 2 + len("…(+ more)") - len("…") + 1 + digits // "…(+N more)"
+	}
+	n := 3 + 1 + 2 + len("(+ more keys)") + digits // "…":"(+N more keys)"
+	if omitted == 1 {
+		n-- // "(+1 more key)"
+	}
+	return n
 }
 
 // shrink searches for the most informative rendering within room runes, or
