@@ -2,6 +2,7 @@ package jsontape
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -339,4 +340,45 @@ func FuzzSkipValue(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPlainWord: the eight-byte test agrees with the byte test for every
+// byte value at every position, among plain neighbours and others.
+func TestPlainWord(t *testing.T) {
+	plainByte := func(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+	for _, fill := range []byte{'a', 0xff, 0x80, ' ', '"', 0x00, '\\', 0x21, 0x1f} {
+		for pos := range 8 {
+			for c := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				want := true
+				for _, b := range w {
+					want = want && plainByte(b)
+				}
+				if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+	// Mixed words: a borrow from one byte must not hide or fake another.
+	interesting := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', '"' + 1, '\\', '\\' + 1, 0x7f, 0x80, 0x81, 0xa2, 0xdc, 0xff}
+	x := uint64(1)
+	for range 200000 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		var w [8]byte
+		want := true
+		for i := range w {
+			w[i] = interesting[(x>>(i*4))%uint64(len(interesting))]
+			want = want && plainByte(w[i])
+		}
+		if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
+		}
+	}
 }
