@@ -42,20 +42,21 @@ func BenchmarkInFlight(b *testing.B) {
 	body := []byte(`{"q":"go","limit":5}`)
 	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
 
-	bare := inUse()
+	bare, _ := inUse()
 	park := make(chan struct{})
 	var parked sync.WaitGroup
 	for range calls {
 		parked.Add(1)
 		go func() { defer parked.Done(); <-park }()
 	}
-	bareKiB := float64(inUse()-bare) / calls / 1024
+	bareNow, _ := inUse()
+	bareKiB := float64(bareNow-bare) / calls / 1024
 	close(park)
 	parked.Wait()
 
-	var perCall float64
+	var perCall, stackPerCall float64
 	for b.Loop() {
-		before := inUse()
+		before, stackBefore := inUse()
 		var done sync.WaitGroup
 		for range calls {
 			done.Add(1)
@@ -71,23 +72,26 @@ func BenchmarkInFlight(b *testing.B) {
 			}()
 		}
 		backend.wait(calls)
-		perCall = float64(inUse()-before) / calls / 1024
+		after, stackAfter := inUse()
+		perCall = float64(after-before) / calls / 1024
+		stackPerCall = float64(stackAfter-stackBefore) / calls / 1024
 		backend.release()
 		done.Wait()
 	}
 	b.ReportMetric(perCall, "KiB/call")
+	b.ReportMetric(stackPerCall, "stack_KiB/call")
 	b.ReportMetric(bareKiB, "KiB/bare_goroutine")
 }
 
-// inUse is the heap and stack memory in use after two collections: the
-// second empties the pools' victim caches, so what a wave takes from the
-// pools the wave before filled counts as its own.
-func inUse() int64 {
+// inUse is the heap and stack memory in use, and the stacks alone, after
+// two collections: the second empties the pools' victim caches, so what a
+// wave takes from the pools the wave before filled counts as its own.
+func inUse() (total, stacks int64) {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return int64(m.HeapInuse + m.StackInuse)
+	return int64(m.HeapInuse + m.StackInuse), int64(m.StackInuse)
 }
 
 // holdingBackend accepts connections and reads each request's header in
