@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -381,4 +382,38 @@ func TestPlainWord(t *testing.T) {
 			t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
 		}
 	}
+}
+
+// BenchmarkSkipValue skips a 1 MiB answer of records, as the observation
+// skips what it cannot show, next to parsing it into a tape.
+func BenchmarkSkipValue(b *testing.B) {
+	var doc bytes.Buffer
+	doc.WriteString(`{"results":[`)
+	for i := 0; doc.Len() < 1<<20; i++ {
+		if i > 0 {
+			doc.WriteByte(',')
+		}
+		fmt.Fprintf(&doc, `{"id":"kb-%d","title":"Go concurrency patterns","snippet":"Goroutines, channels and select: pipelines, fan-out and fan-in, and cancellation with context in idiomatic code.","url":"https://kb.example.com/articles/go-concurrency-patterns"}`, i)
+	}
+	doc.WriteString(`],"total":1}`)
+	src := doc.Bytes()
+	b.Run("skip", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			if SkipValue(src, 0, 0) != len(src) {
+				b.Fatal("not skipped whole")
+			}
+		}
+	})
+	b.Run("parse", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		b.ReportAllocs()
+		for b.Loop() {
+			tape, err := Parse(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tape.Release()
+		}
+	})
 }
