@@ -100,8 +100,12 @@ func observation(status Status, message string, data json.RawMessage, maxChars i
 //
 // Data that fits costs one compaction pass; only data that does not is parsed.
 // trusted says data is compact, valid UTF-8 JSON, as an envelope's data
-// always is: the common path skips re-validating it. words and hint are the
-// marker's language and the tool's truncation hint.
+// always is: the common path skips re-validating it, and trusted data too
+// long to fit is neither copied nor counted whole. Shrinking costs one scan
+// of the data, the values past what could be shown only skipped, and a
+// search that measures its candidates in a tree bounded by the room (see
+// parseJSONTree and shrink). words and hint are the marker's language and
+// the tool's truncation hint.
 func observe(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
 	if maxChars <= 0 {
 		maxChars = defaultObservationMaxChars
