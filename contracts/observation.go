@@ -500,8 +500,9 @@ type jsonTree struct {
 // deeper than jsontape.MaxDepth).
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
 	p := treeBuilder{
-		src:  compact,
-		room: room,
+		src:   compact,
+		stack: make([]jsonNode, 0, 64),
+		room:  room,
 		// Rendering room+1 runes of a string cannot fit, so nothing
 		// beyond that needs keeping.
 		keepRunes: room + 1,
