@@ -100,8 +100,12 @@ func observation(status Status, message string, data json.RawMessage, maxChars i
 //
 // Data that fits costs one compaction pass; only data that does not is parsed.
 // trusted says data is compact, valid UTF-8 JSON, as an envelope's data
-// always is: the common path skips re-validating it. words and hint are the
-// marker's language and the tool's truncation hint.
+// always is: the common path skips re-validating it, and trusted data too
+// long to fit is neither copied nor counted whole. Shrinking costs one scan
+// of the data, the values past what could be shown only skipped, and a
+// search that measures its candidates in a tree bounded by the room (see
+// parseJSONTree and shrink). words and hint are the marker's language and
+// the tool's truncation hint.
 func observe(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
 	if maxChars <= 0 {
 		maxChars = defaultObservationMaxChars
@@ -120,18 +124,21 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 
 	// The most common path: trusted data (compact, valid UTF-8) that fits
 	// is joined straight into the string.
+	// Data that does not fit goes straight to the truncation, uncopied.
 	if trusted && len(data) > 0 && string(data) != "null" {
-		n := utf8.RuneCountInString(tag) + 1 + utf8.RuneCountInString(message) + 1 + utf8.RuneCount(data)
-		if n <= maxChars {
-			var b strings.Builder
-			b.Grow(len(tag) + 1 + len(message) + 1 + len(data))
-			b.WriteString(tag)
-			b.WriteByte(' ')
-			b.WriteString(message)
-			b.WriteByte('\n')
-			b.Write(data)
-			return b.String(), cutNone
+		headRunes := utf8.RuneCountInString(tag) + 1 + utf8.RuneCountInString(message)
+		if !fitsRunes(data, maxChars-headRunes-1) {
+			t := truncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
+			return t.data(data)
 		}
+		var b strings.Builder
+		b.Grow(len(tag) + 1 + len(message) + 1 + len(data))
+		b.WriteString(tag)
+		b.WriteByte(' ')
+		b.WriteString(message)
+		b.WriteByte('\n')
+		b.Write(data)
+		return b.String(), cutNone
 	}
 
 	// The common path: build the full string in one buffer with one
@@ -171,7 +178,7 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 		}
 	}
 	full := out.Bytes()
-	if utf8.RuneCount(full) <= maxChars {
+	if fitsRunes(full, maxChars) {
 		return string(full), cutNone
 	}
 	if !hasData {
@@ -179,6 +186,18 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 	}
 	t := truncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
 	return t.data(full[headLen+1:])
+}
+
+// fitsRunes reports whether b holds at most room runes, counting them only
+// when its length leaves the answer open: a rune takes one to four bytes.
+func fitsRunes(b []byte, room int) bool {
+	switch {
+	case len(b) <= room:
+		return true
+	case room < 0 || len(b) > 4*room:
+		return false
+	}
+	return utf8.RuneCount(b) <= room
 }
 
 // truncation bounds an observation whose data does not fit as compacted.
@@ -443,7 +462,7 @@ func (t *jsonTree) shrinkTracked(room int) ([]byte, shrinkCut, bool) {
 	// The search ends having rendered its answer; render it once more
 	// noting what it leaves out.
 	r := t.last
-	r.buf, r.runes, r.track = r.buf[:0], 0, true
+	r.runes, r.track, r.measure = 0, true, true
 	r.node(&t.root)
 	return out, r.cut, true
 }
@@ -455,6 +474,7 @@ type jsonNode struct {
 	kind  byte       // '"' string, 'l' literal (number, true, false, null), '[' array, '{' object
 	text  string     // the string's leading runes, or the literal as sent
 	runes int        // the string's length in runes
+	wide  bool       // some rune of the kept text is written as an escape (see escapesWide)
 	keys  []jsonNode // an object's keys, parallel to kids
 	kids  []jsonNode // the leading elements or values
 	count int        // the number of elements or keys, including those not kept
@@ -471,59 +491,113 @@ type jsonTree struct {
 	last         jsonRenderer // the limits of shrink's last answer
 }
 
-// parseJSONTree parses valid compact JSON for a room of the given size,
-// through the tape: object keys keep their order and numbers their literal
-// form.
+// parseJSONTree parses valid compact JSON for a room of the given size:
+// object keys keep their order and numbers their literal form. It reads
+// the data once and lazily: a value past what could ever be shown is
+// skipped and only counted, so a large answer costs one scan for the
+// extent of what is not kept (jsontape.SkipValue), never a tape of it. It
+// refuses what jsontape.Parse refuses among compact documents (nesting
+// deeper than jsontape.MaxDepth).
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
-	tape, err := jsontape.Parse(compact)
-	if err != nil {
-		return nil, false
-	}
-	defer tape.Release()
 	p := treeBuilder{
-		room: room,
+		src:   compact,
+		stack: make([]jsonNode, 0, 64),
+		room:  room,
 		// Rendering room+1 runes of a string cannot fit, so nothing
 		// beyond that needs keeping.
 		keepRunes: room + 1,
 	}
-	root := p.value(tape.Root())
+	root, ok := p.value(0)
+	if !ok || p.i != len(compact) {
+		return nil, false
+	}
 	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject}, true
 }
 
-// treeBuilder copies the part of a tape that can be shown into a jsonNode
-// tree.
+// treeBuilder copies the part of compact JSON that can be shown into a
+// jsonNode tree.
 type treeBuilder struct {
+	src          []byte
+	i            int
 	room         int
 	keepRunes    int
 	longest      int
 	widestArray  int
 	widestObject int
+
+	// The tree is allocated in blocks, not node by node: a container's
+	// kept values gather on stack and move to slab once it closes, and
+	// kept text is written to texts, whose strings share its buffers.
+	stack []jsonNode
+	slab  []jsonNode
+	texts strings.Builder
 }
 
-func (p *treeBuilder) value(v jsontape.Value) jsonNode {
-	switch v.Kind() {
-	case jsontape.Array, jsontape.Object:
-		return p.container(v)
-	case jsontape.String:
-		return p.str(v.Text())
-	case jsontape.Number:
-		text := v.Literal()
-		return jsonNode{kind: 'l', text: text, least: len(text)}
-	case jsontape.True:
-		return jsonNode{kind: 'l', text: "true", least: 4}
-	case jsontape.False:
-		return jsonNode{kind: 'l', text: "false", least: 5}
+// reserve returns k nodes of the slab.
+func (p *treeBuilder) reserve(k int) []jsonNode {
+	if cap(p.slab)-len(p.slab) < k {
+		p.slab = make([]jsonNode, 0, max(128, k))
 	}
-	return jsonNode{kind: 'l', text: "null", least: 4}
+	start := len(p.slab)
+	p.slab = p.slab[:start+k]
+	return p.slab[start : start+k : start+k]
 }
 
-func (p *treeBuilder) str(s string) jsonNode {
-	n := jsonNode{kind: '"', text: prefixRunes(s, p.keepRunes), runes: utf8.RuneCountInString(s), least: 2}
-	if n.runes > 0 {
-		n.least = 3 // at least one character or the ellipsis
+// keepText returns b as a string in the shared text buffers.
+func (p *treeBuilder) keepText(b []byte) string {
+	if len(b) == 0 {
+		return ""
 	}
+	if p.texts.Cap()-p.texts.Len() < len(b) {
+		// A new buffer: the strings already given keep the old one.
+		p.texts = strings.Builder{}
+		p.texts.Grow(max(2048, len(b)))
+	}
+	start := p.texts.Len()
+	p.texts.Write(b)
+	return p.texts.String()[start:]
+}
+
+func (p *treeBuilder) value(depth int) (jsonNode, bool) {
+	if p.i >= len(p.src) {
+		return jsonNode{}, false
+	}
+	switch c := p.src[p.i]; c {
+	case '[', '{':
+		return p.container(depth, c)
+	case '"':
+		return p.str()
+	}
+	// A number or keyword, as sent.
+	end := jsontape.SkipValue(p.src, p.i, depth)
+	if end < 0 {
+		return jsonNode{}, false
+	}
+	text := string(p.src[p.i:end])
+	p.i = end
+	return jsonNode{kind: 'l', text: text, least: len(text)}, true
+}
+
+// str reads the string at p.i, keeping its first keepRunes runes.
+func (p *treeBuilder) str() (jsonNode, bool) {
+	end := jsontape.StringEnd(p.src, p.i+1)
+	if end < 0 {
+		return jsonNode{}, false
+	}
+	raw := p.src[p.i+1 : end]
+	p.i = end + 1
+	n := jsonNode{kind: '"', least: 2}
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		text := jsontape.Unescape(raw)
+		n.text, n.runes = prefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
+	} else {
+		// Valid UTF-8 without escapes is its own text.
+		n.text, n.runes = p.keepText(prefixRunesOf(raw, p.keepRunes)), utf8.RuneCount(raw)
+	}
+	n.wide = escapesWide(n.text)
+	n.least = stringLeast(n.runes)
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
-	return n
+	return n, true
 }
 
 // container copies an array or object. The rendering keeps at least one
@@ -531,45 +605,145 @@ func (p *treeBuilder) str(s string) jsonNode {
 // delimiters and its first element. An element can only be shown after all
 // those before it, so once their lower bounds fill the room, the rest are
 // only counted.
-func (p *treeBuilder) container(v jsontape.Value) jsonNode {
-	open := byte('[')
-	if v.Kind() == jsontape.Object {
-		open = '{'
+func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
+	fail := func() (jsonNode, bool) { return jsonNode{}, false }
+	if depth >= jsontape.MaxDepth {
+		return fail()
 	}
-	n := jsonNode{kind: open, least: 2, count: v.Len()}
+	closing := byte(']')
+	if open == '{' {
+		closing = '}'
+	}
+	n := jsonNode{kind: open, least: 2}
+	p.i++
 	used := 0
-	for c := v.Cursor(); c.More(); {
+	// Kept keys and values alternate on the stack from base.
+	base := len(p.stack)
+	for p.i < len(p.src) && p.src[p.i] != closing {
+		if n.count > 0 {
+			if p.src[p.i] != ',' {
+				return fail()
+			}
+			p.i++
+		}
 		var key jsonNode
-		var val jsontape.Value
 		if open == '{' {
 			// Every key counts toward the longest string, shown or not.
-			var k jsontape.Value
-			k, val = c.Member()
-			key = p.str(k.Text())
-		} else {
-			val = c.Element()
+			var ok bool
+			if p.i >= len(p.src) || p.src[p.i] != '"' {
+				return fail()
+			}
+			if key, ok = p.str(); !ok || p.i >= len(p.src) || p.src[p.i] != ':' {
+				return fail()
+			}
+			p.i++
 		}
+		n.count++
 		if used > p.room {
+			if p.i = jsontape.SkipValue(p.src, p.i, depth+1); p.i < 0 {
+				return fail()
+			}
 			continue
 		}
-		kid := p.value(val)
+		kid, ok := p.value(depth + 1)
+		if !ok {
+			return fail()
+		}
 		least := kid.least
 		if open == '{' {
-			least += key.least + 1 // and the colon
-		}
-		if len(n.kids) == 0 {
-			n.least += least
+			least += keyLeast(key.runes) + 1 // and the colon
 		}
 		used += least + 1 // and the comma
-		n.kids = append(n.kids, kid)
 		if open == '{' {
-			n.keys = append(n.keys, key)
+			p.stack = append(p.stack, key)
 		}
+		p.stack = append(p.stack, kid)
 	}
+	if p.i >= len(p.src) {
+		return fail()
+	}
+	p.i++
+	if kept := p.stack[base:]; len(kept) > 0 {
+		block := p.reserve(len(kept))
+		if open == '{' {
+			pairs := len(kept) / 2
+			for i := range pairs {
+				block[i], block[pairs+i] = kept[2*i], kept[2*i+1]
+			}
+			n.keys, block = block[:pairs:pairs], block[pairs:]
+		} else {
+			copy(block, kept)
+		}
+		n.kids = block
+	}
+	p.stack = p.stack[:base]
+	n.least = containerLeast(&n)
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
+	}
+	return n, true
+}
+
+// stringLeast is the least a string value of the given length renders to:
+// its quotes and one character or the ellipsis.
+func stringLeast(runes int) int {
+	if runes > 0 {
+		return 3
+	}
+	return 2
+}
+
+// keyLeast is the least a key of the given length renders to: keys keep
+// minKeyRunes runes whatever the string limit.
+func keyLeast(runes int) int {
+	if runes > minKeyRunes {
+		return minKeyRunes + 3 // and the ellipsis
+	}
+	return runes + 2
+}
+
+// containerLeast is a lower bound of the rendered length of a container
+// under any limits: its delimiters and, for some s of at least one, its
+// first s elements or members, commas between, and the note that counts
+// the rest when s is short of them all. Elements not kept lie past the
+// room, and so does any s that reaches them.
+func containerLeast(n *jsonNode) int {
+	if n.count == 0 {
+		return 2
+	}
+	best, sum := math.MaxInt, 0
+	for s := 1; s <= len(n.kids); s++ {
+		sum += n.kids[s-1].least
+		if n.kind == '{' {
+			sum += keyLeast(n.keys[s-1].runes) + 1 // and the colon
+		}
+		if s > 1 {
+			sum++ // the comma
+		}
+		b := sum
+		if omitted := n.count - s; omitted > 0 {
+			b += 1 + noteLeast(n.kind == '{', omitted)
+		}
+		best = min(best, b)
+	}
+	return 2 + best
+}
+
+// noteLeast is the length of the note that counts omitted elements or
+// keys, as jsonRenderer.node writes it.
+func noteLeast(keys bool, omitted int) int {
+	digits := 1
+	for d := omitted; d >= 10; d /= 10 {
+		digits++
+	}
+	if !keys {
+		return 2 + len("…(+ more)") - len("…") + 1 + digits // "…(+N more)"
+	}
+	n := 3 + 1 + 2 + len("(+ more keys)") + digits // "…":"(+N more keys)"
+	if omitted == 1 {
+		n-- // "(+1 more key)"
 	}
 	return n
 }
@@ -599,7 +773,8 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 		steps = append(steps, limits{1, keys, 0})
 	}
 
-	r := jsonRenderer{room: room}
+	// The search measures; only its answer is rendered.
+	r := jsonRenderer{room: room, measure: true}
 	fits := func(l limits, maxStr int) bool {
 		r.buf, r.runes = r.buf[:0], 0
 		r.maxArray, r.maxKeys, r.maxStr = l.array, l.keys, maxStr
@@ -643,6 +818,7 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 			}
 			l.array = lo
 		}
+		r.measure = false
 		fits(l, maxStr)
 		t.last = jsonRenderer{room: r.room, maxStr: r.maxStr, maxArray: r.maxArray, maxKeys: r.maxKeys}
 		return r.buf, true
@@ -651,11 +827,14 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 }
 
 // jsonRenderer writes a jsonNode tree as compact JSON under limits, and stops
-// as soon as the output exceeds its room.
+// as soon as the output exceeds its room. With measure set it only counts
+// the runes it would write: a string's length is its rune count, known
+// from the tree, unless some of its runes are written as escapes.
 type jsonRenderer struct {
 	buf      []byte
 	runes    int
 	room     int
+	measure  bool
 	maxStr   int // strings longer than this are cut to it and end with "…"
 	maxArray int // elements kept per array
 	maxKeys  int // keys kept per object
@@ -673,25 +852,48 @@ const minKeyRunes = 16
 
 // raw writes ASCII JSON syntax.
 func (r *jsonRenderer) raw(s string) bool {
-	r.buf = append(r.buf, s...)
+	if !r.measure {
+		r.buf = append(r.buf, s...)
+	}
 	r.runes += len(s)
 	return r.runes <= r.room
 }
 
 // literal writes a number or keyword as the backend sent it.
 func (r *jsonRenderer) literal(s string) bool {
-	r.buf = append(r.buf, s...)
+	if !r.measure {
+		r.buf = append(r.buf, s...)
+	}
 	r.runes += utf8.RuneCountInString(s)
 	return r.runes <= r.room
 }
 
-// str writes a string of the given full length, cut to limit runes.
-func (r *jsonRenderer) str(text string, runes, limit int) bool {
+// str writes a string of the given full length, cut to limit runes; wide
+// says some rune of text is written as an escape.
+func (r *jsonRenderer) str(text string, runes int, wide bool, limit int) bool {
+	cut := runes > limit
+	if cut {
+		r.cut.strings = r.cut.strings || r.track
+	}
+	if r.measure {
+		// Where the tree keeps only a prefix of text, runes is over
+		// the room, and so is the rendering of the prefix.
+		switch {
+		case !cut && !wide:
+			r.runes += runes + 2
+		case !cut:
+			r.runes += jsonWidth(text) + 2
+		case !wide:
+			r.runes += limit + 3 // and the ellipsis
+		default:
+			r.runes += jsonWidth(prefixRunes(text, limit)) + 3
+		}
+		return r.runes <= r.room
+	}
 	start := len(r.buf)
-	if runes <= limit {
+	if !cut {
 		r.buf = jsontape.AppendString(r.buf, text)
 	} else {
-		r.cut.strings = r.cut.strings || r.track
 		r.buf = jsontape.AppendString(r.buf, prefixRunes(text, limit))
 		r.buf = append(r.buf[:len(r.buf)-1], `…"`...)
 	}
@@ -702,7 +904,7 @@ func (r *jsonRenderer) str(text string, runes, limit int) bool {
 func (r *jsonRenderer) node(n *jsonNode) bool {
 	switch n.kind {
 	case '"':
-		return r.str(n.text, n.runes, r.maxStr)
+		return r.str(n.text, n.runes, n.wide, r.maxStr)
 	case 'l':
 		return r.literal(n.text)
 	}
@@ -726,7 +928,7 @@ func (r *jsonRenderer) node(n *jsonNode) bool {
 		}
 		if n.kind == '{' {
 			k := &n.keys[i]
-			if !r.str(k.text, k.runes, max(r.maxStr, minKeyRunes)) || !r.raw(":") {
+			if !r.str(k.text, k.runes, k.wide, max(r.maxStr, minKeyRunes)) || !r.raw(":") {
 				return false
 			}
 		}
@@ -782,9 +984,61 @@ func (r *jsonRenderer) noteCut(shown, total int, keys bool) {
 	r.cut.containers = append(r.cut.containers, containerCut{path: strings.Join(r.path, ""), shown: shown, total: total, keys: keys})
 }
 
-// note writes a string of the renderer's own, never cut.
+// note writes a string of the renderer's own, never cut. Its runes are
+// never escaped.
 func (r *jsonRenderer) note(s string) bool {
-	return r.str(s, utf8.RuneCountInString(s), math.MaxInt)
+	return r.str(s, utf8.RuneCountInString(s), false, math.MaxInt)
+}
+
+// escapesWide reports whether jsontape.AppendString writes some rune of s
+// as more than one character: a quote, a backslash, a control character,
+// U+2028, U+2029 or an invalid byte.
+func escapesWide(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 || c == '"' || c == '\\' {
+				return true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			return true
+		}
+		i += size
+	}
+	return false
+}
+
+// jsonWidth is the length in runes of s as jsontape.AppendString writes it,
+// without the quotes.
+func jsonWidth(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6 // \u00XX
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n++
+		}
+		i += size
+	}
+	return n
 }
 
 // prefixRunes returns the first n runes of s, or all of s.
@@ -796,6 +1050,23 @@ func prefixRunes(s string, n int) string {
 		n--
 	}
 	return s
+}
+
+// prefixRunesOf returns the first n runes of valid UTF-8 b, or all of b.
+func prefixRunesOf(b []byte, n int) []byte {
+	if n >= len(b) {
+		return b
+	}
+	i := 0
+	for ; i < len(b) && n > 0; n-- {
+		if b[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, size := utf8.DecodeRune(b[i:])
+			i += size
+		}
+	}
+	return b[:i]
 }
 
 // validUTF8 replaces each invalid byte of s with U+FFFD, as encoding/json

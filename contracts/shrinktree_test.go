@@ -94,9 +94,8 @@ func (p *stdTreeParser) value() (jsonNode, error) {
 
 func (p *stdTreeParser) str(s string) jsonNode {
 	n := jsonNode{kind: '"', text: prefixRunes(s, p.keepRunes), runes: utf8.RuneCountInString(s), least: 2}
-	if n.runes > 0 {
-		n.least = 3 // at least one character or the ellipsis
-	}
+	n.wide = escapesWide(n.text)
+	n.least = stringLeast(n.runes)
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
 	return n
 }
@@ -129,10 +128,7 @@ func (p *stdTreeParser) container(open byte) (jsonNode, error) {
 			}
 			least := kid.least
 			if open == '{' {
-				least += key.least + 1 // and the colon
-			}
-			if len(n.kids) == 0 {
-				n.least += least
+				least += keyLeast(key.runes) + 1 // and the colon
 			}
 			used += least + 1 // and the comma
 			n.kids = append(n.kids, kid)
@@ -152,6 +148,7 @@ func (p *stdTreeParser) container(open byte) (jsonNode, error) {
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
 	}
+	n.least = containerLeast(&n)
 	return n, nil
 }
 
@@ -159,4 +156,44 @@ func (p *stdTreeParser) container(open byte) (jsonNode, error) {
 // RawMessage scans the value in one call instead of one call per token.
 func (p *stdTreeParser) skip() error {
 	return p.dec.Decode(&p.skipped)
+}
+
+// FuzzShrinkMeasureMatchesRendering: the shrink search measures its
+// candidates instead of rendering them; for any data and limits, the
+// measure says fit exactly when the rendering fits, and counts the runes
+// the rendering writes. What fits is never shorter than the tree's lower
+// bound, by which it keeps no more than can be shown.
+func FuzzShrinkMeasureMatchesRendering(f *testing.F) {
+	f.Add([]byte(`{"items":[{"id":"kb-1","title":"Tool\ncalling"},{"id":"kb-2"}],"total":2}`), 60, 5, 1, 8)
+	f.Add([]byte(`{"a":"\u91cf\u5b50\u2028\u0001","b":[true,false,null,1e9,-0.5E-3]}`), 30, 2, 3, 1)
+	f.Add([]byte(`["`+string(bytes.Repeat([]byte("量\""), 50))+`",{"k\"ey":{}}]`), 40, 10, 2, 2)
+	f.Fuzz(func(t *testing.T, data []byte, room, maxStr, maxArray, maxKeys int) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, data) != nil || !utf8.Valid(compact.Bytes()) {
+			return
+		}
+		room, maxStr, maxArray, maxKeys = room%3000, maxStr%3000, maxArray%100, maxKeys%100
+		// The search keeps at least one element or key of every
+		// container.
+		if room < 0 || maxStr < 0 || maxArray < 1 || maxKeys < 1 {
+			return
+		}
+		tree, ok := parseJSONTree(compact.Bytes(), room)
+		if !ok {
+			return
+		}
+		render := jsonRenderer{room: room, maxStr: maxStr, maxArray: maxArray, maxKeys: maxKeys}
+		measure := render
+		measure.measure = true
+		fits, measured := render.node(&tree.root), measure.node(&tree.root)
+		if fits != measured {
+			t.Fatalf("rendering fits %v, measure %v: %s", fits, measured, render.buf)
+		}
+		if n := utf8.RuneCount(render.buf); fits && (n != measure.runes || n != render.runes) {
+			t.Fatalf("rendered %d runes (counted %d), measured %d: %s", n, render.runes, measure.runes, render.buf)
+		}
+		if fits && render.runes < tree.root.least {
+			t.Fatalf("rendered %d runes, under the lower bound %d: %s", render.runes, tree.root.least, render.buf)
+		}
+	})
 }

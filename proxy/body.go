@@ -97,13 +97,38 @@ func putIn(p *[]byte) {
 	}
 }
 
-// bodyPool recycles backend answer buffers. A buffer goes back once the
-// answer is classified: the envelope's data is always a copy.
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// Backend answer buffers are pooled in two parts, so that a call waiting
+// on its backend holds no buffer: bodyPool hands out the empty slice a
+// send reads into, readAnswerBody gives it an array from bodyArrays once
+// the answer's header has come, and putBody returns the array once the
+// answer is classified (the envelope's data is always a copy). The
+// slices move from one pool to the other, so neither allocates once warm.
+var (
+	bodyPool   = sync.Pool{New: func() any { return new([]byte) }}
+	bodyArrays sync.Pool // *[]byte with an array
+)
+
+// readAnswerBody is ReadBody for a backend's answer into a slice from
+// bodyPool.
+func readAnswerBody(r io.Reader, limit, sizeHint int64, buf *[]byte) ([]byte, error) {
+	if cap(*buf) == 0 {
+		if p, _ := bodyArrays.Get().(*[]byte); p != nil {
+			*buf, *p = (*p)[:0], nil
+			bodyPool.Put(p)
+		} else {
+			*buf = make([]byte, 0, 4096)
+		}
+	}
+	return ReadBody(r, limit, sizeHint, buf)
+}
 
 func putBody(buf *[]byte) {
-	if buf != nil && cap(*buf) <= 256<<10 {
-		*buf = (*buf)[:0]
+	switch {
+	case buf == nil:
+	case cap(*buf) == 0:
 		bodyPool.Put(buf)
+	case cap(*buf) <= 256<<10:
+		*buf = (*buf)[:0]
+		bodyArrays.Put(buf)
 	}
 }

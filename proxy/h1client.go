@@ -81,11 +81,14 @@ func newH1Client(addr string, maxIdle int) *h1Client {
 	return &h1Client{addr: addr, dial: d.DialContext, maxIdle: maxIdle, idleTimeout: 90 * time.Second}
 }
 
-// h1Conn is one connection with its buffers and byte counts.
+// writers are the buffers requests are written through, shared by every
+// connection.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4096) }}
+
+// h1Conn is one connection with its read buffer and byte counts.
 type h1Conn struct {
 	nc      net.Conn
 	br      *bufio.Reader
-	bw      *bufio.Writer
 	read    int64 // bytes read from nc
 	written int64 // bytes written to nc
 	limit   int64 // read may not pass this while an answer's header is read; 0: no limit
@@ -158,10 +161,16 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 
 		w0 := pc.written
-		err = writeRequest(pc.bw, req)
+		// The write buffer is the connection's only while it writes: a
+		// call waiting on its answer, or an idle connection, holds none.
+		bw := writers.Get().(*bufio.Writer)
+		bw.Reset(pc)
+		err = writeRequest(bw, req)
 		if err == nil {
-			err = pc.bw.Flush()
+			err = bw.Flush()
 		}
+		bw.Reset(nil)
+		writers.Put(bw)
 		if err != nil {
 			stop()
 			pc.close()
@@ -185,7 +194,7 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 			return ex
 		}
 		ex.resp = resp
-		ex.body, ex.readErr = ReadBody(resp.Body, maxBody, resp.ContentLength, buf)
+		ex.body, ex.readErr = readAnswerBody(resp.Body, maxBody, resp.ContentLength, buf)
 		// A body read whole is at EOF, so closing it reads nothing more;
 		// a body left unread is never drained, the connection goes. Bytes
 		// read past the answer's end belong to no request: the connection
@@ -364,7 +373,6 @@ func (c *h1Client) conn(ctx context.Context, fresh bool) (*h1Conn, bool, error) 
 	}
 	pc := &h1Conn{nc: nc}
 	pc.br = bufio.NewReaderSize(pc, 4096)
-	pc.bw = bufio.NewWriterSize(pc, 4096)
 	return pc, false, nil
 }
 

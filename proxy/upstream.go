@@ -264,7 +264,7 @@ func readRoundTrip(resp *http.Response, err error, maxBody int64, buf *[]byte) e
 		return exchange{err: err}
 	}
 	ex := exchange{resp: resp}
-	ex.body, ex.readErr = ReadBody(resp.Body, maxBody, resp.ContentLength, buf)
+	ex.body, ex.readErr = readAnswerBody(resp.Body, maxBody, resp.ContentLength, buf)
 	resp.Body.Close()
 	return ex
 }

@@ -2,8 +2,10 @@ package jsontape
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -303,4 +305,115 @@ func BenchmarkParse(b *testing.B) {
 		}
 		tape.Release()
 	}
+}
+
+// FuzzSkipValue: on any compact document Parse accepts, SkipValue finds the
+// end of every value the tape records, and refuses what nests too deep
+// exactly where Parse does.
+func FuzzSkipValue(f *testing.F) {
+	f.Add([]byte(`{"a":[1,"x\"]",{"b":null}],"c":"\\"}`))
+	f.Add([]byte(`[[[]],{},"",-1.5e3,true]`))
+	f.Add([]byte(strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		if valid, compact := Check(src); !valid || !compact {
+			// JSON nested too deep for Parse: SkipValue refuses it too.
+			var c bytes.Buffer
+			if json.Compact(&c, src) != nil {
+				return
+			}
+			if _, err := Parse(c.Bytes()); err != nil && SkipValue(c.Bytes(), 0, 0) != -1 {
+				t.Fatalf("SkipValue accepted %q, which Parse refuses", c.Bytes())
+			}
+			return
+		}
+		tape, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tape.Release()
+		depths := make([]int, len(tape.t.nodes))
+		for i, n := range tape.t.nodes {
+			for j := i + 1; j < int(n.next); j++ {
+				depths[j]++
+			}
+			if end := SkipValue(src, int(n.start), depths[i]); end != int(n.end) {
+				t.Fatalf("value %d of %q: SkipValue ends at %d, want %d", i, src, end, n.end)
+			}
+		}
+	})
+}
+
+// TestPlainWord: the eight-byte test agrees with the byte test for every
+// byte value at every position, among plain neighbours and others.
+func TestPlainWord(t *testing.T) {
+	plainByte := func(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+	for _, fill := range []byte{'a', 0xff, 0x80, ' ', '"', 0x00, '\\', 0x21, 0x1f} {
+		for pos := range 8 {
+			for c := range 256 {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[pos] = byte(c)
+				want := true
+				for _, b := range w {
+					want = want && plainByte(b)
+				}
+				if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
+				}
+			}
+		}
+	}
+	// Mixed words: a borrow from one byte must not hide or fake another.
+	interesting := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', '"' + 1, '\\', '\\' + 1, 0x7f, 0x80, 0x81, 0xa2, 0xdc, 0xff}
+	x := uint64(1)
+	for range 200000 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		var w [8]byte
+		want := true
+		for i := range w {
+			w[i] = interesting[(x>>(i*4))%uint64(len(interesting))]
+			want = want && plainByte(w[i])
+		}
+		if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
+		}
+	}
+}
+
+// BenchmarkSkipValue skips a 1 MiB answer of records, as the observation
+// skips what it cannot show, next to parsing it into a tape.
+func BenchmarkSkipValue(b *testing.B) {
+	var doc bytes.Buffer
+	doc.WriteString(`{"results":[`)
+	for i := 0; doc.Len() < 1<<20; i++ {
+		if i > 0 {
+			doc.WriteByte(',')
+		}
+		fmt.Fprintf(&doc, `{"id":"kb-%d","title":"Go concurrency patterns","snippet":"Goroutines, channels and select: pipelines, fan-out and fan-in, and cancellation with context in idiomatic code.","url":"https://kb.example.com/articles/go-concurrency-patterns"}`, i)
+	}
+	doc.WriteString(`],"total":1}`)
+	src := doc.Bytes()
+	b.Run("skip", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			if SkipValue(src, 0, 0) != len(src) {
+				b.Fatal("not skipped whole")
+			}
+		}
+	})
+	b.Run("parse", func(b *testing.B) {
+		b.SetBytes(int64(len(src)))
+		b.ReportAllocs()
+		for b.Loop() {
+			tape, err := Parse(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tape.Release()
+		}
+	})
 }

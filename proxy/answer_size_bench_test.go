@@ -1,0 +1,74 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// BenchmarkAnswerSize is the search call through the handler against a
+// canned backend answer of 1 KiB, 64 KiB and 1 MiB (the corpus repeated as
+// results, as bench/backend -size serves it): the cost of an answer whose
+// data does not fit the observation.
+func BenchmarkAnswerSize(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
+		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			body := paddedSearchAnswer(b, size)
+			// The default 1 MiB bound would refuse the 1 MiB answer.
+			doc := strings.Replace(string(examples.Policy()), "server:\n", "server:\n  max_response_bytes: 2097152\n", 1)
+			snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return cannedTransport{body: body} }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(core.Close)
+			w := httptest.NewRecorder()
+			args := []byte(`{"q":"go","limit":5}`)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				res := core.Call(context.Background(), &Request{Tool: "search_articles", Body: args, CallID: "bench"})
+				if res.Envelope.Status != "ok" {
+					b.Fatal(res.Envelope.Status, res.Envelope.Message)
+				}
+				w.Body.Reset()
+				writeResult(w, res)
+			}
+		})
+	}
+}
+
+// paddedSearchAnswer is a search answer of at least size bytes: the
+// corpus repeated as results.
+func paddedSearchAnswer(b *testing.B, size int) []byte {
+	b.Helper()
+	articles := examples.Articles()
+	body := []byte(`{"results":[`)
+	n := 0
+	for ; n == 0 || len(body) < size; n++ {
+		if n > 0 {
+			body = append(body, ',')
+		}
+		a, err := json.Marshal(articles[n%len(articles)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		body = append(body, a...)
+	}
+	body = append(body, `],"total":`...)
+	body = strconv.AppendInt(body, int64(n), 10)
+	return append(body, '}')
+}
