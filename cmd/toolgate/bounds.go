@@ -109,12 +109,12 @@ type boundedExchange struct {
 func (b boundedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &boundedExchange{rc: *http.NewResponseController(w)}
 	x.w = boundedWriter{ResponseWriter: w, rc: &x.rc, timeout: b.writeTimeout, slack: armSlack(b.writeTimeout)}
-	// The previous answer on this connection left its write deadline,
-	// which may have passed. Every write through x.w arms the deadline
-	// first, and so does the end below (net/http writes out what is
-	// still buffered after the handler returns); the one write net/http
-	// makes by itself in between is a 100 Continue, when the handler
-	// first reads the body of a request that expects one.
+	// net/http clears the connection's write deadline after each answer,
+	// so none runs while the call does. Every write through x.w arms it
+	// first, and so does the end below (net/http writes out what is still
+	// buffered after the handler returns); the one write net/http makes
+	// by itself in between is a 100 Continue, when the handler first
+	// reads the body of a request that expects one.
 	if len(r.Header["Expect"]) > 0 {
 		x.w.arm()
 	}
