@@ -71,23 +71,43 @@ func (cl *Call) backendRequestIn(h http.Header, id []string) BackendRequest {
 	}
 }
 
-// pooledHeader is a backend request's header, reused by toolgate's own
-// HTTP/1 client (h1Client), which is done with a request when it returns.
+// pooledRequest is a backend request reused by toolgate's own HTTP/1
+// client (h1Client), which is done with a request when it returns.
 // net/http's transports are not: a request's header may still be written
 // after the answer came.
-type pooledHeader struct {
-	h  http.Header
-	id [1]string
+type pooledRequest struct {
+	out     outRequest
+	h       http.Header
+	id      [1]string
+	body    []byte
+	getBody func() (io.ReadCloser, error) // reads body afresh
 }
 
-var headerPool = sync.Pool{New: func() any { return &pooledHeader{h: make(http.Header, 8)} }}
+var requestPool = sync.Pool{New: func() any {
+	p := &pooledRequest{h: make(http.Header, 8)}
+	p.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(p.body)), nil }
+	return p
+}}
 
-func getHeader() *pooledHeader { return headerPool.Get().(*pooledHeader) }
+// pooledHTTPRequest is the call's backend request from the pool, for
+// toolgate's HTTP/1 client; putRequest gives it back after the attempt.
+func (cl *Call) pooledHTTPRequest() (*pooledRequest, *http.Request) {
+	p := requestPool.Get().(*pooledRequest)
+	b := cl.backendRequestIn(p.h, p.id[:])
+	cl.tool.fillRequest(&p.out, b)
+	if b.Body != nil {
+		p.body = b.Body
+		p.out.req.GetBody = p.getBody
+	}
+	return p, &p.out.req
+}
 
-func putHeader(p *pooledHeader) {
+func putRequest(p *pooledRequest) {
 	clear(p.h)
 	p.id[0] = ""
-	headerPool.Put(p)
+	p.body = nil
+	p.out = outRequest{}
+	requestPool.Put(p)
 }
 
 // outRequest is a backend request as toolgate's clients send it, with its
@@ -106,10 +126,20 @@ func (*nopReader) Close() error { return nil }
 // httpRequest is the backend request as toolgate's clients send it. The
 // context is set once, with the client trace, in upstream.send.
 func (t *tool) httpRequest(b BackendRequest) *http.Request {
-	o := &outRequest{
-		// Opaque carries the path exactly as the binding escaped it.
-		url: url.URL{Scheme: t.baseURL.Scheme, Host: b.Authority, Opaque: b.Path, RawQuery: b.RawQuery},
+	o := new(outRequest)
+	t.fillRequest(o, b)
+	if body := b.Body; body != nil {
+		// A resend reads a reader of its own: the first one may still be
+		// in a transport's hands.
+		o.req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
+	return &o.req
+}
+
+// fillRequest makes o the request b, but for its GetBody.
+func (t *tool) fillRequest(o *outRequest, b BackendRequest) {
+	// Opaque carries the path exactly as the binding escaped it.
+	o.url = url.URL{Scheme: t.baseURL.Scheme, Host: b.Authority, Opaque: b.Path, RawQuery: b.RawQuery}
 	o.req = http.Request{
 		Method:     b.Method,
 		URL:        &o.url,
@@ -123,9 +153,5 @@ func (t *tool) httpRequest(b BackendRequest) *http.Request {
 		o.body.Reset(body)
 		o.req.Body = &o.body
 		o.req.ContentLength = int64(len(body))
-		// A resend reads a reader of its own: the first one may still be
-		// in a transport's hands.
-		o.req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	return &o.req
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -76,17 +77,15 @@ func (c *Core) attempt(ctx context.Context, cl *Call) (contracts.Outcome, bool) 
 	}
 	cl.attempts++
 	actx, span := c.tr.child(ctx, "toolgate.upstream.attempt", trace.SpanKindClient)
-	var b BackendRequest
 	// toolgate's HTTP/1 client is done with the request when it returns;
-	// the learn observer keeps the header.
-	var ph *pooledHeader
+	// the learn observer keeps it.
+	var pr *pooledRequest
+	var req *http.Request
 	if up.direct != nil && c.observer == nil {
-		ph = getHeader()
-		b = cl.backendRequestIn(ph.h, ph.id[:])
+		pr, req = cl.pooledHTTPRequest()
 	} else {
-		b = cl.backendRequest(2) // room for the trace context the attempt's span adds
+		req = t.httpRequest(cl.backendRequest(2)) // room for the trace context the attempt's span adds
 	}
-	req := t.httpRequest(b)
 	c.tr.inject(actx, cl.req, req.Header)
 	ct := t.contract
 	sentAt := c.observeStart()
@@ -94,8 +93,8 @@ func (c *Core) attempt(ctx context.Context, cl *Call) (contracts.Outcome, bool) 
 	up.bulk.release(cl.caller)
 	done.Done(a.verdict)
 	c.observeAttempt(cl, req, &a, sentAt)
-	if ph != nil {
-		putHeader(ph)
+	if pr != nil {
+		putRequest(pr)
 	}
 	if span != nil {
 		span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", ct.Upstream))
