@@ -127,25 +127,31 @@ func NewBreaker(name string, s BreakerSettings, opts BreakerOptions) *Breaker {
 // Settings returns the settings the breaker was built with.
 func (b *Breaker) Settings() BreakerSettings { return b.settings }
 
-// Allow asks to send one call. On success, done must be called exactly once
-// with the call's verdict. When the breaker refuses, the error is
-// ErrCircuitOpen and retryAfter is how long it stays open (at least a
-// second while half-open probes are busy).
-func (b *Breaker) Allow() (done func(Verdict), retryAfter time.Duration, err error) {
+// Ticket is one call the breaker let through; Done reports its verdict.
+type Ticket struct{ report func(error) }
+
+// Done reports the call's verdict. It must be called exactly once.
+func (t Ticket) Done(v Verdict) {
+	switch v {
+	case VerdictSuccess:
+		t.report(nil)
+	case VerdictFailure:
+		t.report(errBreakerFailure)
+	default:
+		t.report(errBreakerExcluded)
+	}
+}
+
+// Allow asks to send one call. On success, the ticket's Done must be
+// called exactly once with the call's verdict. When the breaker refuses,
+// the error is ErrCircuitOpen and retryAfter is how long it stays open (at
+// least a second while half-open probes are busy).
+func (b *Breaker) Allow() (t Ticket, retryAfter time.Duration, err error) {
 	report, err := b.cb.Allow()
 	if err != nil {
-		return nil, b.remainingOpen(), ErrCircuitOpen
+		return Ticket{}, b.remainingOpen(), ErrCircuitOpen
 	}
-	return func(v Verdict) {
-		switch v {
-		case VerdictSuccess:
-			report(nil)
-		case VerdictFailure:
-			report(errBreakerFailure)
-		default:
-			report(errBreakerExcluded)
-		}
-	}, 0, nil
+	return Ticket{report: report}, 0, nil
 }
 
 func (b *Breaker) remainingOpen() time.Duration {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync"
 )
 
 // BackendRequest is a call's backend request as the contract binds it, for
@@ -36,8 +37,15 @@ type BackendRequest struct {
 // read them, and Set replaces a slice rather than writing into it.
 func (cl *Call) backendRequest(extra int) BackendRequest {
 	t := cl.tool
+	h := make(http.Header, len(t.header)+len(cl.bound.Header)+2+extra)
+	return cl.backendRequestIn(h, make([]string, 1))
+}
+
+// backendRequestIn is backendRequest into the empty header h, with id (of
+// length 1) for the call id's header value.
+func (cl *Call) backendRequestIn(h http.Header, id []string) BackendRequest {
+	t := cl.tool
 	bound := &cl.bound
-	h := make(http.Header, len(t.header)+len(bound.Header)+2+extra)
 	for k, v := range t.header {
 		h[k] = v
 	}
@@ -45,7 +53,8 @@ func (cl *Call) backendRequest(extra int) BackendRequest {
 		h[k] = v
 	}
 	t.upstream.forward(h, cl.req.Header)
-	h["X-Request-Id"] = []string{cl.callID}
+	id[0] = cl.callID
+	h["X-Request-Id"] = id
 	if name := t.contract.Idempotency.ForwardHeader; name != "" && cl.forwardKey != "" {
 		h.Set(name, cl.forwardKey)
 	}
@@ -62,24 +71,87 @@ func (cl *Call) backendRequest(extra int) BackendRequest {
 	}
 }
 
+// pooledRequest is a backend request reused by toolgate's own HTTP/1
+// client (h1Client), which is done with a request when it returns.
+// net/http's transports are not: a request's header may still be written
+// after the answer came.
+type pooledRequest struct {
+	out     outRequest
+	h       http.Header
+	id      [1]string
+	body    []byte
+	getBody func() (io.ReadCloser, error) // reads body afresh
+}
+
+var requestPool = sync.Pool{New: func() any {
+	p := &pooledRequest{h: make(http.Header, 8)}
+	p.getBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(p.body)), nil }
+	return p
+}}
+
+// pooledHTTPRequest is the call's backend request from the pool, for
+// toolgate's HTTP/1 client; putRequest gives it back after the attempt.
+func (cl *Call) pooledHTTPRequest() (*pooledRequest, *http.Request) {
+	p := requestPool.Get().(*pooledRequest)
+	b := cl.backendRequestIn(p.h, p.id[:])
+	cl.tool.fillRequest(&p.out, b)
+	if b.Body != nil {
+		p.body = b.Body
+		p.out.req.GetBody = p.getBody
+	}
+	return p, &p.out.req
+}
+
+func putRequest(p *pooledRequest) {
+	clear(p.h)
+	p.id[0] = ""
+	p.body = nil
+	p.out = outRequest{}
+	requestPool.Put(p)
+}
+
+// outRequest is a backend request as toolgate's clients send it, with its
+// URL and body reader, in one allocation.
+type outRequest struct {
+	req  http.Request
+	url  url.URL
+	body nopReader
+}
+
+// nopReader is a request body read from memory; closing it does nothing.
+type nopReader struct{ bytes.Reader }
+
+func (*nopReader) Close() error { return nil }
+
 // httpRequest is the backend request as toolgate's clients send it. The
 // context is set once, with the client trace, in upstream.send.
 func (t *tool) httpRequest(b BackendRequest) *http.Request {
+	o := new(outRequest)
+	t.fillRequest(o, b)
+	if body := b.Body; body != nil {
+		// A resend reads a reader of its own: the first one may still be
+		// in a transport's hands.
+		o.req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return &o.req
+}
+
+// fillRequest makes o the request b, but for its GetBody.
+func (t *tool) fillRequest(o *outRequest, b BackendRequest) {
 	// Opaque carries the path exactly as the binding escaped it.
-	u := &url.URL{Scheme: t.baseURL.Scheme, Host: b.Authority, Opaque: b.Path, RawQuery: b.RawQuery}
-	req := &http.Request{
+	o.url = url.URL{Scheme: t.baseURL.Scheme, Host: b.Authority, Opaque: b.Path, RawQuery: b.RawQuery}
+	o.req = http.Request{
 		Method:     b.Method,
-		URL:        u,
+		URL:        &o.url,
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
 		Header:     b.Header,
-		Host:       u.Host,
+		Host:       b.Authority,
 	}
 	if body := b.Body; body != nil {
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		o.body.Reset(body)
+		o.req.Body = &o.body
+		o.req.ContentLength = int64(len(body))
 	}
-	return req
 }

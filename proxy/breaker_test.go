@@ -120,7 +120,7 @@ func TestBreakerSettingsTripOnRatio(t *testing.T) {
 			if err != nil {
 				t.Fatalf("refused at %d", i)
 			}
-			done(v)
+			done.Done(v)
 		}
 		// 5 counted requests, 3 failures: ratio 0.6 >= 0.5 with >= 4 requests.
 		if b.State() != policy.BreakerOpen {

@@ -148,7 +148,7 @@ func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 		cl.sent = true
 	}
 	if a.code != 0 {
-		cl.upCode = strconv.Itoa(a.code)
+		cl.upCode = codeName(a.code)
 	} else {
 		cl.upCode = string(a.outcome.Reason)
 	}
@@ -156,6 +156,23 @@ func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 		return a.outcome, false
 	}
 	return c.classify(ctx, cl, a)
+}
+
+// codeNames are the HTTP codes in decimal, so that naming a call's
+// upstream code costs no allocation.
+var codeNames = func() (names [600]string) {
+	for code := 100; code < len(names); code++ {
+		names[code] = strconv.Itoa(code)
+	}
+	return names
+}()
+
+// codeName is code in decimal.
+func codeName(code int) string {
+	if code >= 100 && code < len(codeNames) {
+		return codeNames[code]
+	}
+	return strconv.Itoa(code)
 }
 
 // classify applies the contract's rules and the default table to an answer.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -70,21 +71,31 @@ func (c *Core) attempt(ctx context.Context, cl *Call) (contracts.Outcome, bool) 
 		return o, false
 	}
 	if !up.bulk.acquire(cl.caller) {
-		done(policy.VerdictIgnored)
+		done.Done(policy.VerdictIgnored)
 		cl.upCode = "bulkhead"
 		return contracts.Reject(contracts.ReasonBulkhead), false
 	}
 	cl.attempts++
 	actx, span := c.tr.child(ctx, "toolgate.upstream.attempt", trace.SpanKindClient)
-	// Room for the trace context the attempt's span adds.
-	req := t.httpRequest(cl.backendRequest(2))
+	// toolgate's HTTP/1 client is done with the request when it returns;
+	// the learn observer keeps it.
+	var pr *pooledRequest
+	var req *http.Request
+	if up.direct != nil && c.observer == nil {
+		pr, req = cl.pooledHTTPRequest()
+	} else {
+		req = t.httpRequest(cl.backendRequest(2)) // room for the trace context the attempt's span adds
+	}
 	c.tr.inject(actx, cl.req, req.Header)
 	ct := t.contract
 	sentAt := c.observeStart()
 	a := up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now)
 	up.bulk.release(cl.caller)
-	done(a.verdict)
+	done.Done(a.verdict)
 	c.observeAttempt(cl, req, &a, sentAt)
+	if pr != nil {
+		putRequest(pr)
+	}
 	if span != nil {
 		span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", ct.Upstream))
 		if a.code != 0 {

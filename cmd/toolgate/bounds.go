@@ -99,17 +99,32 @@ type boundedHandler struct {
 	readTimeout, writeTimeout time.Duration
 }
 
+// boundedExchange is one request's bounds, in one allocation.
+type boundedExchange struct {
+	rc   http.ResponseController
+	w    boundedWriter
+	body deadlineBody
+}
+
 func (b boundedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
-	// The previous answer on this connection left its write deadline.
-	_ = rc.SetWriteDeadline(time.Time{})
-	if r.Body != nil && r.Body != http.NoBody {
-		_ = rc.SetReadDeadline(time.Now().Add(b.readTimeout))
-		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+	x := &boundedExchange{rc: *http.NewResponseController(w)}
+	x.w = boundedWriter{ResponseWriter: w, rc: &x.rc, timeout: b.writeTimeout, slack: armSlack(b.writeTimeout)}
+	// net/http clears the connection's write deadline after each answer,
+	// so none runs while the call does. Every write through x.w arms it
+	// first, and so does the end below (net/http writes out what is still
+	// buffered after the handler returns); the one write net/http makes
+	// by itself in between is a 100 Continue, when the handler first
+	// reads the body of a request that expects one.
+	if len(r.Header["Expect"]) > 0 {
+		x.w.arm()
 	}
-	b.next.ServeHTTP(&boundedWriter{ResponseWriter: w, rc: rc, timeout: b.writeTimeout}, r)
-	// net/http writes out what is still buffered after the handler returns.
-	_ = rc.SetWriteDeadline(time.Now().Add(b.writeTimeout))
+	if r.Body != nil && r.Body != http.NoBody {
+		_ = x.rc.SetReadDeadline(time.Now().Add(b.readTimeout))
+		x.body = deadlineBody{ReadCloser: r.Body, rc: &x.rc}
+		r.Body = &x.body
+	}
+	b.next.ServeHTTP(&x.w, r)
+	x.w.arm()
 }
 
 // deadlineBody lifts the read deadline once the body has been read whole.
@@ -128,6 +143,15 @@ func (d *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// armSlack is how much later than timeout a write deadline may be set, so
+// that the writes of one answer, made within that slack of each other,
+// arm the connection's deadline once rather than each (arming resets a
+// runtime timer). Every write still has at least timeout to finish; a
+// client that stops reading is cut at most the slack later.
+func armSlack(timeout time.Duration) time.Duration {
+	return min(timeout/16, 5*time.Millisecond)
+}
+
 // boundedWriter arms the write deadline before every write that may reach
 // the socket. Between writes (a passthrough streaming a slow backend) no
 // deadline is running out, since the next write arms it again.
@@ -139,11 +163,23 @@ func (d *deadlineBody) Read(p []byte) (int, error) {
 // connection; the answer is the same.
 type boundedWriter struct {
 	http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
+	rc             *http.ResponseController
+	timeout, slack time.Duration
+	// until is the write deadline this writer set last; zero for none, or
+	// when the handler set its own.
+	until time.Time
 }
 
-func (w *boundedWriter) arm() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout)) }
+// arm sets the write deadline to timeout (and up to the slack) from now,
+// unless the one already set leaves at least timeout.
+func (w *boundedWriter) arm() {
+	now := time.Now()
+	if !w.until.IsZero() && w.until.Sub(now) >= w.timeout {
+		return
+	}
+	w.until = now.Add(w.timeout + w.slack)
+	_ = w.rc.SetWriteDeadline(w.until)
+}
 
 func (w *boundedWriter) WriteHeader(code int) {
 	w.arm() // a 1xx header is written at once
@@ -163,6 +199,14 @@ func (w *boundedWriter) FlushError() error {
 
 // Flush is for handlers that assert http.Flusher.
 func (w *boundedWriter) Flush() { _ = w.FlushError() }
+
+// SetWriteDeadline is what http.ResponseController.SetWriteDeadline calls:
+// the handler's own deadline holds until the next write arms the bound
+// again.
+func (w *boundedWriter) SetWriteDeadline(t time.Time) error {
+	w.until = time.Time{}
+	return w.rc.SetWriteDeadline(t)
+}
 
 // Unwrap gives http.ResponseController the connection's own writer.
 func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

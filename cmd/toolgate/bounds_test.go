@@ -280,3 +280,124 @@ func BenchmarkBoundedHandler(b *testing.B) {
 		})
 	}
 }
+
+// connWriter is a ResponseWriter whose deadlines are a real loopback
+// connection's, for BenchmarkBoundedWrapper.
+type connWriter struct {
+	h    http.Header
+	conn net.Conn
+}
+
+func (w *connWriter) Header() http.Header                { return w.h }
+func (w *connWriter) Write(p []byte) (int, error)        { return len(p), nil }
+func (w *connWriter) WriteHeader(int)                    {}
+func (w *connWriter) SetReadDeadline(t time.Time) error  { return w.conn.SetReadDeadline(t) }
+func (w *connWriter) SetWriteDeadline(t time.Time) error { return w.conn.SetWriteDeadline(t) }
+func (w *connWriter) FlushError() error                  { return nil }
+
+// BenchmarkBoundedWrapper is boundedHandler's own cost per request (its
+// deadlines on a real connection, its allocations), without HTTP.
+func BenchmarkBoundedWrapper(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			_, _ = io.Copy(io.Discard, c)
+		}
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	answer := []byte(`{"status":"ok"}`)
+	h := boundedHandler{readTimeout: 10 * time.Second, writeTimeout: 10 * time.Second, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(answer)
+	})}
+	w := &connWriter{h: http.Header{}, conn: conn}
+	r := httptestRequest(b)
+	body := strings.NewReader(`{"q":"go"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		body.Reset(`{"q":"go"}`)
+		r.Body = io.NopCloser(body)
+		h.ServeHTTP(w, r)
+	}
+}
+
+func httptestRequest(b *testing.B) *http.Request {
+	r, err := http.NewRequest("POST", "http://localhost/v1/tools/search_articles", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// TestBoundedWriterCutsAStalledReader: a client that stops reading is cut
+// by the write deadline, while a write after a handler's own deadline has
+// passed is armed again rather than failing on it.
+func TestBoundedWriterCutsAStalledReader(t *testing.T) {
+	cut := make(chan error, 1)
+	h := boundedHandler{readTimeout: time.Second, writeTimeout: 300 * time.Millisecond, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/own-deadline" {
+			rc := http.NewResponseController(w)
+			_, _ = io.WriteString(w, "a")
+			_ = rc.Flush()
+			_ = rc.SetWriteDeadline(time.Now().Add(-time.Second))
+			_, _ = io.WriteString(w, "b")
+			return
+		}
+		chunk := make([]byte, 64<<10)
+		for range 1024 { // 64 MiB, far more than the socket buffers hold
+			if _, err := w.Write(chunk); err != nil {
+				cut <- err
+				return
+			}
+		}
+		cut <- nil
+	})}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	resp, err := http.Get("http://" + ln.Addr().String() + "/own-deadline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "ab" || err != nil {
+		t.Errorf("after the handler's own deadline passed: %q %v, want ab", body, err)
+	}
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n") // and never read
+	select {
+	case err := <-cut:
+		if !errors.Is(err, http.ErrHandlerTimeout) && !isTimeoutErr(err) {
+			t.Errorf("writing to a client that stopped reading: %v, want a timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a client that stopped reading was never cut")
+	}
+}
+
+func isTimeoutErr(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
