@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"unicode/utf8"
 
@@ -20,15 +21,14 @@ func DecodeArgs(src []byte, maxDepth int) (map[string]any, error) {
 		return nil, &ArgError{Problem: ProblemNotUTF8}
 	}
 	// The tape lives only while the arguments are copied out of it.
-	tape, err := jsontape.Parse(src)
-	if err != nil {
+	tape, root, err := jsontape.ParseObject(src)
+	switch {
+	case errors.Is(err, jsontape.ErrNotObject):
+		return nil, &ArgError{Problem: ProblemNotObject}
+	case err != nil:
 		return nil, &ArgError{Problem: ProblemNotJSON}
 	}
 	defer tape.Release()
-	root := tape.Root()
-	if root.Kind() != jsontape.Object {
-		return nil, &ArgError{Problem: ProblemNotObject}
-	}
 	v, err := decodeArg(root, 0, maxDepth)
 	if err != nil {
 		return nil, err

@@ -91,15 +91,11 @@ func DecodeEnvelope(b []byte) (*Envelope, error) {
 // field types (a null leaves a field as it is; the last of repeated keys
 // counts), except that keys must be spelled exactly.
 func decodeEnvelopeFields(b []byte) (*Envelope, error) {
-	tape, err := jsontape.Parse(b)
+	tape, root, err := jsontape.ParseObject(b)
 	if err != nil {
 		return nil, err
 	}
 	defer tape.Release()
-	root := tape.Root()
-	if root.Kind() != jsontape.Object {
-		return nil, errors.New("not a JSON object")
-	}
 	e := &Envelope{}
 	for c := root.Cursor(); c.More(); {
 		k, v := c.Member()

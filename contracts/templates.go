@@ -374,15 +374,11 @@ func decodeJSON(raw []byte) (any, bool) {
 // encoding/json would, numbers as float64; of repeated keys the last
 // counts). ok is false when data is not a valid JSON object.
 func dataMembers(data []byte, keys []string) (map[string]any, bool) {
-	tape, err := jsontape.Parse(data)
+	tape, root, err := jsontape.ParseObject(data)
 	if err != nil {
 		return nil, false
 	}
 	defer tape.Release()
-	root := tape.Root()
-	if root.Kind() != jsontape.Object {
-		return nil, false
-	}
 	out := make(map[string]any, len(keys))
 	for _, k := range keys {
 		if v, ok := root.Lookup(k); ok {

@@ -77,15 +77,11 @@ func (f *mcpFront) serveFast(w http.ResponseWriter, r *http.Request, v View, rev
 // "arguments":ANY,"_meta":{"traceparent":S,"tracestate":S}}} in any order,
 // params' members but name optional. ok is false for anything else.
 func parseFastCall(body []byte, tools map[string]bool) (call mcpFastCall, ok bool) {
-	tape, err := jsontape.Parse(body)
+	tape, root, err := jsontape.ParseObject(body)
 	if err != nil {
 		return call, false
 	}
 	defer tape.Release()
-	root := tape.Root()
-	if root.Kind() != jsontape.Object {
-		return call, false
-	}
 	var key [32]byte
 	var seen [4]bool
 	for c := root.Cursor(); c.More(); {

@@ -57,6 +57,9 @@ const maxSource = 1 << 30
 var (
 	// ErrSyntax is returned for a document that is not one JSON value.
 	ErrSyntax = errors.New("invalid JSON")
+	// ErrNotObject is returned by ParseObject for a valid document that is
+	// not an object.
+	ErrNotObject = errors.New("not a JSON object")
 	// ErrReleased is the panic value of any use of a Tape, or of a Value
 	// read from it, after the Tape was released.
 	ErrReleased = errors.New("jsontape: tape used after Release")
@@ -99,6 +102,22 @@ const maxPooledNodes = 1 << 14
 
 // tapes recycles tapes, node buffers included.
 var tapes = sync.Pool{New: func() any { return &tape{nodes: make([]node, 0, 64)} }}
+
+// ParseObject parses src as Parse does and returns its root, which must be
+// an object: any other value is ErrNotObject (and the tape is already
+// released). On success the caller releases the tape.
+func ParseObject(src []byte) (Tape, Value, error) {
+	t, err := Parse(src)
+	if err != nil {
+		return Tape{}, Value{}, err
+	}
+	root := t.Root()
+	if root.Kind() != Object {
+		t.Release()
+		return Tape{}, Value{}, ErrNotObject
+	}
+	return t, root, nil
+}
 
 // Parse parses src, one JSON value with white space around it allowed.
 // The tape reads src in place: src must not change while the tape lives.
