@@ -865,6 +865,13 @@ AWK_LIB='
 # curve_table prints one scale curve: a row per SPEC "label|httputil
 # variant|toolgate variant|conns" with both hops' CPU per request, the
 # ratio, their peak resident memory and latencies.
+curve_section() { # heading intro raw first-column-title spec...: one scale curve's section
+  local heading=$1 intro=$2
+  shift 2
+  printf '\n### %s\n\n%s\n\n' "$heading" "$intro"
+  curve_table "$@"
+}
+
 curve_table() { # raw first-column-title spec...
   local raw=$1 title=$2
   shift 2
@@ -968,38 +975,29 @@ if [ "$ROUNDS" -gt 0 ]; then
       done)$([ -n "${nginx_pids[1]:-}" ] && echo "nginx worker $(rss "${nginx_pids[1]}")")." | sed 's/; \.$/./'
     fi
     if section size; then
-      echo
-      echo "### Answer size, $CURVE_CONNS connections"
-      echo
-      echo "toolgate answers with the envelope; the observation is bounded (1,800 characters), the data is not. These toolgates have server.max_response_bytes: 2 MiB (the default 1 MiB refuses the 1 MiB answer). Response bytes: $(
-        for sz in "${SIZES[@]}"; do printf 'httputil %s, toolgate %s; ' "$(wc -c <"$tmp/log/sample-httputil-s${sz%%:*}.json")" "$(wc -c <"$tmp/log/sample-toolgate-s${sz%%:*}.json")"; done | sed 's/; $//')."
-      echo
       specs=()
       for sz in "${SIZES[@]}"; do
         s=${sz%%:*}
         specs+=("${s%?} $(case $s in *k) echo KiB ;; *m) echo MiB ;; esac)|httputil-s$s|toolgate-s$s|$CURVE_CONNS")
       done
-      curve_table "$tmp/raw-size.tsv" "answer" "${specs[@]}"
+      curve_section "Answer size, $CURVE_CONNS connections" \
+        "toolgate answers with the envelope; the observation is bounded (1,800 characters), the data is not. These toolgates have server.max_response_bytes: 2 MiB (the default 1 MiB refuses the 1 MiB answer). Response bytes: $(
+          for sz in "${SIZES[@]}"; do printf 'httputil %s, toolgate %s; ' "$(wc -c <"$tmp/log/sample-httputil-s${sz%%:*}.json")" "$(wc -c <"$tmp/log/sample-toolgate-s${sz%%:*}.json")"; done | sed 's/; $//')." \
+        "$tmp/raw-size.tsv" "answer" "${specs[@]}"
     fi
     if section tools; then
-      echo
-      echo "### Tools in the policy, $CURVE_CONNS connections, 1 KiB answers"
-      echo
-      echo "The example's two tools plus copies of search_articles; the calls go to search_articles. The httputil column is the same run of httputil for every row."
-      echo
       specs=()
       for n in "${TOOL_COUNTS[@]}"; do specs+=("$n tools|httputil-s1k|toolgate-t$n|$CURVE_CONNS"); done
-      curve_table "$tmp/raw-tools.tsv" "tools" "${specs[@]}"
+      curve_section "Tools in the policy, $CURVE_CONNS connections, 1 KiB answers" \
+        "The example's two tools plus copies of search_articles; the calls go to search_articles. The httputil column is the same run of httputil for every row." \
+        "$tmp/raw-tools.tsv" "tools" "${specs[@]}"
     fi
     if section conns; then
-      echo
-      echo "### Connections, 1 KiB answers"
-      echo
-      echo "A process of its own per row; toolgate's search upstream has max_concurrent: 2048 (the example's 256, and its per-caller share of seven eighths, would refuse calls at 1,000 connections), httputil's idle pool holds 16,384."
-      echo
       specs=()
       for c in "${CURVE_CONN_COUNTS[@]}"; do specs+=("$c|httputil-c$c|toolgate-c$c|$c"); done
-      curve_table "$tmp/raw-conns.tsv" "conns" "${specs[@]}"
+      curve_section "Connections, 1 KiB answers" \
+        "A process of its own per row; toolgate's search upstream has max_concurrent: 2048 (the example's 256, and its per-caller share of seven eighths, would refuse calls at 1,000 connections), httputil's idle pool holds 16,384." \
+        "$tmp/raw-conns.tsv" "conns" "${specs[@]}"
     fi
     if section idempotency; then
       echo
