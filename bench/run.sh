@@ -787,11 +787,8 @@ rss() { awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$1/status"; }
 
 # --- table ----------------------------------------------------------------
 
-# The table: medians over rounds per variant and connection count. Added
-# latency is the variant's p50/p99 minus direct's in the same round, then
-# the median over rounds, so drift between rounds cancels.
-table() {
-  awk -F'\t' -v order="$VARIANTS" -v conns="$CONNS" '
+# awk helpers every table shares: the median over a key's values, ratios.
+AWK_FUNCS='
   function median(key,   n, i, j, t, a) {
     n = cnt[key]
     for (i = 1; i <= n; i++) a[i] = val[key, i]
@@ -801,6 +798,13 @@ table() {
   }
   function add(key, x) { val[key, ++cnt[key]] = x }
   function ratio(x, y) { return (x == "" || y == "" || y <= 0) ? "n/a" : sprintf("%.2f×", x / y) }
+'
+
+# The table: medians over rounds per variant and connection count. Added
+# latency is the variant's p50/p99 minus direct's in the same round, then
+# the median over rounds, so drift between rounds cancels.
+table() {
+  awk -F'\t' -v order="$VARIANTS" -v conns="$CONNS" "$AWK_FUNCS"'
   function ms(us) { return us == "" ? "—" : sprintf("%.3f", us / 1000) }
   function plus(us) { return us == "" ? "—" : sprintf("%+.3f", us / 1000) }
   { r = $1; v = $2; c = $3
@@ -839,17 +843,9 @@ table() {
   }' "$raw"
 }
 
-# awk helpers the tables share: median over a key's values, ratios.
-AWK_LIB='
-  function median(key,   n, i, j, t, a) {
-    n = cnt[key]
-    for (i = 1; i <= n; i++) a[i] = val[key, i]
-    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-    if (n == 0) return ""
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  function add(key, x) { val[key, ++cnt[key]] = x }
-  function ratio(x, y) { return (x == "" || y == "" || y <= 0) ? "n/a" : sprintf("%.2f×", x / y) }
+# awk helpers the curve tables share: AWK_FUNCS, units, and the reading of
+# a raw run.
+AWK_LIB="$AWK_FUNCS"'
   function ms(us) { return us == "" ? "—" : sprintf("%.2f", us / 1000) }
   function mib(kib) { return kib == "" ? "—" : sprintf("%.0f", kib / 1024) }
   { r = $1; v = $2; c = $3; s = SUBSEP v SUBSEP c
