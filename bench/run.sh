@@ -723,20 +723,15 @@ if section main; then
   for c in "${conns[@]}"; do for v in "${variants[@]}"; do items+=("$v@$c"); done; done
   measure "$raw" "$ROUNDS" "${items[@]}"
 fi
+# Item names hold no spaces: the lists below are split into words.
 if section size; then
-  items=()
-  for sz in "${SIZES[@]}"; do items+=("httputil-s${sz%%:*}@$CURVE_CONNS" "toolgate-s${sz%%:*}@$CURVE_CONNS"); done
-  measure "$tmp/raw-size.tsv" "$CURVE_ROUNDS" "${items[@]}"
+  measure "$tmp/raw-size.tsv" "$CURVE_ROUNDS" $(for sz in "${SIZES[@]}"; do echo "httputil-s${sz%%:*}@$CURVE_CONNS toolgate-s${sz%%:*}@$CURVE_CONNS"; done)
 fi
 if section tools; then
-  items=("httputil-s1k@$CURVE_CONNS")
-  for n in "${TOOL_COUNTS[@]}"; do items+=("toolgate-t$n@$CURVE_CONNS"); done
-  measure "$tmp/raw-tools.tsv" "$CURVE_ROUNDS" "${items[@]}"
+  measure "$tmp/raw-tools.tsv" "$CURVE_ROUNDS" "httputil-s1k@$CURVE_CONNS" $(for n in "${TOOL_COUNTS[@]}"; do echo "toolgate-t$n@$CURVE_CONNS"; done)
 fi
 if section conns; then
-  items=()
-  for c in "${CURVE_CONN_COUNTS[@]}"; do items+=("httputil-c$c@$c" "toolgate-c$c@$c"); done
-  measure "$tmp/raw-conns.tsv" "$CURVE_ROUNDS" "${items[@]}"
+  measure "$tmp/raw-conns.tsv" "$CURVE_ROUNDS" $(for c in "${CURVE_CONN_COUNTS[@]}"; do echo "httputil-c$c@$c toolgate-c$c@$c"; done)
 fi
 if section idempotency; then
   items=()
@@ -982,15 +977,13 @@ if [ "$ROUNDS" -gt 0 ]; then
         "$tmp/raw-size.tsv" "answer" "${specs[@]}"
     fi
     if section tools; then
-      specs=()
-      for n in "${TOOL_COUNTS[@]}"; do specs+=("$n tools|httputil-s1k|toolgate-t$n|$CURVE_CONNS"); done
+      mapfile -t specs < <(printf "%s tools|httputil-s1k|toolgate-t%s|$CURVE_CONNS\n" $(for n in "${TOOL_COUNTS[@]}"; do echo "$n $n"; done))
       curve_section "Tools in the policy, $CURVE_CONNS connections, 1 KiB answers" \
         "The example's two tools plus copies of search_articles; the calls go to search_articles. The httputil column is the same run of httputil for every row." \
         "$tmp/raw-tools.tsv" "tools" "${specs[@]}"
     fi
     if section conns; then
-      specs=()
-      for c in "${CURVE_CONN_COUNTS[@]}"; do specs+=("$c|httputil-c$c|toolgate-c$c|$c"); done
+      mapfile -t specs < <(printf '%s|httputil-c%s|toolgate-c%s|%s\n' $(for c in "${CURVE_CONN_COUNTS[@]}"; do echo "$c $c $c $c"; done))
       curve_section "Connections, 1 KiB answers" \
         "A process of its own per row; toolgate's search upstream has max_concurrent: 2048 (the example's 256, and its per-caller share of seven eighths, would refuse calls at 1,000 connections), httputil's idle pool holds 16,384." \
         "$tmp/raw-conns.tsv" "conns" "${specs[@]}"

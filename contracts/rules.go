@@ -272,14 +272,9 @@ func (re *RuleEnv) compileNew(field, expr string, want *cel.Type) (*program, *ce
 
 func (u *usage) add(ast *cel.Ast) {
 	for _, ref := range ast.NativeRep().ReferenceMap() {
-		switch ref.Name {
-		case "headers":
-			u.headers = true
-		case "body":
-			u.body = true
-		case "args":
-			u.args = true
-		}
+		u.headers = u.headers || ref.Name == "headers"
+		u.body = u.body || ref.Name == "body"
+		u.args = u.args || ref.Name == "args"
 	}
 }
 
