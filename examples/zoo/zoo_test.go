@@ -10,17 +10,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/coretest"
 	"github.com/toolgate/toolgate/internal/proxytest"
 	"github.com/toolgate/toolgate/proxy"
 )
@@ -307,16 +306,7 @@ func TestZoo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewRegistry()
-			core, err := proxy.NewCore(snap, proxy.Options{Registry: reg})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(core.Handler())
-			t.Cleanup(func() {
-				srv.Close()
-				core.Close()
-			})
+			srv, core := coretest.Serve(t, snap, proxy.Options{})
 			for _, x := range tc.calls {
 				x.fake.expect(x)
 			}

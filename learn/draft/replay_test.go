@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/coretest"
 	"github.com/toolgate/toolgate/learn"
 	"github.com/toolgate/toolgate/learn/draft"
 	"github.com/toolgate/toolgate/policy"
@@ -72,15 +71,7 @@ func serve(t *testing.T, name, doc string, obs proxy.Observer) *httptest.Server 
 	if err != nil {
 		t.Fatalf("%s does not compile: %v\n%s", name, err, doc)
 	}
-	core, err := proxy.NewCore(snap, proxy.Options{Registry: prometheus.NewRegistry(), Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(core.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		core.Close()
-	})
+	srv, _ := coretest.Serve(t, snap, proxy.Options{Observer: obs})
 	return srv
 }
 

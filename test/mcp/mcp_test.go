@@ -24,10 +24,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/coretest"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 )
@@ -96,15 +95,7 @@ func startToolgate(t *testing.T) (string, *policy.Snapshot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := proxy.NewCore(snap, proxy.Options{Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(core.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		core.Close()
-	})
+	srv, _ := coretest.Serve(t, snap, proxy.Options{})
 	return srv.URL, snap
 }
 
