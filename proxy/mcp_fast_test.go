@@ -124,6 +124,15 @@ func TestMCPFastPathAnswersAsTheSDK(t *testing.T) {
 		{name: "tools/list", body: `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`},
 		{name: "not JSON", body: `{"jsonrpc":"2.0","id":7,`},
 		{name: "text/plain", params: `{"name":"search_articles","arguments":{"q":"go"}}`, header: http.Header{"Content-Type": {"text/plain"}}},
+		// What a hostile caller may send: each must get the SDK's answer,
+		// on whichever path takes it.
+		{name: "invalid UTF-8 in an argument", params: "{\"name\":\"search_articles\",\"arguments\":{\"q\":\"g\xffo\"}}", fast: true},
+		{name: "invalid UTF-8 in a string id", body: "{\"jsonrpc\":\"2.0\",\"id\":\"a\xff\",\"method\":\"tools/call\",\"params\":{\"name\":\"search_articles\",\"arguments\":{\"q\":\"go\"}}}"},
+		{name: "sixteen-digit id", body: `{"jsonrpc":"2.0","id":1234567890123456,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go"}}}`},
+		{name: "key in another case", body: `{"jsonrpc":"2.0","id":7,"Method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go"}}}`},
+		{name: "arguments nested deeper than the tape reads", params: `{"name":"search_articles","arguments":{"q":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}`},
+		{name: "a session id the stateless server never gave", params: `{"name":"search_articles","arguments":{"q":"go"}}`,
+			header: http.Header{"Mcp-Session-Id": {"forged"}}, fast: true},
 		{name: "Last-Event-ID", params: `{"name":"search_articles","arguments":{"q":"go"}}`, header: http.Header{"Last-Event-Id": {"x"}}},
 	}
 	for _, rev := range append(MCPRevisions(), "") {
