@@ -41,24 +41,14 @@ func OneLineDetail(s string) string {
 		if gap {
 			b, n, gap = append(b, ' '), n+1, false
 		}
-		if n >= MaxErrorDetailChars {
-			// More is coming: keep room for the mark.
-			return cutDetail(b)
-		}
 		b, n = utf8.AppendRune(b, r), n+1
+		if n > MaxErrorDetailChars {
+			// Past the bound: cut, and mark the cut (shorten).
+			cut := strings.TrimSuffix(shorten(string(b), MaxErrorDetailChars), "…")
+			return strings.TrimRight(cut, " ") + "…"
+		}
 	}
-	return strings.TrimRight(string(b), " ")
-}
-
-// cutDetail ends a detail of MaxErrorDetailChars code points or more with
-// "…", within the bound.
-func cutDetail(b []byte) string {
-	s := string(b)
-	for utf8.RuneCountInString(s) > MaxErrorDetailChars-1 {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return strings.TrimRight(s, " ") + "…"
+	return string(b)
 }
 
 // responseSchema is the compiled response.schema.
