@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/config/openapi"
+	"github.com/toolgate/toolgate/internal/boundedio"
 )
 
 // maxSpecBytes bounds the OpenAPI document import reads: the largest public
@@ -94,12 +95,13 @@ func readSpec(name string) ([]byte, error) {
 		defer f.Close()
 		r = f
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxSpecBytes+1))
-	if err != nil {
+	data, err := boundedio.ReadAll(r, maxSpecBytes)
+	var tooLarge *boundedio.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, fmt.Errorf("%s: %w", name, err)
+	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if len(data) > maxSpecBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxSpecBytes)
 	}
 	return data, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/boundedio"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -203,14 +204,8 @@ func readTryInput(v string, stdin io.Reader) ([]byte, error) {
 	default:
 		return []byte(v), nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxTryInput+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxTryInput {
-		return nil, fmt.Errorf("larger than %d bytes", maxTryInput)
-	}
-	return b, nil
+	// Not boundedio.ReadFile: /dev/null and pipes are fine here.
+	return boundedio.ReadAll(r, maxTryInput)
 }
 
 // hasKeyArg reports whether the arguments carry an idempotency_key; false
