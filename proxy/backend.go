@@ -89,6 +89,16 @@ var requestPool = sync.Pool{New: func() any {
 	return p
 }}
 
+// httpRequest is the call's backend request as an http.Request of its
+// own, with room for the trace context an attempt's span adds. Out of
+// line: the BackendRequest it builds would otherwise take room on the
+// stack of every attempt.
+//
+//go:noinline
+func (cl *Call) httpRequest() *http.Request {
+	return cl.tool.httpRequest(cl.backendRequest(2))
+}
+
 // pooledHTTPRequest is the call's backend request from the pool, for
 // toolgate's HTTP/1 client; putRequest gives it back after the attempt.
 func (cl *Call) pooledHTTPRequest() (*pooledRequest, *http.Request) {

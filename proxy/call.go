@@ -124,6 +124,14 @@ type Call struct {
 
 	charge *policy.BudgetCharge // cost taken from the caller's budget
 
+	// out is how the call ended: the send's stages (send, attempt,
+	// conclude, classify) write it in place, and end renders it. Kept
+	// here rather than returned, so that it takes no room on the stack of
+	// the agent's connection, once per stage.
+	out contracts.Outcome
+	// att is the attempt under way (Core.attempt), for the same reason.
+	att attempt
+
 	// cred is the upstream's credential for a request Envoy sends: had
 	// before the request is described (Begin), applied in Backend.
 	cred credential
@@ -155,11 +163,26 @@ func (v View) initCall(cl *Call, req *Request) {
 // Call runs one tool call through the whole pipeline, toolgate sending the
 // backend request itself, and always returns a result.
 func (v View) Call(ctx context.Context, req *Request) *Result {
-	var cl Call // on the stack: nothing keeps the call past its end
-	if res := v.begin(ctx, &cl, req, false); res != nil {
+	// The call comes from a pool, not the stack: nothing keeps it past its
+	// end, and its 700 bytes on the stack of the agent's connection would
+	// take that goroutine's stack past 8 KiB, doubling it for every call
+	// in flight.
+	cl := calls.Get().(*Call)
+	res := v.run(ctx, cl, req)
+	*cl = Call{}
+	calls.Put(cl)
+	return res
+}
+
+// calls are the pooled Calls of View.Call.
+var calls = sync.Pool{New: func() any { return new(Call) }}
+
+func (v View) run(ctx context.Context, cl *Call, req *Request) *Result {
+	if res := v.begin(ctx, cl, req, false); res != nil {
 		return res // refused, replayed, or an unknown tool
 	}
-	return cl.end(v.c.send(cl.ctx, &cl))
+	v.c.send(cl.ctx, cl)
+	return cl.end()
 }
 
 // Call runs one tool call on the current snapshot (View.Call).
@@ -192,7 +215,8 @@ func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) 
 	ctx, cl.span = c.tr.startCall(ctx, req)
 	cl.ctx = ctx
 	if cl.tool == nil {
-		return cl.end(contracts.Reject(contracts.ReasonUnknownTool))
+		cl.out = contracts.Reject(contracts.ReasonUnknownTool)
+		return cl.end()
 	}
 	timeout := cl.tool.contract.Timeout
 	if external {
@@ -201,14 +225,16 @@ func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) 
 		cl.ctx, cl.cancel = context.WithTimeout(ctx, timeout)
 	}
 	if o, ok := c.prepare(cl.ctx, cl); !ok {
-		return cl.end(o)
+		cl.out = o
+		return cl.end()
 	}
 	if external {
 		// toolgate's own send gets the credential as it sends
 		// (upstream.send); Envoy's needs it in the request described.
 		cred, o, ok := c.credential(cl.ctx, cl)
 		if !ok {
-			return cl.end(o)
+			cl.out = o
+			return cl.end()
 		}
 		cl.cred = cred
 	}
@@ -236,9 +262,9 @@ func (c *Core) prepare(ctx context.Context, cl *Call) (contracts.Outcome, bool) 
 
 // end ends the call: the envelope, metrics and log line (finish), then the
 // idempotency record and the budget refund, then the span.
-func (cl *Call) end(o contracts.Outcome) *Result {
+func (cl *Call) end() *Result {
 	c := cl.c
-	res := c.finish(cl.ctx, cl, o)
+	res := c.finish(cl.ctx, cl, &cl.out)
 	if cl.claim != nil {
 		c.settle(cl.ctx, cl, res, res.Envelope.AppendJSON(nil))
 	}
@@ -284,10 +310,11 @@ func (cl *Call) Finish(ans Answer) *Result {
 		}
 		ct := cl.tool.contract
 		cl.tool.upstream.auth.answered(cl.cred, ans.Code)
-		at := cl.tool.upstream.answered(cl.ctx, &a, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now)
+		var at attempt
+		cl.tool.upstream.answered(cl.ctx, &a, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
 		cl.attempts = 1
-		o, _ := cl.c.conclude(cl.ctx, cl, &at)
-		cl.result = cl.end(o)
+		cl.c.conclude(cl.ctx, cl, &at)
+		cl.result = cl.end()
 	})
 	return cl.result
 }
@@ -300,8 +327,8 @@ func (cl *Call) Fail(f contracts.Failure, written bool) *Result {
 		ct := cl.tool.contract
 		at := cl.tool.upstream.failure(f, written, ct.SideEffect, ct.Idempotency.ForwardHeader != "")
 		cl.attempts = 1
-		o, _ := cl.c.conclude(cl.ctx, cl, &at)
-		cl.result = cl.end(o)
+		cl.c.conclude(cl.ctx, cl, &at)
+		cl.result = cl.end()
 	})
 	return cl.result
 }

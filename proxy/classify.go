@@ -44,15 +44,16 @@ type answer struct {
 
 // failed classifies an exchange of toolgate's own clients that got no
 // answer.
-func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool) attempt {
+func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool, a *attempt) {
 	if errors.Is(ex.err, errInvalidRequest) {
 		// toolgate's own fault: nothing was sent, the backend is not to
 		// blame (the breaker does not hear of it), and the same call
 		// would fail again.
-		return attempt{
+		*a = attempt{
 			outcome: contracts.Reject(contracts.ReasonInvalidRequest),
 			verdict: policy.VerdictIgnored,
 		}
+		return
 	}
 	f := transportFailure(ctx, ex.err, ex.gotConn)
 	written := ex.writes > 0
@@ -61,7 +62,7 @@ func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes
 		// whole before its connection broke.
 		f = contracts.FailReset
 	}
-	return u.failure(f, written, sideEffect, dedupes)
+	*a = u.failure(f, written, sideEffect, dedupes)
 }
 
 // failure classifies a send that got no answer: what failed, and whether
@@ -87,10 +88,12 @@ func (u *upstream) failure(f contracts.Failure, written, sideEffect, dedupes boo
 // 2xx answer whose body is over max_response_bytes or broke off is
 // unreadable, though the backend acted: the rules never see it. A non-2xx
 // answer gets the default table's outcome, which the rules may still
-// override; its body goes to them only when it was read whole.
-func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupes bool, now func() time.Time) attempt {
+// override; its body goes to them only when it was read whole. The
+// attempt is written to a, which the caller holds: an attempt returned by
+// value would take room twice on the stack of every call.
+func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupes bool, now func() time.Time, a *attempt) {
 	code := ans.code
-	a := attempt{code: code, header: ans.header, body: ans.body, sent: true}
+	*a = attempt{code: code, header: ans.header, body: ans.body, sent: true}
 	u.codes.count(code)
 	success := code >= 200 && code < 300
 	switch {
@@ -99,7 +102,7 @@ func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupe
 		if success {
 			a.outcome = contracts.BadResponse(code)
 			a.verdict = policy.VerdictSuccess
-			return a
+			return
 		}
 		a.body = nil // an oversized error body is not read by the rules
 	default:
@@ -111,7 +114,7 @@ func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupe
 				a.outcome = contracts.AnswerCut(code, sideEffect)
 			}
 			a.verdict = policy.VerdictFailure
-			return a
+			return
 		}
 		a.body = nil
 	}
@@ -124,7 +127,6 @@ func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupe
 			a.outcome.Effect, a.outcome.Retryable = contracts.SideEffectUnknown, dedupes
 		}
 	}
-	return a
 }
 
 func breakerVerdict(code int) policy.Verdict {
@@ -142,8 +144,8 @@ func breakerVerdict(code int) policy.Verdict {
 
 // conclude records an attempt on its call and, when it brought an answer
 // the rules may read, classifies it. final says the outcome must not be
-// retried whatever its class.
-func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) (contracts.Outcome, bool) {
+// retried whatever its class. The outcome is the call's (cl.out).
+func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) bool {
 	if a.sent {
 		cl.sent = true
 	}
@@ -153,7 +155,8 @@ func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 		cl.upCode = string(a.outcome.Reason)
 	}
 	if a.code == 0 || a.outcome.Reason == contracts.ReasonBadResponse || a.outcome.Reason == contracts.ReasonDeadline {
-		return a.outcome, false
+		cl.out = a.outcome
+		return false
 	}
 	return c.classify(ctx, cl, a)
 }
@@ -185,7 +188,7 @@ func codeName(code int) string {
 // is a read-only tool's: a side-effecting tool's answer is empty only when
 // its response.empty says so, since "found nothing, try other arguments"
 // invites the model to act again.
-func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) (contracts.Outcome, bool) {
+func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) bool {
 	ct := cl.tool.contract
 	rules := ct.Rules
 	dedupes := ct.Idempotency.ForwardHeader != ""
@@ -208,7 +211,8 @@ func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 			cl.diagnose(a, "response.schema", fmt.Sprintf("at %q: keyword %s", v.Location, v.Keyword), v)
 		}
 	}
-	o, final := c.readAnswer(cl, a, &in, body, parseErr, success, dedupes)
+	final := c.readAnswer(cl, a, &in, body, parseErr, success, dedupes)
+	o := &cl.out
 	if !o.Status.Success() && (!success || o.Reason == contracts.ReasonRule) {
 		detail, err := rules.ErrorDetail(&in)
 		if err != nil {
@@ -219,12 +223,12 @@ func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) (contracts.Ou
 	if ct.Templates.ReadText() {
 		o.Text = contracts.AnswerText(a.body)
 	}
-	return o, final
+	return final
 }
 
 // readAnswer is classify's verdict on the answer, before the schema and
 // the error detail are looked at.
-func (c *Core) readAnswer(cl *Call, a *attempt, in *contracts.RuleInput, body []byte, parseErr error, success, dedupes bool) (contracts.Outcome, bool) {
+func (c *Core) readAnswer(cl *Call, a *attempt, in *contracts.RuleInput, body []byte, parseErr error, success, dedupes bool) bool {
 	ct := cl.tool.contract
 	rules := ct.Rules
 	m, matched, err := rules.MatchError(in)
@@ -232,27 +236,33 @@ func (c *Core) readAnswer(cl *Call, a *attempt, in *contracts.RuleInput, body []
 		// A rule that could not be evaluated (cost limit, deadline, a type
 		// error) leaves the answer unread: never "no match".
 		cl.diagnoseRule(a, err)
-		return contracts.Unreadable(a.code, a.outcome), true
+		cl.out = contracts.Unreadable(a.code, a.outcome)
+		return true
 	}
 	if matched {
-		return contracts.ApplyRule(m, a.code, ct.SideEffect, dedupes, retryAfter(a.header, c.now())), true
+		cl.out = contracts.ApplyRule(m, a.code, ct.SideEffect, dedupes, retryAfter(a.header, c.now()))
+		return true
 	}
 	if !success {
-		return a.outcome, false
+		cl.out = a.outcome
+		return false
 	}
 	text := false
 	if parseErr != nil {
 		if declaresJSON(a.header) {
 			// It says it is JSON and is not: the answer is broken.
-			return contracts.BadResponse(a.code), true
+			cl.out = contracts.BadResponse(a.code)
+			return true
 		}
 		text = true // the rules' body is null; text holds the answer
 	}
-	o := contracts.Answered(a.code)
+	o := &cl.out
+	*o = contracts.Answered(a.code)
 	data, members, shaped, err := rules.DataMembers(make([]byte, 0, len(body)+2), in)
 	if err != nil {
 		cl.diagnoseRule(a, err)
-		return contracts.BadResponse(a.code), true
+		cl.out = contracts.BadResponse(a.code)
+		return true
 	}
 	o.Members = members
 	if !shaped {
@@ -271,7 +281,8 @@ func (c *Core) readAnswer(cl *Call, a *attempt, in *contracts.RuleInput, body []
 	empty, ruled, err := rules.Empty(in)
 	if err != nil {
 		cl.diagnoseRule(a, err)
-		return contracts.BadResponse(a.code), true
+		cl.out = contracts.BadResponse(a.code)
+		return true
 	}
 	if !ruled {
 		// Without a rule, "nothing found" is a read-only answer whose data
@@ -282,7 +293,7 @@ func (c *Core) readAnswer(cl *Call, a *attempt, in *contracts.RuleInput, body []
 	if empty {
 		o.Empty()
 	}
-	return o, true
+	return true
 }
 
 // declaresJSON reports whether an answer's Content-Type says JSON:

@@ -196,14 +196,16 @@ func (u *upstream) forward(h, agent http.Header) {
 // authorize puts the upstream's credential in req. When none can be had,
 // ok is false and the attempt ends unsent: `auth` (upstream, retryable,
 // nothing happened; not a backend failure, so the breaker does not hear
-// of it), or `canceled` when the caller went away meanwhile.
-func (u *upstream) authorize(ctx context.Context, req *http.Request) (credential, attempt, bool) {
+// of it), or `canceled` when the caller went away meanwhile; a is then
+// that attempt.
+func (u *upstream) authorize(ctx context.Context, req *http.Request, a *attempt) (credential, bool) {
 	cred, err := u.auth.credential(ctx)
 	if err != nil {
-		return credential{}, u.authFailed(ctx), false
+		*a = u.authFailed(ctx)
+		return credential{}, false
 	}
 	req.URL.RawQuery = cred.apply(req.Header, req.URL.RawQuery)
-	return cred, attempt{}, true
+	return cred, true
 }
 
 // authFailed is the attempt that could not get its credential.

@@ -13,7 +13,7 @@ import (
 
 // finish renders the outcome into the envelope, records metrics and writes
 // the log line. It is the only place that does.
-func (c *Core) finish(ctx context.Context, cl *Call, o contracts.Outcome) *Result {
+func (c *Core) finish(ctx context.Context, cl *Call, o *contracts.Outcome) *Result {
 	st := cl.st
 	res := &Result{Reason: o.Reason, RetryLater: o.RetryLater(), always200: st.snap.Server.HTTPStatus == policy.HTTPStatusAlways200}
 	env := &res.Envelope
@@ -24,7 +24,7 @@ func (c *Core) finish(ctx context.Context, cl *Call, o contracts.Outcome) *Resul
 		env.Replayed, env.Cost, env.CallID, env.Tool = true, 0, cl.callID, cl.req.Tool
 		// It says so in words as well: many clients show the model only
 		// the observation.
-		m := c.message(st, cl, &o)
+		m := c.message(st, cl, o)
 		env.Message = m.Text
 		env.Observation = contracts.EnvelopeObservation(env.Status, m, env.Data, observationOptions(st, cl))
 		c.record(ctx, cl, res)
@@ -46,7 +46,7 @@ func (c *Core) finish(ctx context.Context, cl *Call, o contracts.Outcome) *Resul
 		env.Cost = cl.tool.contract.Cost
 	}
 	env.Replayed = cl.replayLost
-	m := c.message(st, cl, &o)
+	m := c.message(st, cl, o)
 	env.Message = m.Text
 	// Envelope data is always compact, valid UTF-8 JSON (the backend's
 	// answer went through the tape parser), so it is not validated again.

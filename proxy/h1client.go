@@ -131,8 +131,9 @@ type exchange struct {
 // aLongTimeAgo is a deadline in the past: it stops a connection's I/O now.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// do sends req and reads its answer, with at most maxBody bytes of body
-// into buf. The context's end (its deadline, or a cancellation) stops the
+// exchange sends req and reads its answer into ex, with at most maxBody
+// bytes of body into buf (ex is the caller's, so that the exchange takes
+// no room twice on the stack of every call). The context's end (its deadline, or a cancellation) stops the
 // exchange; a context that never ends does not bound it.
 //
 // resend says a request written whole may go out again after its reused
@@ -141,17 +142,17 @@ var aLongTimeAgo = time.Unix(1, 0)
 // but nothing proves it, so only a read-only tool or a backend that
 // dedupes on the forwarded key may take that chance. A request of which
 // nothing was written is always sent again.
-func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool) exchange {
-	var ex exchange
+func (c *h1Client) exchange(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool, ex *exchange) {
+	*ex = exchange{}
 	if err := ctx.Err(); err != nil {
 		ex.err = err
-		return ex
+		return
 	}
 	for fresh := false; ; fresh = true {
 		pc, reused, err := c.conn(ctx, fresh)
 		if err != nil {
 			ex.err = err
-			return ex
+			return
 		}
 		ex.gotConn = true
 		// The context ends at the call's deadline or when the caller goes
@@ -178,7 +179,7 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 				continue // nothing of it left: the connection was dead
 			}
 			ex.err = err
-			return ex
+			return
 		}
 		ex.writes++
 
@@ -191,7 +192,7 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 				continue // the backend closed it as the request arrived
 			}
 			ex.err = err
-			return ex
+			return
 		}
 		ex.resp = resp
 		ex.body, ex.readErr = readAnswerBody(resp.Body, maxBody, resp.ContentLength, buf)
@@ -210,7 +211,7 @@ func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf
 		} else {
 			pc.close()
 		}
-		return ex
+		return
 	}
 }
 

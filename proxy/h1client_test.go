@@ -462,3 +462,10 @@ func BenchmarkH1ConnAlive(b *testing.B) {
 		}
 	}
 }
+
+// do is exchange with the exchange returned, for the tests.
+func (c *h1Client) do(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool) exchange {
+	var ex exchange
+	c.exchange(ctx, req, maxBody, buf, resend, &ex)
+	return ex
+}

@@ -20,12 +20,13 @@ import (
 // backend's Retry-After when it sent a longer one. The 1 s retry_after_ms a
 // connect failure tells the agent is advice for the agent's next call, not
 // a wait within this one.
-func (c *Core) send(ctx context.Context, cl *Call) contracts.Outcome {
+func (c *Core) send(ctx context.Context, cl *Call) {
 	retries := cl.tool.upstream.cfg.Retries
+	o := &cl.out
 	for n := 1; ; n++ {
-		o, final := c.attempt(ctx, cl)
+		final := c.attempt(ctx, cl)
 		if final || n >= retries.Attempts || !safeToRetry(cl.tool.contract, o) {
-			return o
+			return
 		}
 		delay := retries.Delay(n+1, nil)
 		if o.HTTPCode != 0 && o.RetryAfter > delay {
@@ -34,13 +35,13 @@ func (c *Core) send(ctx context.Context, cl *Call) contracts.Outcome {
 		}
 		deadline, _ := ctx.Deadline()
 		if c.now().Add(delay).After(deadline) {
-			return o // retry_after_ms tells the agent when to come back
+			return // retry_after_ms tells the agent when to come back
 		}
 		timer := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return o
+			return
 		case <-timer.C:
 		}
 	}
@@ -48,7 +49,7 @@ func (c *Core) send(ctx context.Context, cl *Call) contracts.Outcome {
 
 // safeToRetry: a read-only tool may resend any retryable failure; a
 // side-effecting call only one that never reached the backend.
-func safeToRetry(ct *contracts.Contract, o contracts.Outcome) bool {
+func safeToRetry(ct *contracts.Contract, o *contracts.Outcome) bool {
 	if !o.Retryable || o.Reason == contracts.ReasonCircuitOpen || o.Reason == contracts.ReasonBulkhead || o.Reason == contracts.ReasonCanceled {
 		return false
 	}
@@ -58,22 +59,21 @@ func safeToRetry(ct *contracts.Contract, o contracts.Outcome) bool {
 // attempt runs one backend attempt: the breaker and the bulkhead admit
 // it, the backend request is built (backend.go) and sent, and the answer
 // is classified. final says the outcome must not be retried whatever its
-// class (a success, or an answer the rules classified).
-func (c *Core) attempt(ctx context.Context, cl *Call) (contracts.Outcome, bool) {
+// class (a success, or an answer the rules classified). The outcome is
+// the call's (cl.out).
+func (c *Core) attempt(ctx context.Context, cl *Call) bool {
 	t := cl.tool
 	up := t.upstream
 	done, wait, err := up.breaker.Allow()
 	if err != nil {
 		up.codes.circuit.Inc()
-		cl.upCode = "circuit_open"
-		o := contracts.Reject(contracts.ReasonCircuitOpen)
-		o.RetryAfter = wait
-		return o, false
+		cl.unsent(contracts.ReasonCircuitOpen, "circuit_open", wait)
+		return false
 	}
 	if !up.bulk.acquire(cl.caller) {
 		done.Done(policy.VerdictIgnored)
-		cl.upCode = "bulkhead"
-		return contracts.Reject(contracts.ReasonBulkhead), false
+		cl.unsent(contracts.ReasonBulkhead, "bulkhead", 0)
+		return false
 	}
 	cl.attempts++
 	actx, span := c.tr.child(ctx, "toolgate.upstream.attempt", trace.SpanKindClient)
@@ -84,25 +84,49 @@ func (c *Core) attempt(ctx context.Context, cl *Call) (contracts.Outcome, bool) 
 	if up.direct != nil && c.observer == nil {
 		pr, req = cl.pooledHTTPRequest()
 	} else {
-		req = t.httpRequest(cl.backendRequest(2)) // room for the trace context the attempt's span adds
+		req = cl.httpRequest()
 	}
 	c.tr.inject(actx, cl.req, req.Header)
 	ct := t.contract
 	sentAt := c.observeStart()
-	a := up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now)
+	a := &cl.att
+	*a = attempt{}
+	up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now, a)
 	up.bulk.release(cl.caller)
 	done.Done(a.verdict)
-	c.observeAttempt(cl, req, &a, sentAt)
+	c.observeAttempt(cl, req, a, sentAt)
 	if pr != nil {
 		putRequest(pr)
 	}
 	if span != nil {
-		span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", ct.Upstream))
-		if a.code != 0 {
-			span.SetAttributes(attribute.Int("http.response.status_code", a.code))
-		}
-		endChild(span, &a.outcome)
+		endAttemptSpan(span, cl, a)
 	}
 	defer putBody(a.buf)
-	return c.conclude(ctx, cl, &a)
+	return c.conclude(ctx, cl, a)
+}
+
+// unsent ends an attempt the breaker or the bulkhead refused. Out of
+// line, as the outcome it builds would otherwise take room on the stack
+// of every attempt.
+//
+//go:noinline
+func (cl *Call) unsent(r contracts.Reason, upCode string, retryAfter time.Duration) {
+	cl.upCode = upCode
+	cl.out = contracts.Reject(r)
+	if retryAfter > 0 {
+		cl.out.RetryAfter = retryAfter // the breaker's; the bulkhead's is Reject's
+	}
+}
+
+// endAttemptSpan ends an attempt's span with what the attempt came to. It
+// is out of line so that its attributes take no room on the stack of an
+// untraced call.
+//
+//go:noinline
+func endAttemptSpan(span trace.Span, cl *Call, a *attempt) {
+	span.SetAttributes(attribute.Int("toolgate.attempt", cl.attempts), attribute.String("toolgate.upstream", cl.tool.contract.Upstream))
+	if a.code != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", a.code))
+	}
+	endChild(span, &a.outcome)
 }

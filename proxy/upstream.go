@@ -178,44 +178,46 @@ func newTransport(cfg *policy.Upstream, tlsConfig *tls.Config) *http.Transport {
 // is harmless: the tool is read-only, or the backend dedupes on the key
 // forwarded to it. Whatever the HTTP method: a side-effecting tool bound to
 // GET acts as surely as one bound to POST.
-func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool, now func() time.Time) attempt {
-	cred, a, ok := u.authorize(ctx, req)
+func (u *upstream) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool, now func() time.Time, a *attempt) {
+	cred, ok := u.authorize(ctx, req, a)
 	if !ok {
-		return a
+		return
 	}
 	start := time.Now()
 	resend := !sideEffect || dedupes
 	buf := bodyPool.Get().(*[]byte)
 	var ex exchange
 	if u.direct != nil {
-		ex = u.direct.do(ctx, req, maxBody, buf, resend)
+		u.direct.exchange(ctx, req, maxBody, buf, resend, &ex)
 	} else {
-		ex = u.roundTrip(ctx, req, maxBody, buf, resend)
+		u.roundTrip(ctx, req, maxBody, buf, resend, &ex)
 	}
 	u.codes.duration.Observe(time.Since(start).Seconds())
 	if ex.err != nil {
 		putBody(buf)
-		return u.failed(ctx, &ex, sideEffect, dedupes)
+		u.failed(ctx, &ex, sideEffect, dedupes, a)
+		return
 	}
 	u.auth.answered(cred, ex.resp.StatusCode)
 	ans := answer{code: ex.resp.StatusCode, header: ex.resp.Header, body: ex.body, bodyErr: ex.readErr, writes: ex.writes}
-	at := u.answered(ctx, &ans, sideEffect, dedupes, now)
-	at.buf = buf
-	return at
+	u.answered(ctx, &ans, sideEffect, dedupes, now, a)
+	a.buf = buf
 }
 
 // roundTrip sends req through the upstream's http.RoundTripper: HTTPS
 // backends, or a transport a test or an embedder set. resend is as for
-// h1Client.do.
-func (u *upstream) roundTrip(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool) exchange {
+// h1Client.exchange; so is ex.
+func (u *upstream) roundTrip(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool, ex *exchange) {
 	if err := validRequest(req); err != nil {
-		return exchange{err: err}
+		*ex = exchange{err: err}
+		return
 	}
 	if !resend {
 		noReplay(req)
 	}
 	if !u.traced {
-		return untracedRoundTrip(u.client.Transport, req.WithContext(ctx), maxBody, buf)
+		*ex = untracedRoundTrip(u.client.Transport, req.WithContext(ctx), maxBody, buf)
+		return
 	}
 	// net/http resends a written request by itself when a reused
 	// connection breaks before the answer, if the request is replayable
@@ -236,9 +238,8 @@ func (u *upstream) roundTrip(ctx context.Context, req *http.Request, maxBody int
 	// answer to classify, not to chase), so http.Client would add nothing
 	// but allocations.
 	resp, err := u.client.Transport.RoundTrip(req)
-	ex := readRoundTrip(resp, err, maxBody, buf)
+	*ex = readRoundTrip(resp, err, maxBody, buf)
 	ex.gotConn, ex.writes = gotConn.Load(), int(writes.Load())
-	return ex
 }
 
 // untracedRoundTrip sends req through a round tripper that may report

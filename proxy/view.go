@@ -93,7 +93,7 @@ func (v View) withoutTool(ctx context.Context, req *Request, named string, o con
 	asked.Tool = named
 	cl := v.newCall(&asked)
 	cl.ctx = ctx
-	res := v.c.finish(ctx, cl, o)
+	res := v.c.finish(ctx, cl, &o)
 	res.Envelope.Tool = req.Tool
 	return res
 }

@@ -276,7 +276,8 @@ func TestNothingWrittenIsNothingDone(t *testing.T) {
 	}
 	defer u.closeIdle()
 	req, _ := http.NewRequest(http.MethodPost, "http://backend.test/w", strings.NewReader(`{"n":"x"}`))
-	a := u.send(context.Background(), req, 1<<20, true, false, time.Now)
+	var a attempt
+	u.send(context.Background(), req, 1<<20, true, false, time.Now, &a)
 	if a.sent || a.outcome.Effect != contracts.SideEffectNone || !a.outcome.Retryable || b.requests.Load() != 0 {
 		t.Errorf("attempt %+v sent=%v after %d backend requests, want nothing sent, none, retryable", a.outcome, a.sent, b.requests.Load())
 	}
