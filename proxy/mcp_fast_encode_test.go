@@ -36,13 +36,24 @@ func checkFastAnswer(t *testing.T, id jsonrpc.ID, env *contracts.Envelope) {
 	switch {
 	case err != nil || !ok:
 		if err == nil || ok {
-			t.Fatalf("id %v, envelope %+v: the SDK's error %v, the direct encoding's ok %v", id.Raw(), env, err, ok)
+			t.Fatalf("id %v, cost %v: the SDK's error %v, the direct encoding's ok %v", id.Raw(), env.Cost, err, ok)
 		}
 	case !bytes.HasPrefix(got, []byte("prefix kept:")):
 		t.Fatalf("appendFastAnswer lost what dst held: %q", got)
 	case string(got[len("prefix kept:"):]) != string(want):
-		t.Fatalf("id %v, envelope %+v:\nthe SDK writes   %s\nthe fast path    %s", id.Raw(), env, want, got[len("prefix kept:"):])
+		got = got[len("prefix kept:"):]
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("id %v, status %q: the answers differ from byte %d on:\nthe SDK writes   %s\nthe fast path    %s",
+			id.Raw(), env.Status, i, window(want, i), window(got, i))
 	}
+}
+
+// window is b around offset i, at most 200 bytes of it.
+func window(b []byte, i int) []byte {
+	return b[max(0, i-100):min(len(b), i+100)]
 }
 
 // fastIDs are request ids as the fast path admits them, read by
@@ -143,22 +154,24 @@ func TestMCPFastAnswerIsTheSDKs(t *testing.T) {
 }
 
 // FuzzMCPFastAnswer: the direct encoding is the SDK's for any strings in
-// the envelope and any id of the fast path's shapes.
+// the envelope (text holds the observation, tool, call id, status and
+// side effect, split at NUL bytes) and any id of the fast path's shapes
+// (a string id when flags&8, else n cut to 15 digits, as fastID admits).
 func FuzzMCPFastAnswer(f *testing.F) {
 	for i, text := range hostileTexts()[:8] {
-		f.Add(text, "search_articles", "call-1", "ok", "none", int64(i), "", uint8(i), 0.5, int64(0))
+		f.Add(text+"\x00search_articles\x00call-1\x00ok\x00none", "", int64(i), 0.5, uint8(i))
 	}
-	f.Add("[BAD_ARGS] x", "<t>", "&", "bad_args", "unknown", int64(0), "<id>&", uint8(7), 1e21, int64(-5))
-	f.Fuzz(func(t *testing.T, obs, tool, callID, status, sideEffect string, intID int64, strID string, flags uint8, cost float64, retryAfter int64) {
-		// At most 15 digits, as fastID admits; any string.
-		id, _ := jsonrpc.MakeID(float64(intID % 1e15))
+	f.Add("[BAD_ARGS] x\x00<t>\x00&\x00bad_args\x00unknown", "<id>&\u2028", int64(-5), 1e21, uint8(15))
+	f.Fuzz(func(t *testing.T, text, strID string, n int64, cost float64, flags uint8) {
+		id, _ := jsonrpc.MakeID(float64(n % 1e15))
 		if flags&8 != 0 {
 			id, _ = jsonrpc.MakeID(strID)
 		}
+		parts := append(strings.SplitN(text, "\x00", 5), "", "", "", "")
 		checkFastAnswer(t, id, &contracts.Envelope{
-			Status: contracts.Status(status), SideEffect: contracts.SideEffect(sideEffect),
-			Retryable: flags&1 != 0, Replayed: flags&2 != 0, RetryAfterMS: retryAfter, Cost: cost,
-			Tool: tool, CallID: callID, Observation: obs,
+			Observation: parts[0], Tool: parts[1], CallID: parts[2],
+			Status: contracts.Status(parts[3]), SideEffect: contracts.SideEffect(parts[4]),
+			Retryable: flags&1 != 0, Replayed: flags&2 != 0, RetryAfterMS: n * int64(flags&4), Cost: cost,
 		})
 	})
 }
