@@ -386,14 +386,25 @@ func MCPTool(ct *contracts.Contract) *mcp.Tool {
 // anything but ok and empty.
 func (s *mcpServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	tp, ts := req.Params.Meta["traceparent"], req.Params.Meta["tracestate"]
-	return s.callTool(ctx, requestHeader(req), req.Params.Name, req.Params.Arguments, tp, ts, req.ProtocolVersion()), nil
+	return mcpResult(s.callTool(ctx, requestHeader(req), req.Params.Name, req.Params.Arguments, tp, ts, req.ProtocolVersion())), nil
+}
+
+// mcpResult is the tools/call result of envelope env (the fast path
+// writes the same JSON without building it: mcp_fast_encode.go).
+func mcpResult(env *contracts.Envelope) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: env.Observation}},
+		StructuredContent: MCPOutputOf(env),
+		IsError:           !env.Status.Success(),
+	}
 }
 
 // callTool runs a tools/call of tool name with arguments args (raw JSON as
 // sent; nil when absent) through the core: for the SDK's handler and for
 // the fast path (mcp_fast.go). tp and ts are _meta's traceparent and
-// tracestate, revision the request's protocol revision.
-func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, args []byte, tp, ts any, revision string) *mcp.CallToolResult {
+// tracestate, revision the request's protocol revision. It returns the
+// result's envelope.
+func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, args []byte, tp, ts any, revision string) *contracts.Envelope {
 	v := s.view
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
@@ -420,12 +431,7 @@ func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, ar
 		LogAttrs: mcpLogAttrs(revision),
 		Header:   h,
 	})
-	env := &res.Envelope
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: env.Observation}},
-		StructuredContent: MCPOutputOf(env),
-		IsError:           !env.Status.Success(),
-	}
+	return &res.Envelope
 }
 
 // requestHeader is the header of the HTTP request that carried an MCP

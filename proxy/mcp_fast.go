@@ -7,18 +7,18 @@ package proxy
 // and a JSON-RPC connection for it, and run the same handler
 // (mcpServer.callTool) in the end.
 //
-// The answer is the SDK's, byte for byte: the same result value, encoded
-// by the SDK's own encoder, with the SDK's headers. Anything the fast
-// path does not recognise exactly (another method, a batch, a key it does
-// not know, a repeated key, an escaped key, an id that is not a small
-// integer or a plain string, _meta beyond the trace context, revision
-// 2026-07-28 with its routing headers and per-request _meta) goes to the
-// SDK. TestMCPFastPathAnswersAsTheSDK sends every outcome at every
-// revision both ways and compares the answers.
+// The answer is the SDK's, byte for byte: the JSON the SDK writes for the
+// same result, written directly (mcp_fast_encode.go), with the SDK's
+// headers. Anything the fast path does not recognise exactly (another
+// method, a batch, a key it does not know, a repeated key, an escaped
+// key, an id that is not a small integer or a plain string, _meta beyond
+// the trace context, revision 2026-07-28 with its routing headers and
+// per-request _meta) goes to the SDK. TestMCPFastPathAnswersAsTheSDK sends every outcome at every
+// revision both ways and compares the answers; TestMCPFastAnswerIsTheSDKs
+// compares the encodings for hostile strings and every outcome.
 
 import (
 	"bytes"
-	"encoding/json"
 	"mime"
 	"net/http"
 
@@ -52,23 +52,21 @@ func (f *mcpFront) serveFast(w http.ResponseWriter, r *http.Request, v View, rev
 	if revision == "" {
 		revision = "2025-03-26" // the SDK's assumption without the header
 	}
-	res := s.callTool(r.Context(), r.Header, call.name, call.args, call.tp, call.ts, revision)
-	// As the SDK's JSON-RPC layer encodes a result: encoding/json without
-	// HTML escaping, inside the message EncodeMessage writes.
-	var buf bytes.Buffer
-	enc := newSDKEncoder(&buf)
-	if err := enc.Encode(res); err != nil {
+	env := s.callTool(r.Context(), r.Header, call.name, call.args, call.tp, call.ts, revision)
+	// The SDK's bytes for mcpResult(env), written directly
+	// (mcp_fast_encode.go).
+	p := outPool.Get().(*[]byte)
+	msg, ok := appendFastAnswer((*p)[:0], call.id, env)
+	if !ok {
+		putOut(p, msg)
 		return false // cannot happen: the SDK would fail alike
-	}
-	msg, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: call.id, Result: bytes.TrimRight(buf.Bytes(), "\n")})
-	if err != nil {
-		return false
 	}
 	f.fastCalls.Add(1)
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("Content-Type", "application/json")
 	_, _ = w.Write(msg)
+	putOut(p, msg)
 	return true
 }
 
@@ -231,12 +229,4 @@ func fastID(v jsontape.Value) (jsonrpc.ID, bool) {
 		return id, err == nil
 	}
 	return jsonrpc.ID{}, false
-}
-
-// newSDKEncoder is the encoder the SDK's JSON-RPC layer marshals results
-// with: encoding/json without HTML escaping.
-func newSDKEncoder(buf *bytes.Buffer) *json.Encoder {
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	return enc
 }

@@ -8,13 +8,22 @@ import (
 // AppendString appends s as a JSON string, as encoding/json writes it
 // without HTML escaping: invalid UTF-8 becomes U+FFFD, so the output is
 // always valid JSON and valid UTF-8, and U+2028 and U+2029 are escaped.
-func AppendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s, &plain) }
+
+// AppendHTMLString appends s as a JSON string, as json.Marshal writes it
+// (with HTML escaping): as AppendString, and <, > and & as \u003c,
+// \u003e and \u0026.
+func AppendHTMLString(dst []byte, s string) []byte { return appendString(dst, s, &plainHTML) }
+
+// appendString appends s as a JSON string, escaping the ASCII bytes not
+// marked in asIs as \u00XX (or shorter where JSON has a shorter escape).
+func appendString(dst []byte, s string, asIs *[256]bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		// Runs of bytes that need nothing are copied in one append.
-		for i < len(s) && plain[s[i]] {
+		for i < len(s) && asIs[s[i]] {
 			i++
 		}
 		if i == len(s) {
@@ -67,6 +76,13 @@ var plain = func() (t [256]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
+	return t
+}()
+
+// plainHTML is plain without the bytes json.Marshal escapes for HTML.
+var plainHTML = func() (t [256]bool) {
+	t = plain
+	t['<'], t['>'], t['&'] = false, false, false
 	return t
 }()
 
