@@ -405,6 +405,14 @@ func mcpResult(env *contracts.Envelope) *mcp.CallToolResult {
 // tracestate, revision the request's protocol revision. It returns the
 // result's envelope.
 func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, args []byte, tp, ts any, revision string) *contracts.Envelope {
+	return &s.view.Call(ctx, s.request(h, name, args, tp, ts, revision)).Envelope
+}
+
+// request is the Request of a tools/call. Out of line, with the Request
+// on the heap: the call runs on the stack below, which it would weigh on.
+//
+//go:noinline
+func (s *mcpServer) request(h http.Header, name string, args []byte, tp, ts any, revision string) *Request {
 	v := s.view
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
@@ -418,7 +426,7 @@ func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, ar
 		traceparent = tp
 		tracestate, _ = ts.(string)
 	}
-	res := v.Call(ctx, &Request{
+	return &Request{
 		TraceParent: traceparent,
 		TraceState:  tracestate,
 		Tool:        name,
@@ -430,8 +438,7 @@ func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, ar
 		Front:    "mcp",
 		LogAttrs: mcpLogAttrs(revision),
 		Header:   h,
-	})
-	return &res.Envelope
+	}
 }
 
 // requestHeader is the header of the HTTP request that carried an MCP

@@ -38,15 +38,9 @@ type mcpFastCall struct {
 // serveFast answers a tools/call on the fast path and reports whether it
 // did; when it did not, nothing was written.
 func (f *mcpFront) serveFast(w http.ResponseWriter, r *http.Request, v View, revision string, body []byte) bool {
-	if f.sdkOnly || revision >= "2026-07-28" || len(r.Header.Values("Last-Event-ID")) > 0 {
-		return false
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
-	}
 	s := f.serverOf(v)
-	call, ok := parseFastCall(body, s.tools)
-	if !ok {
+	call := f.fastCall(r, s, revision, body)
+	if call == nil {
 		return false
 	}
 	if revision == "" {
@@ -70,14 +64,33 @@ func (f *mcpFront) serveFast(w http.ResponseWriter, r *http.Request, v View, rev
 	return true
 }
 
+// fastCall is the tools/call the fast path serves, or nil when the SDK
+// serves the message. Out of line, with the call on the heap: what it
+// reads takes no room on the stack the call runs on.
+//
+//go:noinline
+func (f *mcpFront) fastCall(r *http.Request, s *mcpServer, revision string, body []byte) *mcpFastCall {
+	if f.sdkOnly || revision >= "2026-07-28" || len(r.Header.Values("Last-Event-ID")) > 0 {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil
+	}
+	call := new(mcpFastCall)
+	if !parseFastCall(body, s.tools, call) {
+		return nil
+	}
+	return call
+}
+
 // parseFastCall reads body as one tools/call request of a tool in tools:
 // {"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":NAME,
 // "arguments":ANY,"_meta":{"traceparent":S,"tracestate":S}}} in any order,
 // params' members but name optional. ok is false for anything else.
-func parseFastCall(body []byte, tools map[string]bool) (call mcpFastCall, ok bool) {
+func parseFastCall(body []byte, tools map[string]bool, call *mcpFastCall) (ok bool) {
 	tape, root, err := jsontape.ParseObject(body)
 	if err != nil {
-		return call, false
+		return false
 	}
 	defer tape.Release()
 	var key [32]byte
@@ -86,7 +99,7 @@ func parseFastCall(body []byte, tools map[string]bool) (call mcpFastCall, ok boo
 		k, val := c.Member()
 		i := plainKey(k, key[:0], "jsonrpc", "id", "method", "params")
 		if i < 0 || seen[i] {
-			return call, false
+			return false
 		}
 		seen[i] = true
 		switch i {
@@ -97,13 +110,13 @@ func parseFastCall(body []byte, tools map[string]bool) (call mcpFastCall, ok boo
 		case 2:
 			ok = plainString(val, key[:0]) == "tools/call"
 		case 3:
-			ok = fastParams(val, tools, &call)
+			ok = fastParams(val, tools, call)
 		}
 		if !ok {
-			return call, false
+			return false
 		}
 	}
-	return call, seen[0] && seen[1] && seen[2] && seen[3]
+	return seen[0] && seen[1] && seen[2] && seen[3]
 }
 
 // fastParams reads the params of a tools/call into call.

@@ -61,8 +61,8 @@ func window(b []byte, i int) []byte {
 func fastIDs(t testing.TB, texts ...string) []jsonrpc.ID {
 	var ids []jsonrpc.ID
 	for _, text := range texts {
-		call, ok := parseFastCall([]byte(`{"jsonrpc":"2.0","id":`+text+`,"method":"tools/call","params":{"name":"t"}}`), map[string]bool{"t": true})
-		if !ok {
+		var call mcpFastCall
+		if !parseFastCall([]byte(`{"jsonrpc":"2.0","id":`+text+`,"method":"tools/call","params":{"name":"t"}}`), map[string]bool{"t": true}, &call) {
 			t.Fatalf("the fast path refuses id %s", text)
 		}
 		ids = append(ids, call.id)

@@ -27,51 +27,8 @@ const (
 
 func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	v := f.core.View()
-	if why := f.guard.refusal(r, &v.st.snap.Server); why != "" {
-		writeRPCError(w, http.StatusForbidden, nil, rpcInvalidRequest, "Forbidden: "+why, nil)
-		return
-	}
-	if r.Method != http.MethodPost {
-		// The SDK answers 405 with Allow: POST.
-		ew := &rpcErrorWriter{ResponseWriter: w}
-		f.sdk.ServeHTTP(ew, r)
-		ew.finish()
-		return
-	}
-	limit := v.st.snap.Server.MaxRequestBytes + mcpRequestOverhead
-	// A fresh buffer: the SDK may keep parts of the message.
-	body, tooLarge, err := readRequestBody(r, limit, new([]byte))
-	switch {
-	case tooLarge:
-		// The rest of the body is not read: the connection cannot serve
-		// another request.
-		w.Header().Set("Connection", "close")
-		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("the message is over %d bytes", limit), nil)
-		return
-	case err != nil:
-		w.Header().Set("Connection", "close")
-		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "the request body ended early", nil)
-		return
-	}
-	revision := r.Header.Get("Mcp-Protocol-Version")
-	if revision != "" && !slices.Contains(MCPRevisions(), revision) {
-		data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: MCPRevisions(), Requested: revision})
-		writeRPCError(w, http.StatusBadRequest, requestID(body), mcp.CodeUnsupportedProtocolVersion,
-			fmt.Sprintf("MCP-Protocol-Version %q is not supported; toolgate serves %s", revision, strings.Join(MCPRevisions(), ", ")), data)
-		return
-	}
-	// Clients must accept both JSON and an event stream; toolgate only
-	// ever answers JSON, so a client that accepts just that is served.
-	if !acceptsJSON(r.Header.Values("Accept")) {
-		writeRPCError(w, http.StatusNotAcceptable, requestID(body), rpcInvalidRequest, "Accept must allow application/json: toolgate answers every message with one JSON body", nil)
-		return
-	}
-	r.Header.Set("Accept", "application/json, text/event-stream")
-	// Batches left the protocol in 2025-06-18; without the header a
-	// request is 2025-03-26, which has them.
-	if revision >= "2025-06-18" && isBatch(body) {
-		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest,
-			fmt.Sprintf("JSON-RPC batches are not part of MCP %s; send one message per request", revision), nil)
+	body, revision, ok := f.admit(w, r, v)
+	if !ok {
 		return
 	}
 	if f.serveFast(w, r, v, revision, body) {
@@ -84,6 +41,62 @@ func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ew := &rpcErrorWriter{ResponseWriter: w, body: body, modern: revision >= "2026-07-28"}
 	f.sdk.ServeHTTP(ew, r)
 	ew.finish()
+}
+
+// admit reads an MCP request's message and checks what the transport
+// asks of it; ok is false when it answered the request itself. Out of
+// line, so that its refusals take no room on the stack a call runs on.
+//
+//go:noinline
+func (f *mcpFront) admit(w http.ResponseWriter, r *http.Request, v View) (body []byte, revision string, ok bool) {
+	if why := f.guard.refusal(r, &v.st.snap.Server); why != "" {
+		writeRPCError(w, http.StatusForbidden, nil, rpcInvalidRequest, "Forbidden: "+why, nil)
+		return nil, "", false
+	}
+	if r.Method != http.MethodPost {
+		// The SDK answers 405 with Allow: POST.
+		ew := &rpcErrorWriter{ResponseWriter: w}
+		f.sdk.ServeHTTP(ew, r)
+		ew.finish()
+		return nil, "", false
+	}
+	limit := v.st.snap.Server.MaxRequestBytes + mcpRequestOverhead
+	// A fresh buffer: the SDK may keep parts of the message.
+	body, tooLarge, err := readRequestBody(r, limit, new([]byte))
+	switch {
+	case tooLarge:
+		// The rest of the body is not read: the connection cannot serve
+		// another request.
+		w.Header().Set("Connection", "close")
+		writeRPCError(w, http.StatusRequestEntityTooLarge, nil, rpcInvalidRequest, fmt.Sprintf("the message is over %d bytes", limit), nil)
+		return nil, "", false
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "the request body ended early", nil)
+		return nil, "", false
+	}
+	revision = r.Header.Get("Mcp-Protocol-Version")
+	if revision != "" && !slices.Contains(MCPRevisions(), revision) {
+		data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: MCPRevisions(), Requested: revision})
+		writeRPCError(w, http.StatusBadRequest, requestID(body), mcp.CodeUnsupportedProtocolVersion,
+			fmt.Sprintf("MCP-Protocol-Version %q is not supported; toolgate serves %s", revision, strings.Join(MCPRevisions(), ", ")), data)
+		return nil, "", false
+	}
+	// Clients must accept both JSON and an event stream; toolgate only
+	// ever answers JSON, so a client that accepts just that is served.
+	if !acceptsJSON(r.Header.Values("Accept")) {
+		writeRPCError(w, http.StatusNotAcceptable, requestID(body), rpcInvalidRequest, "Accept must allow application/json: toolgate answers every message with one JSON body", nil)
+		return nil, "", false
+	}
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	// Batches left the protocol in 2025-06-18; without the header a
+	// request is 2025-03-26, which has them.
+	if revision >= "2025-06-18" && isBatch(body) {
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest,
+			fmt.Sprintf("JSON-RPC batches are not part of MCP %s; send one message per request", revision), nil)
+		return nil, "", false
+	}
+	return body, revision, true
 }
 
 // acceptsJSON reports whether an Accept header allows application/json;

@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/examples"
+)
+
+// TestACallStaysWithinASmallStack: a call in flight holds the goroutine of
+// the agent's connection, and that goroutine's stack is the largest part
+// of what the call costs while it waits. Go doubles a stack that runs out,
+// and a stack grown past 8 KiB stays at 16 KiB while its call waits: one
+// value too many on the call's path (an outcome returned by value through
+// five stages, a request built on the stack) costs 8 KiB more for every
+// call in flight (bench/RESULTS.md, the in-flight table).
+//
+// The calls run in a process of their own whose stacks may not grow past
+// 8 KiB (debug.SetMaxStack): any goroutine that needs more ends the
+// process with a stack overflow and the trace of the path that needed it,
+// printed below (built without the race detector, whose frames are
+// larger than toolgate's). Each front is called through a real HTTP server, on a
+// new agent connection and backend connection (the dial's path) and again
+// on both kept alive.
+func TestACallStaysWithinASmallStack(t *testing.T) {
+	if os.Getenv("TOOLGATE_TEST_SMALL_STACK") == "1" {
+		callsWithinASmallStack(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs a process of its own")
+	}
+	bin := os.Args[0]
+	if raceEnabled {
+		// The race detector's frames are not the ones toolgate ships:
+		// the process is this package's tests built without it.
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			t.Skip("no go command to build the tests without -race")
+		}
+		bin = filepath.Join(t.TempDir(), "proxy.test")
+		if out, err := exec.Command(goTool, "test", "-c", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go test -c: %v\n%s", err, out)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^TestACallStaysWithinASmallStack$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "TOOLGATE_TEST_SMALL_STACK=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		text := string(out)
+		if i := strings.Index(text, "fatal error: stack overflow"); i >= 0 {
+			text = text[i:min(len(text), i+6000)]
+		}
+		t.Fatalf("the calls did not run within 8 KiB of stack: %v\n%s", err, text)
+	}
+}
+
+// callsWithinASmallStack is the process TestACallStaysWithinASmallStack
+// runs.
+func callsWithinASmallStack(t *testing.T) {
+	backend := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{}))
+	defer backend.Close()
+	doc := strings.NewReplacer(
+		"http://127.0.0.1:7001", backend.URL,
+		"\nserver:\n", "\nserver:\n  transparent: true\n",
+	).Replace(string(examples.Policy()))
+	core := newTestCore(t, doc, Options{Registry: prometheus.NewRegistry()})
+	agent := httptest.NewServer(core.Handler())
+	defer agent.Close()
+
+	mcpCall := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}`
+	requests := []string{
+		post("/v1/tools/search_articles", "application/json", `{"q":"go","limit":5}`),
+		"GET /api/search?q=go&limit=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+		strings.Replace(post("/mcp", "application/json", mcpCall), "\r\n\r\n", "\r\nAccept: application/json, text/event-stream\r\n\r\n", 1),
+	}
+
+	// A first round warms what runs once in a process (encoders built on
+	// first use, sync.Once); the second, on new connections, runs within
+	// 8 KiB of stack per goroutine.
+	round(t, agent.Listener.Addr().String(), core, requests)
+	old := debug.SetMaxStack(8 << 10)
+	defer debug.SetMaxStack(old)
+	round(t, agent.Listener.Addr().String(), core, requests)
+}
+
+// round sends each request twice on a new agent connection: the backend's
+// connection is new for the first (the dial's path), then kept alive.
+func round(t *testing.T, addr string, core *Core, requests []string) {
+	for _, req := range requests {
+		for _, up := range core.state.Load().upstreams {
+			up.closeIdle()
+		}
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(nc)
+		for range 2 {
+			if _, err := nc.Write([]byte(req)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("%.40q: HTTP %d", req, resp.StatusCode)
+			}
+		}
+		nc.Close()
+	}
+}
+
+// post is an HTTP/1.1 POST of body, as an agent writes it.
+func post(path, contentType, body string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s", path, contentType, len(body), body)
+}
