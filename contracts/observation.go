@@ -587,14 +587,19 @@ func (p *treeBuilder) str() (jsonNode, bool) {
 	raw := p.src[p.i+1 : end]
 	p.i = end + 1
 	n := jsonNode{kind: '"', least: 2}
-	if bytes.IndexByte(raw, '\\') >= 0 {
+	switch {
+	case jsontape.PlainASCII(raw):
+		// The common case: a byte a rune, none written as an escape.
+		n.text, n.runes = p.keepText(raw[:max(0, min(len(raw), p.keepRunes))]), len(raw)
+	case bytes.IndexByte(raw, '\\') >= 0:
 		text := jsontape.Unescape(raw)
 		n.text, n.runes = prefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
-	} else {
+		n.wide = escapesWide(n.text)
+	default:
 		// Valid UTF-8 without escapes is its own text.
 		n.text, n.runes = p.keepText(prefixRunesOf(raw, p.keepRunes)), utf8.RuneCount(raw)
+		n.wide = escapesWide(n.text)
 	}
-	n.wide = escapesWide(n.text)
 	n.least = stringLeast(n.runes)
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
 	return n, true
