@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/jsontape"
@@ -29,11 +28,8 @@ type Envelope struct {
 
 // AppendJSON appends the envelope's compact JSON to dst. It produces the same
 // document encoding/json would (Data is copied as is and must be valid JSON),
-// without reflection, because it runs once per call. dst grows once, to
-// room for the whole envelope unless a string needs many escapes, not
-// step by step with a large data.
+// without reflection, because it runs once per call.
 func (e *Envelope) AppendJSON(dst []byte) []byte {
-	dst = slices.Grow(dst, envelopeOverhead+len(e.Data)+len(e.Message)+len(e.Observation)+len(e.Tool)+len(e.CallID))
 	sep := byte('{')
 	for i := range envelopeFields {
 		if envelopeFields[i].optional && e.omits(i) {
@@ -47,11 +43,6 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 	}
 	return append(dst, '}')
 }
-
-// envelopeOverhead is room for what an envelope holds beside its data and
-// free-form strings: the field names, the status, booleans, numbers and a
-// few escapes.
-const envelopeOverhead = 256
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
 func (e *Envelope) MarshalJSON() ([]byte, error) {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/jsontape"
@@ -221,6 +222,7 @@ func (t *truncation) data(compact []byte) (string, observationCut) {
 		tree, _ = parseJSONTree(compact, fullRoom)
 	}
 	if tree != nil {
+		defer tree.release()
 		// Backends that escape every non-ASCII character (Python's
 		// json.dumps does by default) send six characters per CJK
 		// character; decoded, the data may fit whole.
@@ -489,6 +491,7 @@ type jsonTree struct {
 	widestArray  int          // the most elements in one array
 	widestObject int          // the most keys in one object
 	last         jsonRenderer // the limits of shrink's last answer
+	arena        *treeArena   // where the nodes are, until release
 }
 
 // parseJSONTree parses valid compact JSON for a room of the given size:
@@ -499,19 +502,77 @@ type jsonTree struct {
 // refuses what jsontape.Parse refuses among compact documents (nesting
 // deeper than jsontape.MaxDepth).
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
+	a := treeArenas.Get().(*treeArena)
 	p := treeBuilder{
 		src:   compact,
-		stack: make([]jsonNode, 0, 64),
+		arena: a,
+		stack: a.stack[:0],
 		room:  room,
 		// Rendering room+1 runes of a string cannot fit, so nothing
 		// beyond that needs keeping.
 		keepRunes: room + 1,
 	}
 	root, ok := p.value(0)
+	a.stack = p.stack[:0]
 	if !ok || p.i != len(compact) {
+		a.put()
 		return nil, false
 	}
-	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject}, true
+	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject, arena: a}, true
+}
+
+// release hands the tree's nodes back for the next tree; the tree and its
+// nodes must not be used after. Strings read from it stay valid.
+func (t *jsonTree) release() {
+	if t.arena != nil {
+		t.arena.put()
+		t.arena = nil
+	}
+}
+
+// treeArena holds the nodes of shrink trees from one tree to the next: a
+// large answer's tree has hundreds of nodes, and allocating them anew for
+// every observation was most of what the observation allocated.
+type treeArena struct {
+	stack  []jsonNode   // the builder's stack
+	blocks [][]jsonNode // the blocks nodes are taken from, the first used of them in use
+	used   int
+}
+
+var treeArenas = sync.Pool{New: func() any { return &treeArena{stack: make([]jsonNode, 0, 64)} }}
+
+// maxArenaNodes bounds the nodes an arena keeps for reuse; the rare tree
+// that needs more leaves its arena to the collector.
+const maxArenaNodes = 1 << 12
+
+// block returns an empty block of room for at least n nodes.
+func (a *treeArena) block(n int) []jsonNode {
+	for a.used < len(a.blocks) {
+		b := a.blocks[a.used]
+		a.used++
+		if cap(b) >= n {
+			return b[:0]
+		}
+	}
+	b := make([]jsonNode, 0, n)
+	a.blocks = append(a.blocks, b)
+	a.used = len(a.blocks)
+	return b
+}
+
+// put hands the arena back to treeArenas, unless it grew too large. The
+// nodes it holds are overwritten by the next tree, not cleared: what they
+// point to (kept text, at most about a room's worth) waits for that.
+func (a *treeArena) put() {
+	n := cap(a.stack)
+	for _, b := range a.blocks {
+		n += cap(b)
+	}
+	if n > maxArenaNodes {
+		return
+	}
+	a.used = 0
+	treeArenas.Put(a)
 }
 
 // treeBuilder copies the part of compact JSON that can be shown into a
@@ -528,6 +589,7 @@ type treeBuilder struct {
 	// The tree is allocated in blocks, not node by node: a container's
 	// kept values gather on stack and move to slab once it closes, and
 	// kept text is written to texts, whose strings share its buffers.
+	arena *treeArena
 	stack []jsonNode
 	slab  []jsonNode
 	texts strings.Builder
@@ -536,7 +598,7 @@ type treeBuilder struct {
 // reserve returns k nodes of the slab.
 func (p *treeBuilder) reserve(k int) []jsonNode {
 	if cap(p.slab)-len(p.slab) < k {
-		p.slab = make([]jsonNode, 0, max(128, k))
+		p.slab = p.arena.block(max(128, k))
 	}
 	start := len(p.slab)
 	p.slab = p.slab[:start+k]
