@@ -225,10 +225,14 @@ func (t *truncation) data(compact []byte) (string, observationCut) {
 		defer tree.release()
 		// Backends that escape every non-ASCII character (Python's
 		// json.dumps does by default) send six characters per CJK
-		// character; decoded, the data may fit whole.
-		r := jsonRenderer{room: fullRoom, maxStr: math.MaxInt, maxArray: math.MaxInt, maxKeys: math.MaxInt}
-		if r.node(&tree.root) {
-			return head + "\n" + string(r.buf), cutReencoded
+		// character; decoded, the data may fit whole. Without an escape
+		// in what the tree keeps, it cannot: re-encoding writes the
+		// same or more, and what the tree leaves out is past the room.
+		if tree.escaped {
+			r := jsonRenderer{room: fullRoom, maxStr: math.MaxInt, maxArray: math.MaxInt, maxKeys: math.MaxInt}
+			if r.node(&tree.root) {
+				return head + "\n" + string(r.buf), cutReencoded
+			}
 		}
 		// The marker that says what was cut, with the hint and then
 		// without; a marker is worth its length only while it leaves the
@@ -490,6 +494,7 @@ type jsonTree struct {
 	longest      int          // the longest kept string or key, in runes
 	widestArray  int          // the most elements in one array
 	widestObject int          // the most keys in one object
+	escaped      bool         // some kept string or key holds an escape
 	last         jsonRenderer // the limits of shrink's last answer
 	arena        *treeArena   // where the nodes are, until release
 }
@@ -518,7 +523,7 @@ func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
 		a.put()
 		return nil, false
 	}
-	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject, arena: a}, true
+	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject, escaped: p.escaped, arena: a}, true
 }
 
 // release hands the tree's nodes back for the next tree; the tree and its
@@ -585,6 +590,7 @@ type treeBuilder struct {
 	longest      int
 	widestArray  int
 	widestObject int
+	escaped      bool // some kept string or key holds an escape
 
 	// The tree is allocated in blocks, not node by node: a container's
 	// kept values gather on stack and move to slab once it closes, and
@@ -654,6 +660,7 @@ func (p *treeBuilder) str() (jsonNode, bool) {
 		// The common case: a byte a rune, none written as an escape.
 		n.text, n.runes = p.keepText(raw[:max(0, min(len(raw), p.keepRunes))]), len(raw)
 	case bytes.IndexByte(raw, '\\') >= 0:
+		p.escaped = true
 		text := jsontape.Unescape(raw)
 		n.text, n.runes = prefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
 		n.wide = escapesWide(n.text)
