@@ -591,6 +591,12 @@ type treeBuilder struct {
 	widestArray  int
 	widestObject int
 	escaped      bool // some kept string or key holds an escape
+	// whole is the least the value just read renders to where every
+	// object shows all its keys, as any rendering that shows two or
+	// more elements of an array does (see shrink): for an object, its
+	// delimiters, commas, and its kept keys and values at their whole;
+	// for anything else, its least.
+	whole int
 
 	// The tree is allocated in blocks, not node by node: a container's
 	// kept values gather on stack and move to slab once it closes, and
@@ -643,6 +649,7 @@ func (p *treeBuilder) value(depth int) (jsonNode, bool) {
 	}
 	text := string(p.src[p.i:end])
 	p.i = end
+	p.whole = len(text)
 	return jsonNode{kind: 'l', text: text, least: len(text)}, true
 }
 
@@ -670,6 +677,7 @@ func (p *treeBuilder) str() (jsonNode, bool) {
 		n.wide = escapesWide(n.text)
 	}
 	n.least = stringLeast(n.runes)
+	p.whole = n.least
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
 	return n, true
 }
@@ -691,6 +699,7 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 	n := jsonNode{kind: open, least: 2}
 	p.i++
 	used := 0
+	whole := 0 // an object's kept keys and values at their least where every key is shown
 	// Kept keys and values alternate on the stack from base.
 	base := len(p.stack)
 	for p.i < len(p.src) && p.src[p.i] != closing {
@@ -724,8 +733,15 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 			return fail()
 		}
 		least := kid.least
-		if open == '{' {
+		switch {
+		case open == '{':
 			least += keyLeast(key.runes) + 1 // and the colon
+			whole += keyLeast(key.runes) + 1 + p.whole
+		case n.count > 1:
+			// An element after the first is shown only where arrays
+			// show two or more, and there every object shows all its
+			// keys (see shrink).
+			least = p.whole
 		}
 		used += least + 1 // and the comma
 		if open == '{' {
@@ -754,8 +770,12 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 	n.least = containerLeast(&n)
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
+		p.whole = n.least
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
+		// Members the object does not keep lie past the room, so the
+		// sum without them is still a lower bound.
+		p.whole = 2 + whole + max(n.count-1, 0)
 	}
 	return n, true
 }
