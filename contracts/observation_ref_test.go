@@ -1,8 +1,11 @@
 package contracts
 
 // This file is the observation as it was before the large-answer work
-// (main at 7d34f15), kept as the reference the differential tests compare
-// the live code with: every output must stay byte for byte what it was.
+// (main at 7d34f15), kept as the reference the differential tests
+// (observation_diff_test.go) compare the live code with: every output must
+// stay byte for byte what it was. The helpers that work did not change
+// (markers, lower bounds, escape widths, valuePrefix, the cut message) are
+// the live ones.
 
 import (
 	"bytes"
@@ -16,29 +19,29 @@ import (
 )
 
 func refEnvelopeObservation(status Status, m Message, data json.RawMessage, opt ObservationOptions) string {
-	s, _ := refObserve(status, m, data, opt.MaxChars, true, refMarkerWordsFor(opt.Lang), opt.Hint)
+	s, _ := refObserve(status, m, data, opt.MaxChars, true, markerWordsFor(opt.Lang), opt.Hint)
 	return s
 }
 func refObservation(status Status, message string, data json.RawMessage, maxChars int, trusted bool) (string, observationCut) {
-	return refObserve(status, Message{Text: message, ActionAt: len(message)}, data, maxChars, trusted, refMarkerWordsFor("en"), "")
+	return refObserve(status, Message{Text: message, ActionAt: len(message)}, data, maxChars, trusted, markerWordsFor("en"), "")
 }
-func refObserve(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *refMarkerWords, hint string) (string, observationCut) {
+func refObserve(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
 	if maxChars <= 0 {
 		maxChars = defaultObservationMaxChars
 	}
-	tag := refValidUTF8(status.Tag())
+	tag := validUTF8(status.Tag())
 	message := m.Text
 	if m.ActionAt < 0 || m.ActionAt > len(message) {
 		m.ActionAt = len(message)
 	}
 	if !utf8.ValidString(message) {
-		message = refValidUTF8(message)
+		message = validUTF8(message)
 		m.ActionAt = len(message)
 	}
 	m.Text = message
 	if trusted && len(data) > 0 && string(data) != "null" {
 		headRunes := utf8.RuneCountInString(tag) + 1 + utf8.RuneCountInString(message)
-		if !refFitsRunes(data, maxChars-headRunes-1) {
+		if !fitsRunes(data, maxChars-headRunes-1) {
 			t := refTruncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
 			return t.data(data)
 		}
@@ -73,36 +76,27 @@ func refObserve(status Status, m Message, data json.RawMessage, maxChars int, tr
 			out.Truncate(headLen)
 			hasData = false
 		case !utf8.Valid(compact):
-			fixed := refValidUTF8(string(compact))
+			fixed := validUTF8(string(compact))
 			out.Truncate(headLen + 1)
 			out.WriteString(fixed)
 		}
 	}
 	full := out.Bytes()
-	if refFitsRunes(full, maxChars) {
+	if fitsRunes(full, maxChars) {
 		return string(full), cutNone
 	}
 	if !hasData {
-		return refCutMessageObservation(tag, m, maxChars, false), cutMessage
+		return cutMessageObservation(tag, m, maxChars, false), cutMessage
 	}
 	t := refTruncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
 	return t.data(full[headLen+1:])
-}
-func refFitsRunes(b []byte, room int) bool {
-	switch {
-	case len(b) <= room:
-		return true
-	case room < 0 || len(b) > 4*room:
-		return false
-	}
-	return utf8.RuneCount(b) <= room
 }
 
 type refTruncation struct {
 	tag      string
 	m        Message
 	maxChars int
-	words    *refMarkerWords
+	words    *markerWords
 	hint     string
 	noHint   bool
 }
@@ -134,7 +128,7 @@ func (t *refTruncation) data(compact []byte) (string, observationCut) {
 	}
 	short := "\n" + shortMarker
 	if room := fullRoom - utf8.RuneCountInString(short); room >= 1 {
-		if prefix := refValuePrefix(compact, room); prefix != "" {
+		if prefix := valuePrefix(compact, room); prefix != "" {
 			return head + "\n" + prefix + short, cutHard
 		}
 	}
@@ -145,7 +139,7 @@ func (t *refTruncation) data(compact []byte) (string, observationCut) {
 	if headRunes+utf8.RuneCountInString(short) <= t.maxChars {
 		return head + short, cutDropped
 	}
-	return refCutMessageObservation(t.tag, t.m, t.maxChars, true), cutMessage
+	return cutMessageObservation(t.tag, t.m, t.maxChars, true), cutMessage
 }
 
 func (t *refTruncation) hintText() string {
@@ -184,137 +178,10 @@ func (t *refTruncation) described(head string, tree *refJsonTree, fullRoom int, 
 	}
 	return best, best != ""
 }
-func refValuePrefix(compact []byte, room int) string {
-	best, runes := 0, 0
-	inString, escaped := false, false
-	for i, c := range compact {
-		if runes >= room {
-			break
-		}
-		if c < utf8.RuneSelf || utf8.RuneStart(c) {
-			runes++
-		}
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{' || c == ']' || c == '}':
-			best = i + 1
-		case c == ',':
-			best = i
-		}
-	}
-	return string(compact[:best])
-}
-func refCutMessageObservation(tag string, m Message, maxChars int, hadData bool) string {
-	marker := ""
-	if hadData {
-		marker = "\n" + shortMarker
-	}
-	if action := m.Text[m.ActionAt:]; action != "" {
-		keep := maxChars - utf8.RuneCountInString(tag) - 1 - 1 - utf8.RuneCountInString(action) - utf8.RuneCountInString(marker)
-		if keep >= 0 {
-			return tag + " " + refPrefixRunes(m.Text[:m.ActionAt], keep) + "…" + action + marker
-		}
-	}
-	keep := maxChars - utf8.RuneCountInString(tag) - 1 - utf8.RuneCountInString(shortMarker)
-	if keep < 0 {
-		return refPrefixRunes(tag+" "+shortMarker, maxChars)
-	}
-	return tag + " " + refPrefixRunes(m.Text, keep) + shortMarker
-}
-
-type refMarkerWords struct {
-	open    string
-	sep     string
-	and     string
-	more    string
-	strings string // "long strings shortened"
-	dropped string
-	hint    string
-	root    string
-	shows   func(path string, shown, total int, keys bool) string
-}
-
-func refMarkerWordsFor(lang string) *refMarkerWords {
-	if lang == "zh" {
-		return &refMarkerWords{
-			open: "…[truncated 已截断：", sep: "；", and: "，", more: "等",
-			strings: "长文本已缩短", dropped: "数据过长，未能显示",
-			hint: "如需其余内容，请缩小查询范围或减少返回数量", root: "数据",
-			shows: func(path string, shown, total int, keys bool) string {
-				if keys {
-					return path + " 仅显示 " + strconv.Itoa(total) + " 个键中的 " + strconv.Itoa(shown) + " 个"
-				}
-				return path + " 仅显示 " + strconv.Itoa(total) + " 项中的 " + strconv.Itoa(shown) + " 项"
-			},
-		}
-	}
-	return &refMarkerWords{
-		open: "…[truncated: ", sep: "; ", and: ", ", more: ", and more",
-		strings: "long strings shortened", dropped: "the data did not fit",
-		hint: "ask for fewer or narrower results to see the rest", root: "the data",
-		shows: func(path string, shown, total int, keys bool) string {
-			s := path + " shows " + strconv.Itoa(shown) + " of " + strconv.Itoa(total)
-			if keys {
-				s += " keys"
-			}
-			return s
-		},
-	}
-}
-func (w *refMarkerWords) marker(what, hint string) string {
-	if hint != "" {
-		what += w.sep + hint
-	}
-	return w.open + what + "]"
-}
-func (w *refMarkerWords) describe(cut refShrinkCut) string {
-	var parts []string
-	for _, c := range cut.containers {
-		path := c.path
-		if path == "" {
-			path = w.root
-		}
-		parts = append(parts, w.shows(path, c.shown, c.total, c.keys))
-	}
-	s := strings.Join(parts, w.and)
-	if cut.more {
-		s += w.more
-	}
-	if cut.strings {
-		if s != "" {
-			s += w.and
-		}
-		s += w.strings
-	}
-	return s
-}
-
-type refShrinkCut struct {
-	containers []refContainerCut
-	more       bool
-	strings    bool
-}
-
-type refContainerCut struct {
-	path         string
-	shown, total int
-	keys         bool
-}
-
-func (t *refJsonTree) shrinkTracked(room int) ([]byte, refShrinkCut, bool) {
+func (t *refJsonTree) shrinkTracked(room int) ([]byte, shrinkCut, bool) {
 	out, ok := t.shrink(room)
 	if !ok {
-		return nil, refShrinkCut{}, false
+		return nil, shrinkCut{}, false
 	}
 	r := t.last
 	r.runes, r.track, r.measure = 0, true, true
@@ -416,12 +283,12 @@ func (p *refTreeBuilder) str() (refJsonNode, bool) {
 	n := refJsonNode{kind: '"', least: 2}
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		text := jsontape.Unescape(raw)
-		n.text, n.runes = refPrefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
+		n.text, n.runes = prefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
 	} else {
-		n.text, n.runes = p.keepText(refPrefixRunesOf(raw, p.keepRunes)), utf8.RuneCount(raw)
+		n.text, n.runes = p.keepText(prefixRunesOf(raw, p.keepRunes)), utf8.RuneCount(raw)
 	}
-	n.wide = refEscapesWide(n.text)
-	n.least = refStringLeast(n.runes)
+	n.wide = escapesWide(n.text)
+	n.least = stringLeast(n.runes)
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
 	return n, true
 }
@@ -469,7 +336,7 @@ func (p *refTreeBuilder) container(depth int, open byte) (refJsonNode, bool) {
 		}
 		least := kid.least
 		if open == '{' {
-			least += refKeyLeast(key.runes) + 1
+			least += keyLeast(key.runes) + 1
 		}
 		used += least + 1
 		if open == '{' {
@@ -503,18 +370,6 @@ func (p *refTreeBuilder) container(depth int, open byte) (refJsonNode, bool) {
 	}
 	return n, true
 }
-func refStringLeast(runes int) int {
-	if runes > 0 {
-		return 3
-	}
-	return 2
-}
-func refKeyLeast(runes int) int {
-	if runes > minKeyRunes {
-		return minKeyRunes + 3
-	}
-	return runes + 2
-}
 func refContainerLeast(n *refJsonNode) int {
 	if n.count == 0 {
 		return 2
@@ -523,32 +378,18 @@ func refContainerLeast(n *refJsonNode) int {
 	for s := 1; s <= len(n.kids); s++ {
 		sum += n.kids[s-1].least
 		if n.kind == '{' {
-			sum += refKeyLeast(n.keys[s-1].runes) + 1
+			sum += keyLeast(n.keys[s-1].runes) + 1
 		}
 		if s > 1 {
 			sum++
 		}
 		b := sum
 		if omitted := n.count - s; omitted > 0 {
-			b += 1 + refNoteLeast(n.kind == '{', omitted)
+			b += 1 + noteLeast(n.kind == '{', omitted)
 		}
 		best = min(best, b)
 	}
 	return 2 + best
-}
-func refNoteLeast(keys bool, omitted int) int {
-	digits := 1
-	for d := omitted; d >= 10; d /= 10 {
-		digits++
-	}
-	if !keys {
-		return 2 + len("…(+ more)") - len("…") + 1 + digits // "…(+N more)"
-	}
-	n := 3 + 1 + 2 + len("(+ more keys)") + digits // "…":"(+N more keys)"
-	if omitted == 1 {
-		n-- // "(+1 more key)"
-	}
-	return n
 }
 func (t *refJsonTree) shrink(room int) ([]byte, bool) {
 	type limits struct{ array, keys, floor int }
@@ -618,7 +459,7 @@ type refJsonRenderer struct {
 	maxKeys  int
 	track    bool
 	path     []string
-	cut      refShrinkCut
+	cut      shrinkCut
 }
 
 func (r *refJsonRenderer) raw(s string) bool {
@@ -645,11 +486,11 @@ func (r *refJsonRenderer) str(text string, runes int, wide bool, limit int) bool
 		case !cut && !wide:
 			r.runes += runes + 2
 		case !cut:
-			r.runes += refJsonWidth(text) + 2
+			r.runes += jsonWidth(text) + 2
 		case !wide:
 			r.runes += limit + 3
 		default:
-			r.runes += refJsonWidth(refPrefixRunes(text, limit)) + 3
+			r.runes += jsonWidth(prefixRunes(text, limit)) + 3
 		}
 		return r.runes <= r.room
 	}
@@ -657,7 +498,7 @@ func (r *refJsonRenderer) str(text string, runes int, wide bool, limit int) bool
 	if !cut {
 		r.buf = jsontape.AppendString(r.buf, text)
 	} else {
-		r.buf = jsontape.AppendString(r.buf, refPrefixRunes(text, limit))
+		r.buf = jsontape.AppendString(r.buf, prefixRunes(text, limit))
 		r.buf = append(r.buf[:len(r.buf)-1], `…"`...)
 	}
 	r.runes += utf8.RuneCount(r.buf[start:])
@@ -740,86 +581,8 @@ func (r *refJsonRenderer) noteCut(shown, total int, keys bool) {
 		r.cut.more = true
 		return
 	}
-	r.cut.containers = append(r.cut.containers, refContainerCut{path: strings.Join(r.path, ""), shown: shown, total: total, keys: keys})
+	r.cut.containers = append(r.cut.containers, containerCut{path: strings.Join(r.path, ""), shown: shown, total: total, keys: keys})
 }
 func (r *refJsonRenderer) note(s string) bool {
 	return r.str(s, utf8.RuneCountInString(s), false, math.MaxInt)
-}
-func refEscapesWide(s string) bool {
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c < 0x20 || c == '"' || c == '\\' {
-				return true
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			return true
-		}
-		i += size
-	}
-	return false
-}
-func refJsonWidth(s string) int {
-	n := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-				n += 2
-			case c < 0x20:
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			n += 6
-		} else {
-			n++
-		}
-		i += size
-	}
-	return n
-}
-func refPrefixRunes(s string, n int) string {
-	for i := range s {
-		if n <= 0 {
-			return s[:i]
-		}
-		n--
-	}
-	return s
-}
-func refPrefixRunesOf(b []byte, n int) []byte {
-	if n >= len(b) {
-		return b
-	}
-	i := 0
-	for ; i < len(b) && n > 0; n-- {
-		if b[i] < utf8.RuneSelf {
-			i++
-		} else {
-			_, size := utf8.DecodeRune(b[i:])
-			i += size
-		}
-	}
-	return b[:i]
-}
-func refValidUTF8(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	b := make([]byte, 0, len(s)+8)
-	for _, r := range s {
-		b = utf8.AppendRune(b, r)
-	}
-	return string(b)
 }
