@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -222,6 +223,55 @@ func TestObservationMatchesReferenceOnRecords(t *testing.T) {
 		b = strconv.AppendInt(b, int64(n), 10)
 		b = append(b, '}')
 		checkAgainstReference(t, StatusOK, m, b, []int{30 + r.IntN(200), 200 + r.IntN(2000), 1800})
+	}
+}
+
+// TestObservationMatchesReferenceAtEveryBound: small answers of records at
+// every bound up to past their length, so that each lower bound the shrink
+// tree keeps by is met exactly somewhere.
+func TestObservationMatchesReferenceAtEveryBound(t *testing.T) {
+	docs := []string{
+		`{"items":[{"id":"kb-1","title":"Go"},{"id":"kb-2","title":"Tool calling for agents"},{"id":"kb-3"},{"id":"kb-4","t":"x","u":"y"},{"id":"kb-5","title":"量子计算入门"}],"total":5}`,
+		`[{"a":1},{"a":2,"b":[{"c":"d"},{"c":"e","f":"g"}]},{"a":3},{"bbbbbbbbbbbbbbbbbbbbbbbbb":"x"},[1,2],"s",{"a":4}]`,
+		`[[{"k":"v","w":"x"},{"k":"v2"}],[{"k":"v3","w":"x"}],{"z":{"y":{"x":"w"}}},{"long key of more than sixteen runes":1,"k":2}]`,
+	}
+	for _, doc := range docs {
+		bounds := make([]int, 0, len(doc)+40)
+		for b := 1; b <= len(doc)+40; b++ {
+			bounds = append(bounds, b)
+		}
+		checkAgainstReference(t, StatusOK, Message{Text: "ok", ActionAt: 2}, []byte(doc), bounds)
+	}
+}
+
+// TestObservationsAtOnce: observations made at the same time, on shrink
+// trees from the shared arenas, are each what the reference makes.
+func TestObservationsAtOnce(t *testing.T) {
+	m := Message{Text: "命中。", ActionAt: len("命中。")}
+	opt := ObservationOptions{MaxChars: 600, Lang: "zh"}
+	var docs [][]byte
+	var want []string
+	for i := range 8 {
+		doc := largeSearchData(2000 + 3000*i)
+		docs = append(docs, doc)
+		want = append(want, refEnvelopeObservation(StatusOK, m, doc, opt))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, len(docs))
+	for i := range docs {
+		wg.Go(func() {
+			for range 400 {
+				if got := EnvelopeObservation(StatusOK, m, docs[i], opt); got != want[i] {
+					errs <- got
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for got := range errs {
+		t.Errorf("an observation made alongside others differs from the reference: %.200q", got)
 	}
 }
 
