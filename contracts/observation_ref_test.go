@@ -22,9 +22,6 @@ func refEnvelopeObservation(status Status, m Message, data json.RawMessage, opt 
 	s, _ := refObserve(status, m, data, opt.MaxChars, true, markerWordsFor(opt.Lang), opt.Hint)
 	return s
 }
-func refObservation(status Status, message string, data json.RawMessage, maxChars int, trusted bool) (string, observationCut) {
-	return refObserve(status, Message{Text: message, ActionAt: len(message)}, data, maxChars, trusted, markerWordsFor("en"), "")
-}
 func refObserve(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
 	if maxChars <= 0 {
 		maxChars = defaultObservationMaxChars
