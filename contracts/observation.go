@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/jsontape"
@@ -221,12 +222,17 @@ func (t *truncation) data(compact []byte) (string, observationCut) {
 		tree, _ = parseJSONTree(compact, fullRoom)
 	}
 	if tree != nil {
+		defer tree.release()
 		// Backends that escape every non-ASCII character (Python's
 		// json.dumps does by default) send six characters per CJK
-		// character; decoded, the data may fit whole.
-		r := jsonRenderer{room: fullRoom, maxStr: math.MaxInt, maxArray: math.MaxInt, maxKeys: math.MaxInt}
-		if r.node(&tree.root) {
-			return head + "\n" + string(r.buf), cutReencoded
+		// character; decoded, the data may fit whole. Without an escape
+		// in what the tree keeps, it cannot: re-encoding writes the
+		// same or more, and what the tree leaves out is past the room.
+		if tree.escaped {
+			r := jsonRenderer{room: fullRoom, maxStr: math.MaxInt, maxArray: math.MaxInt, maxKeys: math.MaxInt}
+			if r.node(&tree.root) {
+				return head + "\n" + string(r.buf), cutReencoded
+			}
 		}
 		// The marker that says what was cut, with the hint and then
 		// without; a marker is worth its length only while it leaves the
@@ -488,7 +494,9 @@ type jsonTree struct {
 	longest      int          // the longest kept string or key, in runes
 	widestArray  int          // the most elements in one array
 	widestObject int          // the most keys in one object
+	escaped      bool         // some kept string or key holds an escape
 	last         jsonRenderer // the limits of shrink's last answer
+	arena        *treeArena   // where the nodes are, until release
 }
 
 // parseJSONTree parses valid compact JSON for a room of the given size:
@@ -499,19 +507,77 @@ type jsonTree struct {
 // refuses what jsontape.Parse refuses among compact documents (nesting
 // deeper than jsontape.MaxDepth).
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
+	a := treeArenas.Get().(*treeArena)
 	p := treeBuilder{
 		src:   compact,
-		stack: make([]jsonNode, 0, 64),
+		arena: a,
+		stack: a.stack[:0],
 		room:  room,
 		// Rendering room+1 runes of a string cannot fit, so nothing
 		// beyond that needs keeping.
 		keepRunes: room + 1,
 	}
 	root, ok := p.value(0)
+	a.stack = p.stack[:0]
 	if !ok || p.i != len(compact) {
+		a.put()
 		return nil, false
 	}
-	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject}, true
+	return &jsonTree{root: root, longest: p.longest, widestArray: p.widestArray, widestObject: p.widestObject, escaped: p.escaped, arena: a}, true
+}
+
+// release hands the tree's nodes back for the next tree; the tree and its
+// nodes must not be used after. Strings read from it stay valid.
+func (t *jsonTree) release() {
+	if t.arena != nil {
+		t.arena.put()
+		t.arena = nil
+	}
+}
+
+// treeArena holds the nodes of shrink trees from one tree to the next: a
+// large answer's tree has hundreds of nodes, and allocating them anew for
+// every observation was most of what the observation allocated.
+type treeArena struct {
+	stack  []jsonNode   // the builder's stack
+	blocks [][]jsonNode // the blocks nodes are taken from, the first used of them in use
+	used   int
+}
+
+var treeArenas = sync.Pool{New: func() any { return &treeArena{stack: make([]jsonNode, 0, 64)} }}
+
+// maxArenaNodes bounds the nodes an arena keeps for reuse; the rare tree
+// that needs more leaves its arena to the collector.
+const maxArenaNodes = 1 << 12
+
+// block returns an empty block of room for at least n nodes.
+func (a *treeArena) block(n int) []jsonNode {
+	for a.used < len(a.blocks) {
+		b := a.blocks[a.used]
+		a.used++
+		if cap(b) >= n {
+			return b[:0]
+		}
+	}
+	b := make([]jsonNode, 0, n)
+	a.blocks = append(a.blocks, b)
+	a.used = len(a.blocks)
+	return b
+}
+
+// put hands the arena back to treeArenas, unless it grew too large. The
+// nodes it holds are overwritten by the next tree, not cleared: what they
+// point to (kept text, at most about a room's worth) waits for that.
+func (a *treeArena) put() {
+	n := cap(a.stack)
+	for _, b := range a.blocks {
+		n += cap(b)
+	}
+	if n > maxArenaNodes {
+		return
+	}
+	a.used = 0
+	treeArenas.Put(a)
 }
 
 // treeBuilder copies the part of compact JSON that can be shown into a
@@ -524,10 +590,18 @@ type treeBuilder struct {
 	longest      int
 	widestArray  int
 	widestObject int
+	escaped      bool // some kept string or key holds an escape
+	// whole is the least the value just read renders to where every
+	// object shows all its keys, as any rendering that shows two or
+	// more elements of an array does (see shrink): for an object, its
+	// delimiters, commas, and its kept keys and values at their whole;
+	// for anything else, its least.
+	whole int
 
 	// The tree is allocated in blocks, not node by node: a container's
 	// kept values gather on stack and move to slab once it closes, and
 	// kept text is written to texts, whose strings share its buffers.
+	arena *treeArena
 	stack []jsonNode
 	slab  []jsonNode
 	texts strings.Builder
@@ -536,7 +610,7 @@ type treeBuilder struct {
 // reserve returns k nodes of the slab.
 func (p *treeBuilder) reserve(k int) []jsonNode {
 	if cap(p.slab)-len(p.slab) < k {
-		p.slab = make([]jsonNode, 0, max(128, k))
+		p.slab = p.arena.block(max(128, k))
 	}
 	start := len(p.slab)
 	p.slab = p.slab[:start+k]
@@ -575,6 +649,7 @@ func (p *treeBuilder) value(depth int) (jsonNode, bool) {
 	}
 	text := string(p.src[p.i:end])
 	p.i = end
+	p.whole = len(text)
 	return jsonNode{kind: 'l', text: text, least: len(text)}, true
 }
 
@@ -587,15 +662,22 @@ func (p *treeBuilder) str() (jsonNode, bool) {
 	raw := p.src[p.i+1 : end]
 	p.i = end + 1
 	n := jsonNode{kind: '"', least: 2}
-	if bytes.IndexByte(raw, '\\') >= 0 {
+	switch {
+	case jsontape.PlainASCII(raw):
+		// The common case: a byte a rune, none written as an escape.
+		n.text, n.runes = p.keepText(raw[:max(0, min(len(raw), p.keepRunes))]), len(raw)
+	case bytes.IndexByte(raw, '\\') >= 0:
+		p.escaped = true
 		text := jsontape.Unescape(raw)
 		n.text, n.runes = prefixRunes(text, p.keepRunes), utf8.RuneCountInString(text)
-	} else {
+		n.wide = escapesWide(n.text)
+	default:
 		// Valid UTF-8 without escapes is its own text.
 		n.text, n.runes = p.keepText(prefixRunesOf(raw, p.keepRunes)), utf8.RuneCount(raw)
+		n.wide = escapesWide(n.text)
 	}
-	n.wide = escapesWide(n.text)
 	n.least = stringLeast(n.runes)
+	p.whole = n.least
 	p.longest = max(p.longest, min(n.runes, p.keepRunes))
 	return n, true
 }
@@ -617,6 +699,7 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 	n := jsonNode{kind: open, least: 2}
 	p.i++
 	used := 0
+	whole := 0 // an object's kept keys and values at their least where every key is shown
 	// Kept keys and values alternate on the stack from base.
 	base := len(p.stack)
 	for p.i < len(p.src) && p.src[p.i] != closing {
@@ -650,8 +733,15 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 			return fail()
 		}
 		least := kid.least
-		if open == '{' {
+		switch {
+		case open == '{':
 			least += keyLeast(key.runes) + 1 // and the colon
+			whole += keyLeast(key.runes) + 1 + p.whole
+		case n.count > 1:
+			// An element after the first is shown only where arrays
+			// show two or more, and there every object shows all its
+			// keys (see shrink).
+			least = p.whole
 		}
 		used += least + 1 // and the comma
 		if open == '{' {
@@ -680,8 +770,12 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 	n.least = containerLeast(&n)
 	if open == '[' {
 		p.widestArray = max(p.widestArray, n.count)
+		p.whole = n.least
 	} else {
 		p.widestObject = max(p.widestObject, n.count)
+		// Members the object does not keep lie past the room, so the
+		// sum without them is still a lower bound.
+		p.whole = 2 + whole + max(n.count-1, 0)
 	}
 	return n, true
 }

@@ -1,6 +1,7 @@
 package jsontape
 
 import (
+	"encoding/binary"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -69,6 +70,26 @@ func appendString(dst []byte, s string, asIs *[256]bool) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// PlainASCII reports whether every byte of b is printable ASCII other than
+// a quote or a backslash: text a JSON string holds as it is, one character
+// a byte, that AppendString copies unchanged. It reads eight bytes at a
+// time.
+func PlainASCII(b []byte) bool {
+	const highs = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if x := binary.LittleEndian.Uint64(b[i:]); x&highs != 0 || !plainWord(x) {
+			return false
+		}
+	}
+	for ; i < len(b); i++ {
+		if !plain[b[i]] {
+			return false
+		}
+	}
+	return true
 }
 
 // plain marks the ASCII bytes a JSON string holds as they are.

@@ -96,9 +96,12 @@ type tape struct {
 	valid, compact bool
 }
 
-// maxPooledNodes is the largest node buffer Release keeps for reuse: a
-// document of a few hundred kilobytes. Larger ones go to the collector.
-const maxPooledNodes = 1 << 14
+// maxPooledNodes is the largest node buffer Release keeps for reuse
+// (20 bytes a node, 1.3 MB in all): room for the tape of a document up to
+// about 1.5 MiB, so that an answer as large as the default
+// server.max_response_bytes (1 MiB) does not allocate and clear its tape
+// anew on every call. Larger ones go to the collector.
+const maxPooledNodes = 1 << 16
 
 // tapes recycles tapes, node buffers included.
 var tapes = sync.Pool{New: func() any { return &tape{nodes: make([]node, 0, 64)} }}
@@ -145,7 +148,8 @@ func Parse(src []byte) (Tape, error) {
 		h.Release()
 		return Tape{}, err
 	}
-	t.src, t.valid = src, utf8.Valid(src)
+	// Only strings may hold bytes past ASCII, and str checks those.
+	t.src, t.valid = src, !p.invalid
 	t.compact = p.compact && t.valid
 	return h, nil
 }
@@ -198,7 +202,7 @@ func Check(src []byte) (valid, compact bool) {
 		p.skipSpaceOuter()
 		return p.i == len(src), false
 	}
-	return true, p.compact && utf8.Valid(src)
+	return true, p.compact && !p.invalid
 }
 
 // IsNumber reports whether s is exactly one number in JSON's grammar.
@@ -216,6 +220,10 @@ type parser struct {
 	nodes        []node
 	compact      bool
 	validateOnly bool // check the syntax, record nothing
+	// invalid: some string holds invalid UTF-8. Outside strings the
+	// grammar admits only ASCII, so a document is valid UTF-8 exactly
+	// when every string is.
+	invalid bool
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -334,14 +342,23 @@ func digits(s []byte, i int) int {
 func (p *parser) str() error {
 	idx := p.push(String)
 	s := p.src
-	i := p.i + 1
+	start := p.i + 1
+	i := start
+	// high gathers the bytes read, to tell whether any is past ASCII.
+	var high uint64
 	for {
 		// Plain string bytes are the common case: skip them eight at a
 		// time, then one at a time up to the byte that ends the run.
-		for i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64(s[i:])) {
+		for i+8 <= len(s) {
+			x := binary.LittleEndian.Uint64(s[i:])
+			if !plainWord(x) {
+				break
+			}
+			high |= x
 			i += 8
 		}
 		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
+			high |= uint64(s[i])
 			i++
 		}
 		if i >= len(s) {
@@ -350,6 +367,11 @@ func (p *parser) str() error {
 		c := s[i]
 		switch {
 		case c == '"':
+			// Only a string with a byte past ASCII needs the UTF-8
+			// check; a sequence cannot span its quotes.
+			if high&0x8080808080808080 != 0 && !p.invalid && !utf8.Valid(s[start:i]) {
+				p.invalid = true
+			}
 			p.i = i + 1
 			p.close(idx)
 			return nil
@@ -379,6 +401,7 @@ func (p *parser) str() error {
 		case c < 0x20:
 			return ErrSyntax
 		default:
+			high |= uint64(c)
 			i++
 		}
 	}

@@ -192,7 +192,7 @@ func TestReleasedTapeIsDead(t *testing.T) {
 // FuzzParse: the tape parser accepts exactly what encoding/json accepts,
 // decodes to the same values, and its compact output is valid JSON.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[1e5,-0.0,"x"]`, " [ ] ", `{"a":"\xff"}`, `"\ud800"`} {
+	for _, s := range []string{`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[1e5,-0.0,"x"]`, " [ ] ", `{"a":"\xff"}`, `"\ud800"`, "[\"\xe9\",\"\xa9\"]", "{\"\xe9\u00e9\\n\xe9\":\"0123456789abcdef\xc3\"}", "[\"0123456789ab\u00e9\"]"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
@@ -207,6 +207,14 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		defer tape.Release()
+		// The parser checks UTF-8 in strings only, the one place the
+		// grammar admits bytes past ASCII: it finds what utf8.Valid does.
+		if tape.t.valid != utf8.Valid(src) {
+			t.Fatalf("tape says valid UTF-8 %v, utf8.Valid %v: %q", tape.t.valid, utf8.Valid(src), src)
+		}
+		if _, compact := Check(src); compact && !utf8.Valid(src) {
+			t.Fatalf("Check says %q is compact valid UTF-8", src)
+		}
 		raw := tape.Root().AppendCompact(nil)
 		if !json.Valid(raw) || !utf8.Valid(raw) {
 			t.Fatalf("compact output %q is not valid UTF-8 JSON", raw)
