@@ -185,11 +185,21 @@ func (cl *Call) diagnosticAttrs(attrs []slog.Attr) []slog.Attr {
 }
 
 func (c *Core) log(ctx context.Context, cl *Call, res *Result, elapsed time.Duration) {
-	env := &res.Envelope
 	level := slog.LevelInfo
 	if len(cl.diags) > 0 {
 		level = slog.LevelWarn
 	}
+	c.logger.LogAttrs(ctx, level, "call", cl.logAttrs(res, elapsed)...)
+}
+
+// logAttrs are the attributes of a call's log line. Out of line: the
+// attributes it builds would otherwise take room on the stack under the
+// log handler's own, which is deep (a JSON handler writes a float through
+// encoding/json).
+//
+//go:noinline
+func (cl *Call) logAttrs(res *Result, elapsed time.Duration) []slog.Attr {
+	env := &res.Envelope
 	attrs := make([]slog.Attr, 0, 18+len(cl.req.LogAttrs))
 	attrs = append(attrs,
 		slog.String("tool", cl.metricsName()),
@@ -215,8 +225,7 @@ func (c *Core) log(ctx context.Context, cl *Call, res *Result, elapsed time.Dura
 	if len(cl.diags) > 0 {
 		attrs = cl.diagnosticAttrs(attrs)
 	}
-	attrs = append(attrs, cl.req.LogAttrs...)
-	c.logger.LogAttrs(ctx, level, "call", attrs...)
+	return append(attrs, cl.req.LogAttrs...)
 }
 
 func (cl *Call) metricsName() string {

@@ -3,6 +3,8 @@ package proxy
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +32,8 @@ import (
 // 8 KiB (debug.SetMaxStack): any goroutine that needs more ends the
 // process with a stack overflow and the trace of the path that needed it,
 // printed below (built without the race detector, whose frames are
-// larger than toolgate's). Each front is called through a real HTTP server, on a
+// larger than toolgate's). Calls are logged at info, the default level: the
+// log line is written on the call's stack too. Each front is called through a real HTTP server, on a
 // new agent connection and backend connection (the dial's path) and again
 // on both kept alive.
 func TestACallStaysWithinASmallStack(t *testing.T) {
@@ -75,7 +78,7 @@ func callsWithinASmallStack(t *testing.T) {
 		"http://127.0.0.1:7001", backend.URL,
 		"\nserver:\n", "\nserver:\n  transparent: true\n",
 	).Replace(string(examples.Policy()))
-	core := newTestCore(t, doc, Options{Registry: prometheus.NewRegistry()})
+	core := newTestCore(t, doc, Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	agent := httptest.NewServer(core.Handler())
 	defer agent.Close()
 
