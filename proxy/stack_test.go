@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +16,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolgate/toolgate/examples"
 )
@@ -32,8 +34,9 @@ import (
 // 8 KiB (debug.SetMaxStack): any goroutine that needs more ends the
 // process with a stack overflow and the trace of the path that needed it,
 // printed below (built without the race detector, whose frames are
-// larger than toolgate's). Calls are logged at info, the default level: the
-// log line is written on the call's stack too. Each front is called through a real HTTP server, on a
+// larger than toolgate's). Calls are logged at info, the default level (the
+// log line is written on the call's stack too), and traced on a second
+// core. Each front is called through a real HTTP server, on a
 // new agent connection and backend connection (the dial's path) and again
 // on both kept alive.
 func TestACallStaysWithinASmallStack(t *testing.T) {
@@ -78,24 +81,39 @@ func callsWithinASmallStack(t *testing.T) {
 		"http://127.0.0.1:7001", backend.URL,
 		"\nserver:\n", "\nserver:\n  transparent: true\n",
 	).Replace(string(examples.Policy()))
-	core := newTestCore(t, doc, Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
-	agent := httptest.NewServer(core.Handler())
-	defer agent.Close()
-
 	mcpCall := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}`
 	requests := []string{
 		post("/v1/tools/search_articles", "application/json", `{"q":"go","limit":5}`),
 		"GET /api/search?q=go&limit=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
 		strings.Replace(post("/mcp", "application/json", mcpCall), "\r\n\r\n", "\r\nAccept: application/json, text/event-stream\r\n\r\n", 1),
 	}
+	// Logged at info, the default level; then traced as well, with spans
+	// exported in batches as an OTLP exporter does.
+	logger := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	traced := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewInMemoryExporter()))
+	defer func() { _ = traced.Shutdown(context.Background()) }()
+	cores := []*Core{
+		newTestCore(t, doc, Options{Logger: logger}),
+		newTestCore(t, doc, Options{Logger: logger, TracerProvider: traced}),
+	}
+	var agents []*httptest.Server
+	for _, core := range cores {
+		agent := httptest.NewServer(core.Handler())
+		defer agent.Close()
+		agents = append(agents, agent)
+	}
 
 	// A first round warms what runs once in a process (encoders built on
 	// first use, sync.Once); the second, on new connections, runs within
 	// 8 KiB of stack per goroutine.
-	round(t, agent.Listener.Addr().String(), core, requests)
+	for i, core := range cores {
+		round(t, agents[i].Listener.Addr().String(), core, requests)
+	}
 	old := debug.SetMaxStack(8 << 10)
 	defer debug.SetMaxStack(old)
-	round(t, agent.Listener.Addr().String(), core, requests)
+	for i, core := range cores {
+		round(t, agents[i].Listener.Addr().String(), core, requests)
+	}
 }
 
 // round sends each request twice on a new agent connection: the backend's
