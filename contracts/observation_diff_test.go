@@ -310,26 +310,12 @@ func TestLargeAnswerObservationMatchesReference(t *testing.T) {
 	}
 }
 
-// largeSearchData is the data of the example policy's search_articles for
-// a backend answer of at least size bytes, as bench/backend -size pads it:
-// the corpus repeated as items, and their total.
+// largeSearchData is the data of the example policy's search_articles
+// ({"items": body.results, "total": body.total}) for a backend answer of
+// at least size bytes, as bench/backend -size pads it.
 func largeSearchData(size int) []byte {
-	articles := examples.Articles()
-	body := []byte(`{"items":[`)
-	n := 0
-	for ; n == 0 || len(body) < size; n++ {
-		if n > 0 {
-			body = append(body, ',')
-		}
-		a, err := json.Marshal(articles[n%len(articles)])
-		if err != nil {
-			panic(err)
-		}
-		body = append(body, a...)
-	}
-	body = append(body, `],"total":`...)
-	body = strconv.AppendInt(body, int64(n), 10)
-	return append(body, '}')
+	answer := examples.PaddedSearchAnswer(size)
+	return append([]byte(`{"items":`), answer[len(`{"results":`):]...)
 }
 
 // FuzzObservationMatchesReference: for any data, bound and message, the

@@ -287,6 +287,33 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// PaddedSearchAnswer is a search answer of at least size bytes and at
+// least one result: the corpus repeated as results, and their total. It is
+// what bench/backend -size serves, and what the benchmarks and tests of
+// large answers read.
+func PaddedSearchAnswer(size int) []byte {
+	articles := Articles()
+	encoded := make([][]byte, len(articles))
+	for i, a := range articles {
+		b, err := json.Marshal(a)
+		if err != nil {
+			panic(err) // an Article is strings only
+		}
+		encoded[i] = b
+	}
+	body := []byte(`{"results":[`)
+	n := 0
+	for ; n == 0 || len(body) < size; n++ {
+		if n > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, encoded[n%len(encoded)]...)
+	}
+	body = append(body, `],"total":`...)
+	body = strconv.AppendInt(body, int64(n), 10)
+	return append(body, '}')
+}
+
 // Articles returns a fresh copy of the search backend's built-in corpus, in
 // corpus order.
 func Articles() []Article {

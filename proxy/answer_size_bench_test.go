@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -23,7 +22,7 @@ import (
 func BenchmarkAnswerSize(b *testing.B) {
 	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
 		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
-			body := paddedSearchAnswer(b, size)
+			body := examples.PaddedSearchAnswer(size)
 			// The default 1 MiB bound would refuse the 1 MiB answer.
 			doc := strings.Replace(string(examples.Policy()), "server:\n", "server:\n  max_response_bytes: 2097152\n", 1)
 			snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
@@ -49,26 +48,4 @@ func BenchmarkAnswerSize(b *testing.B) {
 			}
 		})
 	}
-}
-
-// paddedSearchAnswer is a search answer of at least size bytes: the
-// corpus repeated as results.
-func paddedSearchAnswer(b *testing.B, size int) []byte {
-	b.Helper()
-	articles := examples.Articles()
-	body := []byte(`{"results":[`)
-	n := 0
-	for ; n == 0 || len(body) < size; n++ {
-		if n > 0 {
-			body = append(body, ',')
-		}
-		a, err := json.Marshal(articles[n%len(articles)])
-		if err != nil {
-			b.Fatal(err)
-		}
-		body = append(body, a...)
-	}
-	body = append(body, `],"total":`...)
-	body = strconv.AppendInt(body, int64(n), 10)
-	return append(body, '}')
 }

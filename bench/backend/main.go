@@ -20,7 +20,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"net/http"
@@ -54,11 +53,7 @@ func main() {
 func newHandler(size int, delay time.Duration) (http.Handler, error) {
 	search := examples.NewSearchBackend(examples.SearchOptions{})
 	if size > 0 {
-		body, err := paddedAnswer(size)
-		if err != nil {
-			return nil, err
-		}
-		search = fixedAnswer(body)
+		search = fixedAnswer(examples.PaddedSearchAnswer(size))
 	}
 	var held heldCounter
 	if delay > 0 {
@@ -69,31 +64,6 @@ func newHandler(size int, delay time.Duration) (http.Handler, error) {
 	mux.Handle("GET /bench/inflight", &held)
 	mux.Handle("/", search)
 	return mux, nil
-}
-
-// paddedAnswer is a search answer of at least size bytes and at least one
-// result: the corpus repeated as results.
-func paddedAnswer(size int) ([]byte, error) {
-	articles := examples.Articles()
-	encoded := make([][]byte, len(articles))
-	for i, a := range articles {
-		b, err := json.Marshal(a)
-		if err != nil {
-			return nil, err
-		}
-		encoded[i] = b
-	}
-	body := []byte(`{"results":[`)
-	n := 0
-	for ; n == 0 || len(body) < size; n++ {
-		if n > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, encoded[n%len(encoded)]...)
-	}
-	body = append(body, `],"total":`...)
-	body = strconv.AppendInt(body, int64(n), 10)
-	return append(body, '}'), nil
 }
 
 // fixedAnswer serves GET /api/search with body and the rest of the search

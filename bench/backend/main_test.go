@@ -13,10 +13,7 @@ import (
 
 func TestPaddedAnswerIsASearchAnswerOfAtLeastTheSize(t *testing.T) {
 	for _, size := range []int{1, 65536, 1 << 20} {
-		body, err := paddedAnswer(size)
-		if err != nil {
-			t.Fatal(err)
-		}
+		body := examples.PaddedSearchAnswer(size)
 		if len(body) < size {
 			t.Errorf("size %d: answer of %d bytes", size, len(body))
 		}
