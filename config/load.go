@@ -708,7 +708,20 @@ func (c *compiler) state(s *stateSpec) policy.State {
 	if s.MaxBytes <= 0 {
 		c.errorAt("state.max_bytes", "must be positive")
 	}
+	st.ScopeKey = c.scopeKey(s.ScopeKey)
 	return st
+}
+
+// scopeKey checks state.scope_key, the key forwarded identities are hashed
+// with. It is judged by its length, never quoted.
+func (c *compiler) scopeKey(key string) policy.Secret {
+	switch {
+	case key == "" && c.written("state.scope_key"):
+		c.errorAt("state.scope_key", "is empty; remove it to use the store's own key, or set %d or more random characters (openssl rand -hex 32)", policy.MinScopeKeyLen)
+	case key != "" && len(key) < policy.MinScopeKeyLen:
+		c.errorAt("state.scope_key", "is %d bytes; it must be at least %d (openssl rand -hex 32 makes one)", len(key), policy.MinScopeKeyLen)
+	}
+	return policy.Secret{Value: key}
 }
 
 // maxConfirmTimeout bounds state.confirm_timeout: every side-effecting call

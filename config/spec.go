@@ -113,6 +113,7 @@ type stateSpec struct {
 	ConfirmTimeout  duration   `yaml:"confirm_timeout"`
 	MaxKeys         int        `yaml:"max_keys"`
 	MaxBytes        int64      `yaml:"max_bytes"`
+	ScopeKey        string     `yaml:"scope_key"`
 }
 
 func (s *stateSpec) setDefaults() {
@@ -150,6 +151,7 @@ type upstreamSpec struct {
 	Auth                   *authSpec         `yaml:"auth"`
 	TLS                    *tlsSpec          `yaml:"tls"`
 	ForwardHeaders         []string          `yaml:"forward_headers"`
+	NonIdentifyingHeaders  []string          `yaml:"non_identifying_headers"`
 }
 
 // authSpec is upstreams.<name>.auth: exactly one kind of credential.

@@ -61,6 +61,41 @@ func (c *compiler) upstreamAuth(base string, s *upstreamSpec, u *url.URL, up *po
 		seen[name] = true
 		up.ForwardHeaders = append(up.ForwardHeaders, name)
 	}
+	up.IdentityHeaders = c.identityHeaders(base, s.NonIdentifyingHeaders, up.ForwardHeaders)
+}
+
+// identityHeaders compiles upstreams.<name>.non_identifying_headers and
+// returns the forwarded headers that identify the end user: every one
+// forwarded but those listed there. A listed header must be forwarded, and
+// a credential or a session (AlwaysIdentifying) always identifies.
+func (c *compiler) identityHeaders(base string, shared, forwarded []string) []string {
+	if len(shared) == 0 {
+		return forwarded
+	}
+	not := map[string]bool{}
+	for i, h := range shared {
+		path := fmt.Sprintf("%s.non_identifying_headers[%d]", base, i)
+		name := http.CanonicalHeaderKey(h)
+		switch {
+		case !headerNameRE.MatchString(h):
+			c.errorAt(path, "%q is not a valid header name", h)
+		case policy.AlwaysIdentifying(name):
+			c.errorAt(path, "%s always identifies the end user (a credential or a session), so calls that differ in it never share an idempotency record; remove it from this list", h)
+		case !slices.Contains(forwarded, name):
+			c.errorAt(path, "%s is not in forward_headers; list only forwarded headers that do not identify the end user", h)
+		case not[name]:
+			c.errorAt(path, "%s is listed twice (header names are case-insensitive)", h)
+		default:
+			not[name] = true
+		}
+	}
+	var out []string
+	for _, name := range forwarded {
+		if !not[name] {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // unforwardable says why an agent's header may not reach a backend, or "".

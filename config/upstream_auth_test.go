@@ -192,5 +192,73 @@ func TestUpstreamAuthDocExample(t *testing.T) {
 	}
 	if up := snap.Upstreams["crm"]; up == nil || len(up.ForwardHeaders) != 2 {
 		t.Errorf("crm: %+v", up)
+	} else if !reflect.DeepEqual(up.IdentityHeaders, []string{"Authorization"}) {
+		t.Errorf("crm identity headers = %q, want Authorization only", up.IdentityHeaders)
+	}
+}
+
+// TestIdentityHeaders: the forwarded headers that scope an idempotency key
+// are every forwarded header but those non_identifying_headers lists.
+func TestIdentityHeaders(t *testing.T) {
+	tests := []struct {
+		name, upstream string
+		want           []string
+	}{
+		{"every forwarded header identifies by default", "forward: [X-Tenant, authorization]", []string{"X-Tenant", "Authorization"}},
+		{"a header marked not identifying is left out", "forward: [Authorization, Accept-Language, X-Tenant]\n    non_identifying_headers: [accept-language]", []string{"Authorization", "X-Tenant"}},
+		{"every header may be marked but a credential or a session", "forward: [Accept-Language]\n    non_identifying_headers: [Accept-Language]", nil},
+		{"nothing forwarded is nothing to scope by", "timeout: 1s", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := `
+version: 1
+upstreams:
+  crm:
+    url: http://127.0.0.1:7001
+    ` + strings.Replace(tt.upstream, "forward:", "forward_headers:", 1) + `
+tools:
+  find:
+    description: Find.
+    upstream: crm
+    request: {method: GET, path: /c}
+`
+			snap, err := CompileSource("policy.yaml", []byte(doc), Options{LookupEnv: noEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := snap.Upstreams["crm"].IdentityHeaders; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("identity headers = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestScopeKeyIsASecret: state.scope_key is read from the environment and
+// never printed.
+func TestScopeKeyIsASecret(t *testing.T) {
+	const key = "0123456789abcdef0123456789abcdef-scope"
+	doc := `
+version: 1
+state: {scope_key: "${SCOPE_KEY}"}
+upstreams:
+  crm: {url: "http://127.0.0.1:7001"}
+tools:
+  find: {description: Find., upstream: crm, request: {method: GET, path: /c}}
+`
+	snap, err := CompileSource("policy.yaml", []byte(doc), Options{LookupEnv: func(k string) (string, bool) { return key, k == "SCOPE_KEY" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.State.ScopeKey.Value != key {
+		t.Fatalf("scope key = %q", snap.State.ScopeKey.Value)
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%v %+v %#v", snap.State, snap.State, snap.State)
+	b, _ := json.Marshal(snap.State)
+	out.Write(b)
+	slog.New(slog.NewTextHandler(&out, nil)).Info("state", "state", snap.State, "key", snap.State.ScopeKey)
+	if strings.Contains(out.String(), key) {
+		t.Errorf("the scope key is printed:\n%s", out.String())
 	}
 }

@@ -60,12 +60,15 @@ var ErrNoRecord = errors.New("no idempotency record")
 // ErrStoreClosed is returned by every operation on a closed store.
 var ErrStoreClosed = errors.New("idempotency store closed")
 
-// IdempotencyKey scopes a key: a key is only ever compared within one caller
-// and one tool.
+// IdempotencyKey scopes a key: a key is only ever compared within one
+// caller, one tool and one forwarded identity.
 type IdempotencyKey struct {
 	Caller string
 	Tool   string
 	Key    string
+	// Scope is the forwarded identity of the call (IdentityScope): a keyed
+	// hash, never a header's value; empty when the call forwards none.
+	Scope string
 }
 
 // Fingerprint identifies a call's arguments: SHA-256 over the tool name, a
@@ -238,6 +241,11 @@ type IdempotencyStore interface {
 	Wait(ctx context.Context, k IdempotencyKey) (Record, error)
 	// Ping reports whether the store answers and accepts writes.
 	Ping(ctx context.Context) error
+	// ScopeKey returns the key identity scopes are hashed with
+	// (IdentityScope) when the policy sets none: the same for every
+	// process that shares the store, at least MinScopeKeyLen bytes, and
+	// the same on every call while the store keeps its records.
+	ScopeKey(ctx context.Context) ([]byte, error)
 	// Close releases the store's resources; later calls return
 	// ErrStoreClosed (memory) or the client's error (Redis).
 	Close() error

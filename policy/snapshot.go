@@ -136,6 +136,10 @@ type State struct {
 	ConfirmTimeout time.Duration
 	MaxKeys        int   // the memory store's bound on completed records
 	MaxBytes       int64 // the memory store's bound on their bytes
+	// ScopeKey is state.scope_key: the key forwarded identities are hashed
+	// with (IdentityScope), the same on every replica; empty for the
+	// store's own (IdempotencyStore.ScopeKey).
+	ScopeKey Secret
 }
 
 // RedisSettings is state.redis for a Redis Cluster (Cluster set) or a
@@ -186,6 +190,11 @@ type Upstream struct {
 	// ForwardHeaders are the agent's request headers (canonical names)
 	// passed on to the backend when the agent sent them.
 	ForwardHeaders []string
+	// IdentityHeaders are the forwarded headers that identify the end user
+	// (ForwardHeaders but those non_identifying_headers lists, in the same
+	// order): what the agent sent in them scopes a side-effecting call's
+	// idempotency key (IdentityScope).
+	IdentityHeaders []string
 }
 
 // Access is the `access` section.

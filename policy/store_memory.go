@@ -71,6 +71,7 @@ type MemoryStore struct {
 	maxBytes int64
 	now      func() time.Time
 	onEvict  func(IdempotencyKey)
+	scopeKey []byte // drawn once: the records live no longer than the store
 
 	mu       sync.Mutex
 	done     memPartitions // completed and unknown records
@@ -119,9 +120,17 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		maxBytes: opts.MaxBytes,
 		now:      opts.Now,
 		onEvict:  opts.OnEvict,
+		scopeKey: []byte(newScopeKey()),
 		done:     newMemPartitions(),
 		inFlight: make(map[IdempotencyKey]*memFlight),
 	}
+}
+
+// ScopeKey implements IdempotencyStore: a random key drawn when the store
+// was made. No other process shares the store's records, so no other
+// process needs the key.
+func (s *MemoryStore) ScopeKey(context.Context) ([]byte, error) {
+	return s.scopeKey, nil
 }
 
 // Claim implements IdempotencyStore.

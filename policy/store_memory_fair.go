@@ -13,10 +13,10 @@ import (
 const recordOverhead = 416
 
 // RecordSize is the number of bytes the memory store counts for a completed
-// or unknown record of k holding envelope: the envelope, the caller, tool and
-// key strings, and a fixed overhead for the record's bookkeeping.
+// or unknown record of k holding envelope: the envelope, the caller, tool,
+// key and scope strings, and a fixed overhead for the record's bookkeeping.
 func RecordSize(k IdempotencyKey, envelope []byte) int64 {
-	return int64(len(envelope)) + int64(len(k.Caller)+len(k.Tool)+len(k.Key)) + recordOverhead
+	return int64(len(envelope)) + int64(len(k.Caller)+len(k.Tool)+len(k.Key)+len(k.Scope)) + recordOverhead
 }
 
 // memPartitions holds the completed and unknown records of a MemoryStore,

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,7 +65,18 @@ type RedisOptions struct {
 	// ConfirmTimeout bounds that wait (and the call's context bounds it
 	// too). Zero or less means 500ms.
 	ConfirmTimeout time.Duration
+	// Now is the clock that times the checks of the scope key (see
+	// RedisStore). Nil means time.Now.
+	Now func() time.Time
 }
+
+// ScopeKeyName is the name, after the prefix, of the Redis key that holds
+// the store's scope key (see RedisStore).
+const ScopeKeyName = "scope-key"
+
+// scopeKeyCheck is how often a store checks the scope key it holds against
+// Redis.
+const scopeKeyCheck = 10 * time.Second
 
 // DefaultConfirmTimeout is RedisOptions.ConfirmTimeout when it is not set.
 const DefaultConfirmTimeout = 500 * time.Millisecond
@@ -79,8 +91,8 @@ var ErrUnconfirmed = errors.New("claim not confirmed by enough replicas")
 // replicas of a service.
 //
 // Each record is one string key: the prefix and the hex SHA-256 of the
-// length-prefixed caller, tool and key, so its length is bounded whatever the
-// inputs. Every operation is one Lua script, so it is atomic and reads the
+// length-prefixed caller, tool and key (and the identity scope, when the
+// call has one), so its length is bounded whatever the inputs. Every operation is one Lua script, so it is atomic and reads the
 // lease deadline from the Redis server's clock, never a replica's. A claim
 // creates the key with PX lease+ttl: the key must outlive its lease so that a
 // lease that ran out is seen and turned into unknown (then kept for ttl)
@@ -128,6 +140,23 @@ var ErrUnconfirmed = errors.New("claim not confirmed by enough replicas")
 // fails when Redis refuses writes: out of memory under noeviction, or a
 // read-only replica.
 //
+// The scope key (ScopeKey) lives in Redis, under the prefix and
+// ScopeKeyName, with no expiry: 64 random hex digits that the first store
+// to need it creates (SET NX, in a script that then reads the key back) and
+// every other store reads, so every replica sharing the Redis hashes a
+// forwarded identity alike and a retry that lands on another replica finds
+// its record. A store reads it when it first needs it (a call that forwards
+// an identity) and checks it again at most every 10s, on the next call that
+// needs it. That check proposes the key the store already holds, so a Redis
+// that lost the key (a restart without persistence, a failover before it
+// was replicated) gets the same key back from the first replica that looks,
+// rather than a new one; a store adopts whatever Redis holds, so replicas
+// that disagreed (a replica started while the key was missing) agree again
+// within 10s. An operator may set the key (any value of 32 bytes or more)
+// before the first replica starts. Anyone who reads Redis reads this key
+// too: a policy that sets state.scope_key keeps the key out of Redis, and
+// out of its dumps.
+//
 // Redis replicates asynchronously: a claim its primary acknowledged may be
 // lost when the primary fails before a replica has it, and the promoted
 // replica then lets a retry of the same key claim it and send again. With
@@ -158,6 +187,14 @@ type RedisStore struct {
 	probeKey string
 	replicas int           // ConfirmReplicas
 	confirmT time.Duration // ConfirmTimeout
+	now      func() time.Time
+
+	// The scope key: the last one read from Redis (nil before the first
+	// read), what a store that holds none proposes, and whether a check is
+	// under way.
+	scope      atomic.Pointer[scopeKeyRead]
+	scopeDraw  string
+	scopeCheck atomic.Bool
 
 	// Background withdrawals: life ends at Close, which waits for bg.
 	life    context.Context
@@ -180,18 +217,23 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) *RedisStore 
 	if opts.ConfirmTimeout <= 0 {
 		opts.ConfirmTimeout = DefaultConfirmTimeout
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	life, stop := context.WithCancel(context.Background())
 	return &RedisStore{
-		client:   client,
-		scripts:  newRedisScripts(),
-		prefix:   opts.Prefix,
-		maxPoll:  opts.MaxWaitPoll,
-		probeKey: ProbeKeyPrefix + rand.Text(),
-		replicas: max(opts.ConfirmReplicas, 0),
-		confirmT: opts.ConfirmTimeout,
-		life:     life,
-		stop:     stop,
-		bgSlots:  make(chan struct{}, maxBackgroundWithdrawals),
+		client:    client,
+		scripts:   newRedisScripts(),
+		prefix:    opts.Prefix,
+		maxPoll:   opts.MaxWaitPoll,
+		probeKey:  ProbeKeyPrefix + rand.Text(),
+		replicas:  max(opts.ConfirmReplicas, 0),
+		confirmT:  opts.ConfirmTimeout,
+		now:       opts.Now,
+		scopeDraw: newScopeKey(),
+		life:      life,
+		stop:      stop,
+		bgSlots:   make(chan struct{}, maxBackgroundWithdrawals),
 	}
 }
 
@@ -368,10 +410,18 @@ return 1
 `
 )
 
+// luaScopeKey creates the scope key KEYS[1] as ARGV[1] unless it exists,
+// and returns what it holds. It may run twice: the second run reads what
+// the first wrote.
+const luaScopeKey = `
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
+`
+
 // redisScripts are the store's scripts, run with EVALSHA (EVAL when the
 // server does not know them yet, as after a restart).
 type redisScripts struct {
-	claim, reclaim, finish, release, get, confirm *redis.Script
+	claim, reclaim, finish, release, get, confirm, scopeKey *redis.Script
 }
 
 // newRedisScripts names each script in its first line, for SCRIPT and
@@ -387,6 +437,8 @@ func newRedisScripts() redisScripts {
 		release: script("release", luaRelease),
 		get:     script("get", luaGet),
 		confirm: script("confirm", luaConfirm),
+		// Not after the prelude: it reads no record.
+		scopeKey: redis.NewScript("-- toolgate idempotency: scope key\n" + luaScopeKey),
 	}
 }
 
@@ -639,6 +691,50 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 	return nil
 }
 
+// scopeKeyRead is a scope key as a store last read it from Redis.
+type scopeKeyRead struct {
+	key []byte
+	at  time.Time
+}
+
+// ScopeKey implements IdempotencyStore: the key in Redis (see RedisStore).
+// A store that holds a key uses it while a check is due or under way, and
+// keeps it when a check fails (the call's own store commands then say
+// whether Redis answers); one that holds none yet fails when Redis does.
+func (s *RedisStore) ScopeKey(ctx context.Context) ([]byte, error) {
+	cur := s.scope.Load()
+	now := s.now()
+	if cur != nil && now.Sub(cur.at) < scopeKeyCheck {
+		return cur.key, nil
+	}
+	propose := s.scopeDraw
+	if cur != nil {
+		if !s.scopeCheck.CompareAndSwap(false, true) {
+			return cur.key, nil // another call checks it
+		}
+		defer s.scopeCheck.Store(false)
+		propose = string(cur.key)
+	}
+	v, err := s.scripts.scopeKey.Run(ctx, s.client, []string{s.prefix + ScopeKeyName}, propose).Text()
+	if err == nil && len(v) < MinScopeKeyLen {
+		err = fmt.Errorf("the key %s holds %d bytes, fewer than %d", s.prefix+ScopeKeyName, len(v), MinScopeKeyLen)
+	}
+	if err != nil {
+		if cur != nil {
+			s.scope.Store(&scopeKeyRead{key: cur.key, at: now})
+			return cur.key, nil
+		}
+		return nil, redisError("scope key", err)
+	}
+	if cur != nil && v == string(cur.key) {
+		s.scope.Store(&scopeKeyRead{key: cur.key, at: now})
+		return cur.key, nil
+	}
+	key := []byte(v)
+	s.scope.Store(&scopeKeyRead{key: key, at: now})
+	return key, nil
+}
+
 // Close stops the background withdrawals and closes the Redis client.
 func (s *RedisStore) Close() error {
 	s.stop()
@@ -651,11 +747,19 @@ func (s *RedisStore) Close() error {
 func (s *RedisStore) Key(k IdempotencyKey) string { return s.key(k) }
 
 // key returns the Redis key of k. Each part is hashed with its length in
-// front, so no choice of caller, tool and key can collide with another.
+// front, so no choice of caller, tool, key and scope can collide with
+// another. A key without a scope hashes its three parts only, as before
+// scopes existed, so records written then are still found; three parts
+// can never read as four, since the lengths delimit them.
 func (s *RedisStore) key(k IdempotencyKey) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
-	for _, part := range [...]string{k.Caller, k.Tool, k.Key} {
+	parts := [...]string{k.Caller, k.Tool, k.Key, k.Scope}
+	count := len(parts)
+	if k.Scope == "" {
+		count--
+	}
+	for _, part := range parts[:count] {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(part)))])
 		h.Write([]byte(part))
 	}

@@ -225,3 +225,94 @@ func BenchmarkRedisStoreClaimComplete(b *testing.B) {
 		}
 	}
 }
+
+// TestRedisStoreScopeKey: every store on one Redis hashes identities with
+// the one key the first of them created there, whatever their prefix's
+// other keys; a Redis that lost it gets the same key back from a store
+// that held it, and a key an operator set is the one used.
+func TestRedisStoreScopeKey(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := "test:" + t.Name() + ":"
+	newStore := func(now func() time.Time) *RedisStore {
+		s := NewRedisStore(redis.NewClient(&redis.Options{Addr: srv.Addr()}), RedisOptions{Prefix: prefix, Now: now})
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	clock := time.Unix(1_700_000_000, 0)
+	now := func() time.Time { return clock }
+	a, b := newStore(now), newStore(now)
+	keyA, err := a.ScopeKey(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyB, err := b.ScopeKey(t.Context())
+	if err != nil || string(keyB) != string(keyA) {
+		t.Fatalf("the second replica's key = %q, %v; want the first's", keyB, err)
+	}
+	check := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = check.Close() })
+	if v, err := check.Get(t.Context(), prefix+ScopeKeyName).Result(); err != nil || v != string(keyA) {
+		t.Fatalf("Redis holds %q, %v; want the key", v, err)
+	}
+
+	t.Run("a Redis that lost the key gets the same one back", func(t *testing.T) {
+		if err := check.Del(t.Context(), prefix+ScopeKeyName).Err(); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(scopeKeyCheck) // the next call checks
+		again, err := a.ScopeKey(t.Context())
+		if err != nil || string(again) != string(keyA) {
+			t.Fatalf("key after the loss = %q, %v; want the one held", again, err)
+		}
+		if fresh, err := newStore(now).ScopeKey(t.Context()); err != nil || string(fresh) != string(keyA) {
+			t.Fatalf("a replica started after the loss reads %q, %v; want the one restored", fresh, err)
+		}
+	})
+	t.Run("a key set in Redis is adopted at the next check", func(t *testing.T) {
+		if held, err := b.ScopeKey(t.Context()); err != nil || string(held) != string(keyA) {
+			t.Fatalf("key = %q, %v; want the first replica's", held, err)
+		}
+		set := strings.Repeat("operator-key-", 4)
+		if err := check.Set(t.Context(), prefix+ScopeKeyName, set, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if held, _ := b.ScopeKey(t.Context()); string(held) != string(keyA) {
+			t.Fatalf("key before the next check = %q; want the one held", held)
+		}
+		clock = clock.Add(scopeKeyCheck)
+		if got, err := b.ScopeKey(t.Context()); err != nil || string(got) != set {
+			t.Fatalf("key after the check = %q, %v; want the one set", got, err)
+		}
+	})
+	t.Run("a key too short to be one is refused", func(t *testing.T) {
+		if err := check.Set(t.Context(), prefix+ScopeKeyName, "short", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := newStore(now).ScopeKey(t.Context()); err == nil {
+			t.Fatalf("ScopeKey = %q, want an error", got)
+		}
+	})
+}
+
+// TestRedisStoreKeyOfAScope: a scope changes the record's Redis key, which
+// holds only hashes; a key without one is the key records had before
+// scopes existed.
+func TestRedisStoreKeyOfAScope(t *testing.T) {
+	s := NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), RedisOptions{})
+	t.Cleanup(func() { _ = s.Close() })
+	k := IdempotencyKey{Caller: "ops", Tool: "send", Key: "k-1"}
+	scoped := k
+	scoped.Scope = IdentityScope([]byte(strings.Repeat("k", 32)), []string{"Authorization"}, map[string][]string{"Authorization": {"Bearer alice-secret"}})
+	// The key as it was computed before scopes existed: SHA-256 of the
+	// length-prefixed caller, tool and key.
+	const unscoped = DefaultRedisPrefix + "07395bb31523180573ef2a9d3afaaa0e0a496c2782ee27260e24c4e2851428ef"
+	if got := s.Key(k); got != unscoped {
+		t.Errorf("key without a scope = %s, want the one records had before scopes, %s", got, unscoped)
+	}
+	if got := s.Key(scoped); got == unscoped {
+		t.Fatalf("a scope does not change the key: %s", got)
+	}
+	if strings.Contains(s.Key(scoped), "alice") || strings.Contains(scoped.Scope, "alice") {
+		t.Fatalf("the key or scope holds the header's value: %s, %s", s.Key(scoped), scoped.Scope)
+	}
+}

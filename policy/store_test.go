@@ -192,6 +192,37 @@ func testStoreConformance(t *testing.T, newStore func(t *testing.T) storeTarget)
 		mustClaim(t, s, IdempotencyKey{Caller: k.Caller, Tool: "other_tool", Key: k.Key}, fpA, idemLive, idemLive)
 	})
 
+	t.Run("keys are scoped by identity", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t).store
+		k := idemKey("shared")
+		alice, bob := k, k
+		alice.Scope, bob.Scope = strings.Repeat("a", 64), strings.Repeat("b", 64)
+		token := mustClaim(t, s, alice, fpA, idemLive, idemLive)
+		if err := s.Complete(t.Context(), alice, token, []byte(envelope), idemLive); err != nil {
+			t.Fatal(err)
+		}
+		expectClaim(t, s, alice, fpA, ClaimCompleted, envelope)
+		mustClaim(t, s, bob, fpA, idemLive, idemLive)
+		mustClaim(t, s, k, fpA, idemLive, idemLive) // no identity is a scope of its own
+	})
+
+	t.Run("the scope key is long enough and stable", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t).store
+		first, err := s.ScopeKey(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(first) < MinScopeKeyLen {
+			t.Fatalf("scope key of %d bytes, want at least %d", len(first), MinScopeKeyLen)
+		}
+		again, err := s.ScopeKey(t.Context())
+		if err != nil || string(again) != string(first) {
+			t.Fatalf("second ScopeKey = %x, %v; want the first, %x", again, err, first)
+		}
+	})
+
 	t.Run("a completed record expires after its ttl", func(t *testing.T) {
 		t.Parallel()
 		target := newStore(t)

@@ -417,6 +417,10 @@ func (s *recordStore) Wait(context.Context, policy.IdempotencyKey) (policy.Recor
 
 func (s *recordStore) Ping(context.Context) error { return nil }
 
+func (s *recordStore) ScopeKey(context.Context) ([]byte, error) {
+	return []byte("0123456789abcdef0123456789abcdef"), nil
+}
+
 func (s *recordStore) Close() error { return nil }
 
 // rawBackend is a TCP server whose handler sees each connection and the

@@ -71,7 +71,13 @@ func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.
 		// short of a bug, and must not run the call unguarded.
 		return storeUnavailable(), false
 	}
-	k := policy.IdempotencyKey{Caller: cl.req.Caller, Tool: ct.Name, Key: key}
+	scope, err := c.identityScope(ctx, cl)
+	if err != nil {
+		c.metrics.IdempotencyStoreErr.WithLabelValues("claim").Inc()
+		c.logger.Warn("idempotency scope key unavailable; failing closed", "tool", ct.Name, "err", err.Error())
+		return storeUnavailable(), false
+	}
+	k := policy.IdempotencyKey{Caller: cl.req.Caller, Tool: ct.Name, Key: key, Scope: scope}
 	lease := ct.Timeout + leaseMargin
 	ttl := ct.Idempotency.TTL
 	dedupes := ct.Idempotency.ForwardHeader != ""
@@ -135,6 +141,38 @@ func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.
 			return storeUnavailable(), false
 		}
 	}
+}
+
+// identityScope is the call's identity scope (policy.IdentityScope): the
+// keyed hash of the identifying headers its upstream forwards, as the agent
+// sent them; "" when it sent none. The key is state.scope_key, or the
+// store's own. Out of line: the hash's sum takes room on the stack only
+// while it is computed.
+//
+//go:noinline
+func (c *Core) identityScope(ctx context.Context, cl *Call) (string, error) {
+	names := cl.tool.upstream.cfg.IdentityHeaders
+	h := cl.req.Header
+	sent := false
+	for _, name := range names {
+		if _, ok := h[name]; ok {
+			sent = true
+			break
+		}
+	}
+	if !sent {
+		return "", nil
+	}
+	var key []byte
+	if k := cl.st.snap.State.ScopeKey.Value; k != "" {
+		key = []byte(k)
+	} else {
+		var err error
+		if key, err = c.store.ScopeKey(ctx); err != nil {
+			return "", err
+		}
+	}
+	return policy.IdentityScope(key, names, h), nil
 }
 
 func storeUnavailable() contracts.Outcome {

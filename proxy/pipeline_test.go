@@ -50,7 +50,8 @@ func TestRetries(t *testing.T) {
 		{"attempts bound the resends", "read", &scriptedBackend{script: []int{500, 500, 500, 500}}, contracts.StatusUpstream, 3},
 		{"a side-effecting tool never resends what may have run", "write", &scriptedBackend{script: []int{500}}, contracts.StatusUpstream, 1},
 		{"a side-effecting call that never left is resent", "write", &scriptedBackend{connErr: 2}, contracts.StatusOK, 3},
-		{"a 503 is resent after its Retry-After", "write", &scriptedBackend{script: []int{503}, retryAfter: "2"}, contracts.StatusOK, 2},
+		{"a 503 is resent after its Retry-After", "read", &scriptedBackend{script: []int{503}, retryAfter: "2"}, contracts.StatusOK, 2},
+		{"a side-effecting tool never resends a 503: the agent's retry does", "write", &scriptedBackend{script: []int{503}, retryAfter: "2"}, contracts.StatusUpstream, 1},
 		{"a Retry-After past the deadline ends the call", "read", &scriptedBackend{script: []int{429}, retryAfter: "30"}, contracts.StatusUpstream, 1},
 		{"client errors are not resent", "read", &scriptedBackend{script: []int{400}}, contracts.StatusBadArgs, 1},
 	}

@@ -25,7 +25,7 @@ func (c *Core) send(ctx context.Context, cl *Call) {
 	o := &cl.out
 	for n := 1; ; n++ {
 		final := c.attempt(ctx, cl)
-		if final || n >= retries.Attempts || !safeToRetry(cl.tool.contract, o) {
+		if final || n >= retries.Attempts || !safeToRetry(cl.tool.contract, o, cl.sent) {
 			return
 		}
 		delay := retries.Delay(n+1, nil)
@@ -47,13 +47,25 @@ func (c *Core) send(ctx context.Context, cl *Call) {
 	}
 }
 
-// safeToRetry: a read-only tool may resend any retryable failure; a
-// side-effecting call only one that never reached the backend.
-func safeToRetry(ct *contracts.Contract, o *contracts.Outcome) bool {
+// safeToRetry: a read-only tool may resend any retryable failure. A
+// side-effecting call is resent within the call only when no attempt of it
+// reached the backend (sent is false: a connect failure, a connection that
+// broke before the request went out whole, a missing credential), or when
+// its backend dedupes on the forwarded key and the outcome says nothing
+// was done. An answer, even a 503, 429 or 408 that says nothing was done,
+// proves nothing about a side effect: a proxy in front of the app (Envoy's
+// "reset before headers", an nginx upstream timeout) answers 503 after the
+// app may have acted. Such a call ends with its retryable envelope and its
+// key released, so the agent's retry, after the wait it is told, is the
+// only resend.
+func safeToRetry(ct *contracts.Contract, o *contracts.Outcome, sent bool) bool {
 	if !o.Retryable || o.Reason == contracts.ReasonCircuitOpen || o.Reason == contracts.ReasonBulkhead || o.Reason == contracts.ReasonCanceled {
 		return false
 	}
-	return !ct.SideEffect || o.Effect == contracts.SideEffectNone
+	if !ct.SideEffect {
+		return true
+	}
+	return o.Effect == contracts.SideEffectNone && (!sent || ct.Idempotency.ForwardHeader != "")
 }
 
 // attempt runs one backend attempt: the breaker and the bulkhead admit

@@ -189,11 +189,13 @@ func attemptOutcome(k toolKind, f examples.FaultKind) outcome {
 	panic("soak: no expectation for fault " + string(f))
 }
 
-// retriedByToolgate says toolgate itself sends another attempt after o
-// (retries.attempts permitting): a read-only tool resends any retryable
-// failure, a side-effecting one only a failure that left nothing done.
+// retriedByToolgate says toolgate itself sends another attempt after o, an
+// attempt that reached the backend (retries.attempts permitting): a
+// read-only tool resends any retryable failure; a side-effecting one only
+// when its backend dedupes and the failure left nothing done (a 503 or 429
+// to a write that does not dedupe ends the call: the agent retries).
 func retriedByToolgate(k toolKind, o outcome) bool {
-	return o.retryable && (k == readOnly || o.effect == none)
+	return o.retryable && (k == readOnly || k == sideEffectDedupe && o.effect == none)
 }
 
 // notSent is the outcome of an attempt that never reached the backend:
