@@ -136,6 +136,11 @@ type Call struct {
 	// before the request is described (Begin), applied in Backend.
 	cred credential
 
+	// identity are the needles of the credentials this call forwards
+	// (Call.identityNeedles), made once identityDone.
+	identity     []needle
+	identityDone bool
+
 	span trace.Span // the call's span, when tracing
 
 	once   sync.Once // Finish, Fail, Abandon: the first ends the call
@@ -312,6 +317,7 @@ func (cl *Call) Finish(ans Answer) *Result {
 		cl.tool.upstream.auth.answered(cl.cred, ans.Code)
 		var at attempt
 		cl.tool.upstream.answered(cl.ctx, &a, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
+		cl.c.redactAnswer(cl, &at)
 		cl.attempts = 1
 		cl.c.conclude(cl.ctx, cl, &at)
 		cl.result = cl.end()

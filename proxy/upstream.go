@@ -38,6 +38,11 @@ type upstream struct {
 	bulk    *bulkhead
 	codes   upstreamCodes
 	auth    *upstreamAuth // nil: no credential
+	// headerSecrets are the needles of the ${VAR} values in the static
+	// headers; identity are the forward_headers that carry credentials
+	// (redact.go).
+	headerSecrets []needle
+	identity      []string
 }
 
 // upstreamCodes caches metric children for the codes every upstream sees,
@@ -58,6 +63,14 @@ type observer interface{ Observe(float64) }
 
 func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*policy.Upstream) http.RoundTripper, env runtimeEnv) *upstream {
 	u := &upstream{cfg: cfg}
+	for _, v := range cfg.HeaderSecrets {
+		u.headerSecrets = appendNeedles(u.headerSecrets, v)
+	}
+	for _, name := range cfg.ForwardHeaders {
+		if identityHeader(name) {
+			u.identity = append(u.identity, name)
+		}
+	}
 	if prev != nil && sameTransport(prev.cfg, cfg) {
 		u.client, u.direct, u.traced = prev.client, prev.direct, prev.traced
 	} else {
