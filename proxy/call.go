@@ -27,7 +27,9 @@ import (
 //	  7. send, deadline, retries  send.go          Core.send, upstream.send (upstream.go)
 //	  8. classify                 classify.go      upstream.answered / upstream.failure (the
 //	                                               answer's code, size and read errors), then
-//	                                               Core.classify (the contract's rules)
+//	                              redact.go        Core.redactAnswer (the call's secrets out of
+//	                                               the answer, before anything reads it), then
+//	                              classify.go      Core.classify (the contract's rules)
 //	end (Call.end, below):
 //	  9. finish                   finish.go        Core.finish: the envelope, metrics, log line
 //	 10. settle                   idempotency.go   Core.settle: the key's record; access.go
@@ -136,9 +138,9 @@ type Call struct {
 	// before the request is described (Begin), applied in Backend.
 	cred credential
 
-	// identity are the needles of the credentials this call forwards
-	// (Call.identityNeedles), made once identityDone.
-	identity     []needle
+	// identity finds the credentials this call forwards
+	// (Call.identityMatcher), made once identityDone.
+	identity     *matcher
 	identityDone bool
 
 	span trace.Span // the call's span, when tracing

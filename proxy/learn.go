@@ -96,9 +96,9 @@ func (c *Core) servePassthrough(w http.ResponseWriter, r *http.Request, snap *po
 		}
 		if respBody != nil {
 			x.ResponseBody, x.ResponseTruncated = respBody.kept()
-			if ns := passthroughNeedles(p.up, r.Header); len(ns) > 0 {
+			if mt := passthroughMatcher(p.up, r.Header); mt != nil {
 				var n int
-				if x.ResponseBody, n = redactBytes(x.ResponseBody, ns, nil); n > 0 {
+				if x.ResponseBody, n = redactBytes(x.ResponseBody, mt, nil); n > 0 {
 					c.metrics.SecretsRedacted.WithLabelValues("").Add(float64(n))
 				}
 			}
@@ -144,7 +144,7 @@ func (c *Core) observeAttempt(cl *Call, req *http.Request, a *attempt, start tim
 	t := cl.tool
 	// The request as bound may carry the tool's ${VAR} values; the answer
 	// was redacted already (Core.redactAnswer).
-	reqBody, _ := redactBytes(cl.bound.Body, t.redactor().needles, nil)
+	reqBody, _ := redactBytes(cl.bound.Body, t.redactor().match, nil)
 	x := &learn.Exchange{
 		Upstream:       t.upstream.cfg.Name,
 		UpstreamURL:    t.upstream.cfg.URL.String(),

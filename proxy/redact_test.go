@@ -1,13 +1,23 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/jsontape"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // The encodings a backend may echo a value in, written here without the
@@ -89,12 +99,12 @@ func leaked(text string, secrets ...string) (string, bool) {
 	return "", false
 }
 
-func needlesOf(secrets ...string) []needle {
+func needlesOf(secrets ...string) *matcher {
 	var ns []needle
 	for _, s := range secrets {
 		ns = appendNeedles(ns, s)
 	}
-	return ns
+	return newMatcher(ns)
 }
 
 func TestRedactFindsEachEncoding(t *testing.T) {
@@ -148,6 +158,24 @@ func TestRedactFindsEachEncoding(t *testing.T) {
 	}
 }
 
+// indexMatches is what matcher.find must find, the plain way: every
+// occurrence of every needle by bytes.Index, extended over its tail.
+func indexMatches(mt *matcher, text []byte) []span {
+	var found []span
+	for i := range mt.needles {
+		n := &mt.needles[i]
+		for off := 0; off <= len(text)-len(n.b); {
+			k := bytes.Index(text[off:], n.b)
+			if k < 0 {
+				break
+			}
+			found = append(found, span{off + k, n.extend(text, off+k+len(n.b))})
+			off += k + 1
+		}
+	}
+	return found
+}
+
 func TestRedactKeepsJSONValid(t *testing.T) {
 	ns := needlesOf("12345678", `ab"cd\ef/gh`, "sep,arated")
 	for _, tc := range []struct{ name, in, want string }{
@@ -188,8 +216,8 @@ func TestRedactSpanningStringsStaysJSON(t *testing.T) {
 
 func TestShortSecretsAreNotSearched(t *testing.T) {
 	ns := needlesOf("a", "admin", "1234567")
-	if len(ns) != 0 {
-		t.Fatalf("needles for values under %d bytes: %v", minSecretLen, ns)
+	if ns != nil {
+		t.Fatalf("needles for values under %d bytes: %v", minSecretLen, ns.needles)
 	}
 	// A short user name still leaves "user:password" to search for.
 	ns = needlesOf("a:hunter2")
@@ -230,7 +258,7 @@ func TestForwardedCredentialsAreSecrets(t *testing.T) {
 			if !identityHeader(tc.header) {
 				t.Fatalf("%s is not a credential header", tc.header)
 			}
-			ns := appendHeaderSecrets(nil, tc.header, tc.value)
+			ns := newMatcher(appendHeaderSecrets(nil, tc.header, tc.value))
 			for _, s := range tc.secrets {
 				out, n := redactBytes([]byte(`{"echo":"`+s+`"}`), nil, ns)
 				if n == 0 || strings.Contains(string(out), s) {
@@ -256,12 +284,24 @@ func FuzzRedact(f *testing.F) {
 	f.Add(`{"n":-12345678.5e3}`, "12345678")
 	f.Fuzz(func(t *testing.T, body, secret string) {
 		ns := needlesOf(secret)
+		if ns != nil {
+			// Wu-Manber finds what a bytes.Index per needle finds.
+			got, want := ns.find(nil, []byte(body)), indexMatches(ns, []byte(body))
+			if len(got) > 0 && len(want) > 0 {
+				got, want = mergeSpans(got), mergeSpans(want)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("in %q, Wu-Manber finds %v, bytes.Index %v", body, got, want)
+			}
+		}
 		out, n := redactBytes([]byte(body), ns, nil)
 		if n == 0 && string(out) != body {
 			t.Fatalf("nothing found, yet changed: %q -> %q", body, out)
 		}
-		if json.Valid([]byte(body)) && !json.Valid(out) {
-			t.Fatalf("%q redacted to %q: not JSON", body, out)
+		if valid, _ := jsontape.Check([]byte(body)); valid {
+			if ok, _ := jsontape.Check(out); !ok || json.Valid([]byte(body)) && !json.Valid(out) {
+				t.Fatalf("%q redacted to %q: not JSON", body, out)
+			}
 		}
 		// A secret that overlaps the marker could be made again by it.
 		if n > 0 && !strings.ContainsAny(secret, "[]") && !strings.Contains(redactedMarker, secret) {
@@ -270,4 +310,70 @@ func FuzzRedact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkAnswerRedaction is the search call of BenchmarkAnswerSize with
+// the search upstream holding no secret, a bearer token, and an API key
+// while the call also forwards the agent's basic Authorization (four
+// secrets, 21 needles): the cost of scanning each answer for them. The answers hold no
+// secret, as nearly all do.
+func BenchmarkAnswerRedaction(b *testing.B) {
+	cases := []struct {
+		name, auth string
+		header     http.Header
+	}{
+		{"no secret", "", nil},
+		{"a bearer token", "\n    auth: {bearer: {token: bench-token-Zq8c/Kp3sf}}", nil},
+		{"an API key and a forwarded basic Authorization", "\n    auth: {api_key: {header: X-Api-Key, value: bench-key/Vx71d}}\n    forward_headers: [Authorization]",
+			http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("agent-user:agent-pass/Lr4e"))}}},
+	}
+	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
+		for _, tc := range cases {
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, tc.name), func(b *testing.B) {
+				body := examples.PaddedSearchAnswer(size)
+				doc := strings.NewReplacer("server:\n", "server:\n  max_response_bytes: 2097152\n",
+					"url: http://127.0.0.1:7001", "url: http://127.0.0.1:7001"+tc.auth).Replace(string(examples.Policy()))
+				snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return cannedTransport{body: body} }})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(core.Close)
+				args := []byte(`{"q":"go","limit":5}`)
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					res := core.Call(context.Background(), &Request{Tool: "search_articles", Body: args, CallID: "bench", Header: tc.header})
+					if res.Envelope.Status != "ok" {
+						b.Fatal(res.Envelope.Status, res.Envelope.Message)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRedactBytes is the scan alone over a 64 KiB JSON answer for a
+// bearer token's needles: an answer without escapes, one with JSON
+// escapes (the view is built), and one that holds the token twice.
+func BenchmarkRedactBytes(b *testing.B) {
+	ns := needlesOf("bench-token-Zq8c/Kp3sf")
+	plain := examples.PaddedSearchAnswer(64 << 10)
+	escaped := []byte(strings.ReplaceAll(string(plain), "go", `g\u006f`))
+	holding := []byte(strings.Replace(string(plain), `"go`, `"bench-token-Zq8c\/Kp3sf`, 2))
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{{"no escapes", plain}, {"JSON escapes", escaped}, {"holding the token", holding}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				redactBytes(tc.body, ns, nil)
+			}
+		})
+	}
 }

@@ -12,10 +12,12 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/contracts"
@@ -43,6 +45,8 @@ type upstream struct {
 	// (redact.go).
 	headerSecrets []needle
 	identity      []string
+	identityMu    sync.Mutex
+	identityCache *simplelru.LRU[string, *matcher] // by header name and value; nil without identity
 }
 
 // upstreamCodes caches metric children for the codes every upstream sees,
@@ -70,6 +74,9 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*p
 		if identityHeader(name) {
 			u.identity = append(u.identity, name)
 		}
+	}
+	if len(u.identity) > 0 {
+		u.identityCache, _ = simplelru.NewLRU[string, *matcher](identityCacheSize, nil)
 	}
 	if prev != nil && sameTransport(prev.cfg, cfg) {
 		u.client, u.direct, u.traced = prev.client, prev.direct, prev.traced
