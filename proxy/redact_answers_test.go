@@ -213,3 +213,70 @@ func TestEchoedSecretsAreRedacted(t *testing.T) {
 		}
 	}
 }
+
+// TestVarValuesAndPassthroughsAreRedacted: the ${VAR} values a tool's
+// requests carry (the upstream's static headers, the binding's constants)
+// are secrets too; and the copy of a passthrough answer learning mode
+// keeps is redacted of the upstream's credential and the agent's own.
+func TestVarValuesAndPassthroughsAreRedacted(t *testing.T) {
+	const (
+		headerVar = "legacy-hdr/Secret+1"
+		queryVar  = "tenant-key/Q9+z"
+		bearer    = "passthrough-tok7" // these two look like codes, which learning mode keeps
+		agentTok  = "agent-own-tok8"
+		plainWord = "eu-west-1-region" // a ${VAR} value that is no secret: masked all the same
+	)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"code":%q,"reason":%q,"echo":%q}`, strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), r.Header.Get("X-Agent-Token"),
+			fmt.Sprintf("%s %s %s", r.Header.Get("X-Legacy-Token"), r.URL.Query().Get("tenant"), r.URL.Query().Get("region")))
+	}))
+	defer backend.Close()
+	doc := strings.ReplaceAll(`
+version: 1
+server:
+  transparent: true
+  passthrough: [{prefix: /raw, upstream: legacy}]
+upstreams:
+  legacy:
+    url: "{{url}}"
+    headers: {X-Legacy-Token: "${LEGACY_TOKEN}"}
+    auth: {bearer: {token: "${BEARER}"}}
+tools:
+  lookup:
+    description: Look up.
+    upstream: legacy
+    args: {type: object}
+    request: {method: GET, path: /lookup, query: {tenant: "${TENANT_KEY}", region: "${REGION}"}}
+`, "{{url}}", backend.URL)
+	learner := learn.New(policy.LearnSettings{EnumValues: true}, learn.Options{})
+	a := newAuthCore(t, doc, map[string]string{"LEGACY_TOKEN": headerVar, "TENANT_KEY": queryVar, "BEARER": bearer, "REGION": plainWord},
+		Options{Observer: learner})
+	_, env := a.call(t, "lookup", `{}`, nil)
+	raw, _ := json.Marshal(env)
+	if f, ok := leaked(string(raw), headerVar, queryVar, bearer, plainWord); ok {
+		t.Errorf("the envelope holds %q: %s", f, raw)
+	}
+	if got := testutil.ToFloat64(a.core.Metrics().SecretsRedacted.WithLabelValues("lookup")); got != 4 {
+		t.Errorf("toolgate_secrets_redacted_total{tool=lookup} = %v, want 4: %s", got, raw)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, a.server.URL+"/raw/x", nil)
+	req.Header.Set("X-Agent-Token", agentTok)
+	resp, err := a.server.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(passed), bearer) {
+		t.Fatalf("a passthrough answer is the backend's own, as it was: %s", passed)
+	}
+	summary, _ := json.Marshal(learner.Summary())
+	if f, ok := leaked(string(summary), headerVar, queryVar, bearer, agentTok); ok {
+		t.Errorf("the learned summary holds %q: %s", f, summary)
+	}
+	if got := testutil.ToFloat64(a.core.Metrics().SecretsRedacted.WithLabelValues("")); got == 0 {
+		t.Errorf("the passthrough answer's redaction was not counted")
+	}
+}
