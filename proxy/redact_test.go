@@ -237,6 +237,9 @@ func TestAnAnswerWithoutSecretsIsLeftAsItIs(t *testing.T) {
 			t.Errorf("redactBytes(%q) = %q, %d: changed or copied", body, out, n)
 		}
 	}
+	if raceEnabled {
+		return // the race detector drops pooled views at random
+	}
 	allocs := testing.AllocsPerRun(100, func() { redactBytes([]byte(`{"a":"b\/c%2F and more text"}`), ns, nil) })
 	if allocs > 1 { // the []byte of the literal
 		t.Errorf("%v allocations for an answer with escapes and no secret", allocs)
