@@ -32,6 +32,10 @@ type decoder struct {
 	pos    map[string]nodePos
 	expand bool
 	nodes  int // values decoded, aliases expanded: bounds "billion laughs" documents
+	// envValues, when not nil, gets the values of the ${VAR} references
+	// of each scalar that has some, by the scalar's path: the compiler
+	// treats those it sends in headers as secrets.
+	envValues map[string][]string
 }
 
 // maxNodes bounds the values one policy file may expand to.
@@ -290,6 +294,11 @@ func (d *decoder) scalar(n *yaml.Node, path string) (string, bool) {
 	if err != nil {
 		d.errorf(n, path, "%v", err)
 		return "", false
+	}
+	if d.envValues != nil {
+		if vals := envValues(n.Value, d.env); len(vals) > 0 {
+			d.envValues[path] = vals
+		}
 	}
 	return out, true
 }

@@ -202,7 +202,7 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	c := &compiler{pos: map[string]nodePos{}}
+	c := &compiler{pos: map[string]nodePos{}, envValues: map[string][]string{}}
 	var specs []fileWithName
 	for _, src := range sources {
 		spec, ok := c.decodeFile(src, lookup)
@@ -253,7 +253,10 @@ type compiler struct {
 	errs  Errors
 	warns Errors
 	pos   map[string]nodePos
-	files []string
+	// envValues are the values of the ${VAR} references of each scalar,
+	// by path (decoder.envValues).
+	envValues map[string][]string
+	files     []string
 	// byRoute is Options.ByRoute.
 	byRoute bool
 }
@@ -269,7 +272,7 @@ func (c *compiler) decodeFile(src source, lookup func(string) (string, bool)) (*
 		c.errs = append(c.errs, &Error{Pos: Pos{File: src.name, Line: 1, Column: 1}, Msg: "the policy file is empty"})
 		return nil, false
 	}
-	d := &decoder{file: src.name, env: lookup, pos: c.pos, expand: true}
+	d := &decoder{file: src.name, env: lookup, pos: c.pos, expand: true, envValues: c.envValues}
 	spec := &fileSpec{}
 	root := doc.Content[0]
 	d.decode(root, "", reflect.ValueOf(spec).Elem())
@@ -842,6 +845,7 @@ func (c *compiler) upstream(name string, s *upstreamSpec, callerHeader string) *
 		perCaller = s.MaxConcurrentPerCaller
 	}
 	headers := http.Header{}
+	var headerSecrets []string
 	for _, k := range slices.Sorted(maps.Keys(s.Headers)) {
 		if !headerNameRE.MatchString(k) {
 			c.errorAt(base+".headers."+k, "%q is not a valid header name", k)
@@ -852,6 +856,7 @@ func (c *compiler) upstream(name string, s *upstreamSpec, callerHeader string) *
 			continue
 		}
 		headers.Set(k, s.Headers[k])
+		headerSecrets = append(headerSecrets, c.envValues[base+".headers."+k]...)
 	}
 	up := &policy.Upstream{
 		Name:                   name,
@@ -860,6 +865,7 @@ func (c *compiler) upstream(name string, s *upstreamSpec, callerHeader string) *
 		MaxConcurrent:          s.MaxConcurrent,
 		MaxConcurrentPerCaller: perCaller,
 		Headers:                headers,
+		HeaderSecrets:          headerSecrets,
 		Breaker:                policy.DefaultBreakerSettings(),
 		Retries:                policy.DefaultRetrySettings(),
 	}

@@ -303,6 +303,9 @@ func mapLiteralOrder(ast *cel.Ast) []string {
 // NeedsBody reports whether any rule reads the parsed body.
 func (r *Rules) NeedsBody() bool { return r != nil && r.uses.body }
 
+// NeedsHeaders reports whether any rule reads the answer's headers.
+func (r *Rules) NeedsHeaders() bool { return r != nil && r.uses.headers }
+
 // RuleInput is what rules see of one backend answer. The rules run on one
 // input share what they resolved (the body's view, the lower-cased
 // headers), so an input serves one answer: make a new one for another.

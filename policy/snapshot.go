@@ -180,8 +180,11 @@ type Upstream struct {
 	// to this upstream, so that no caller can take the whole bulkhead.
 	MaxConcurrentPerCaller int
 	Headers                http.Header
-	Breaker                BreakerSettings
-	Retries                RetrySettings
+	// HeaderSecrets are the values of the ${VAR} references written in
+	// Headers: secrets, which toolgate keeps out of what it says.
+	HeaderSecrets []string
+	Breaker       BreakerSettings
+	Retries       RetrySettings
 	// Auth is the credential added to every request; nil for none.
 	Auth *UpstreamAuth
 	// TLS is an https:// upstream's private CA, client certificate and

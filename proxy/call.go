@@ -27,7 +27,9 @@ import (
 //	  7. send, deadline, retries  send.go          Core.send, upstream.send (upstream.go)
 //	  8. classify                 classify.go      upstream.answered / upstream.failure (the
 //	                                               answer's code, size and read errors), then
-//	                                               Core.classify (the contract's rules)
+//	                              redact.go        Core.redactAnswer (the call's secrets out of
+//	                                               the answer, before anything reads it), then
+//	                              classify.go      Core.classify (the contract's rules)
 //	end (Call.end, below):
 //	  9. finish                   finish.go        Core.finish: the envelope, metrics, log line
 //	 10. settle                   idempotency.go   Core.settle: the key's record; access.go
@@ -135,6 +137,11 @@ type Call struct {
 	// cred is the upstream's credential for a request Envoy sends: had
 	// before the request is described (Begin), applied in Backend.
 	cred credential
+
+	// identity finds the credentials this call forwards
+	// (Call.identityMatcher), made once identityDone.
+	identity     *matcher
+	identityDone bool
 
 	span trace.Span // the call's span, when tracing
 
@@ -312,6 +319,7 @@ func (cl *Call) Finish(ans Answer) *Result {
 		cl.tool.upstream.auth.answered(cl.cred, ans.Code)
 		var at attempt
 		cl.tool.upstream.answered(cl.ctx, &a, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
+		cl.c.redactAnswer(cl, &at)
 		cl.attempts = 1
 		cl.c.conclude(cl.ctx, cl, &at)
 		cl.result = cl.end()

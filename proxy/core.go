@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,11 @@ type tool struct {
 	prefix   string
 	header   http.Header // static request headers
 	metrics  *toolMetrics
+	// secrets are the needles of the ${VAR} values the tool's requests
+	// carry (its binding's, its upstream's headers'); red is the redactor
+	// of those and the upstream's credential (redact.go).
+	secrets []needle
+	red     atomic.Pointer[redactor]
 }
 
 // NewCore creates a core serving snap.
@@ -183,6 +189,11 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		t.baseURL = url.URL{Scheme: up.cfg.URL.Scheme, Host: up.cfg.URL.Host}
 		t.prefix = strings.TrimSuffix(up.cfg.URL.Path, "/")
 		t.header = staticHeader(up.cfg.Headers, contract.Binding, c.version)
+		t.secrets = slices.Clip(up.headerSecrets)
+		for _, v := range contract.Binding.Secrets() {
+			t.secrets = appendNeedles(t.secrets, v)
+		}
+		t.redactor()
 		st.tools[name] = t
 	}
 	st.router = newRouter(st, snap.Server.CallerHeader)

@@ -35,6 +35,9 @@ type upstreamAuth struct {
 	query  string // query parameter, or ""
 	value  func(context.Context) (credential, error)
 	tokens *tokenSource // oauth2 only
+	// secrets are the values the credential is made of, for redaction
+	// (redact.go).
+	secrets *secretSet
 }
 
 // credential is what one request carries: value in header, or in the
@@ -60,15 +63,16 @@ func newUpstreamAuth(name string, a *policy.UpstreamAuth, env runtimeEnv) *upstr
 		return nil
 	}
 	what := "upstream " + name + " " + string(a.Kind)
-	out := &upstreamAuth{header: a.Header, query: a.Query}
+	out := &upstreamAuth{header: a.Header, query: a.Query, secrets: &secretSet{}}
+	set := out.secrets
 	prefix := ""
 	if a.Scheme != "" {
 		prefix = a.Scheme + " "
 	}
 	switch a.Kind {
 	case policy.AuthBasic:
-		user := secretSource(a.Username, policy.CheckUsername, env, what+" username_file")
-		pass := secretSource(a.Password, policy.CheckPassword, env, what+" password_file")
+		user := secretSource(a.Username, policy.CheckUsername, env, what+" username_file", set)
+		pass := secretSource(a.Password, policy.CheckPassword, env, what+" password_file", set)
 		out.value = func(context.Context) (credential, error) {
 			u, err := user()
 			if err != nil {
@@ -78,14 +82,19 @@ func newUpstreamAuth(name string, a *policy.UpstreamAuth, env runtimeEnv) *upstr
 			if err != nil {
 				return credential{}, err
 			}
+			// What the header's base64 encodes is a secret of its own:
+			// it is found where the user name or password alone is too
+			// short to be searched for.
+			set.add(u + ":" + p)
 			return credential{header: a.Header, value: prefix + base64.StdEncoding.EncodeToString([]byte(u+":"+p))}, nil
 		}
 		if a.Username.File == "" && a.Password.File == "" {
+			set.addStatic(a.Username.Value + ":" + a.Password.Value)
 			cred, _ := out.value(context.Background())
 			out.value = func(context.Context) (credential, error) { return cred, nil }
 		}
 	case policy.AuthBearer, policy.AuthAPIKey:
-		key := secretSource(a.Token, policy.CheckHeaderSecret, env, what+" file")
+		key := secretSource(a.Token, policy.CheckHeaderSecret, env, what+" file", set)
 		out.value = func(context.Context) (credential, error) {
 			v, err := key()
 			if err != nil {
@@ -94,7 +103,7 @@ func newUpstreamAuth(name string, a *policy.UpstreamAuth, env runtimeEnv) *upstr
 			return credential{header: a.Header, query: a.Query, value: prefix + v}, nil
 		}
 	case policy.AuthOAuth2:
-		out.tokens = newTokenSource(name, a.OAuth2, env)
+		out.tokens = newTokenSource(name, a.OAuth2, env, set)
 		out.value = func(ctx context.Context) (credential, error) {
 			tok, err := out.tokens.token(ctx)
 			if err != nil {
@@ -109,9 +118,11 @@ func newUpstreamAuth(name string, a *policy.UpstreamAuth, env runtimeEnv) *upstr
 }
 
 // secretSource returns a secret's current value: the policy's value, or
-// the file's content as last read and checked.
-func secretSource(s policy.Secret, check func(string) error, env runtimeEnv, what string) func() (string, error) {
+// the file's content as last read and checked. Every value it takes is
+// added to set.
+func secretSource(s policy.Secret, check func(string) error, env runtimeEnv, what string, set *secretSet) func() (string, error) {
 	if s.File == "" {
+		set.addStatic(s.Value)
 		return func() (string, error) { return s.Value, nil }
 	}
 	w := newWatchedFiles([]string{s.File}, func() (string, error) {
@@ -120,6 +131,9 @@ func secretSource(s policy.Secret, check func(string) error, env runtimeEnv, wha
 			if cerr := check(v); cerr != nil {
 				err = errors.New("the content " + cerr.Error())
 			}
+		}
+		if err == nil {
+			set.add(v)
 		}
 		return v, err
 	}, env, what)

@@ -96,6 +96,12 @@ func (c *Core) servePassthrough(w http.ResponseWriter, r *http.Request, snap *po
 		}
 		if respBody != nil {
 			x.ResponseBody, x.ResponseTruncated = respBody.kept()
+			if mt := passthroughMatcher(p.up, r.Header); mt != nil {
+				var n int
+				if x.ResponseBody, n = redactBytes(x.ResponseBody, mt, nil); n > 0 {
+					c.metrics.SecretsRedacted.WithLabelValues("").Add(float64(n))
+				}
+			}
 		}
 		if x.Status == 0 && x.Failure == "" {
 			x.Failure = "other"
@@ -136,6 +142,9 @@ func (c *Core) observeAttempt(cl *Call, req *http.Request, a *attempt, start tim
 		return
 	}
 	t := cl.tool
+	// The request as bound may carry the tool's ${VAR} values; the answer
+	// was redacted already (Core.redactAnswer).
+	reqBody, _ := redactBytes(cl.bound.Body, t.redactor().match, nil)
 	x := &learn.Exchange{
 		Upstream:       t.upstream.cfg.Name,
 		UpstreamURL:    t.upstream.cfg.URL.String(),
@@ -145,7 +154,7 @@ func (c *Core) observeAttempt(cl *Call, req *http.Request, a *attempt, start tim
 		EscapedPath:    cl.bound.Path,
 		RawQuery:       cl.bound.Query,
 		RequestHeader:  req.Header,
-		RequestBody:    cl.bound.Body,
+		RequestBody:    reqBody,
 		Status:         a.code,
 		ResponseHeader: a.header,
 		ResponseBody:   a.body,

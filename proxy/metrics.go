@@ -28,6 +28,7 @@ type Metrics struct {
 	ConfigGeneration    prometheus.Gauge
 	BuildInfo           *prometheus.GaugeVec
 	IdempotencyStoreErr *prometheus.CounterVec
+	SecretsRedacted     *prometheus.CounterVec
 }
 
 // The idempotency events of toolgate_idempotency_events_total.
@@ -105,10 +106,13 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 		IdempotencyStoreErr: counter("toolgate_idempotency_store_errors_total",
 			"Errors of the state store by operation (claim, complete, wait; budget for cost budgets); calls fail closed on them.",
 			"op"),
+		SecretsRedacted: counter("toolgate_secrets_redacted_total",
+			"Occurrences of a secret toolgate holds (an upstream credential, a ${VAR} value it sends, a forwarded credential) replaced in backend answers, by tool; tool is empty for a passthrough answer kept by learning mode.",
+			"tool"),
 	}
 	reg.MustRegister(m.ToolCalls, m.ToolCallDuration, m.ToolCost, m.UpstreamRequests, m.UpstreamDuration,
 		m.IdempotencyEvents, m.CircuitState, m.ContractViolations, m.AccessRejections, m.ConfigReloads,
-		m.ConfigLastReloadOK, m.ConfigGeneration, m.BuildInfo, m.IdempotencyStoreErr)
+		m.ConfigLastReloadOK, m.ConfigGeneration, m.BuildInfo, m.IdempotencyStoreErr, m.SecretsRedacted)
 	m.BuildInfo.WithLabelValues(version, runtime.Version()).Set(1)
 	for _, op := range []string{"claim", "complete", "wait", "budget"} {
 		m.IdempotencyStoreErr.WithLabelValues(op)
@@ -151,6 +155,7 @@ type toolMetrics struct {
 	cost       map[string]prometheus.Counter
 	violations map[string]prometheus.Counter
 	events     map[string]prometheus.Counter
+	redacted   prometheus.Counter
 }
 
 func newToolMetrics(m *Metrics, name string, snap *policy.Snapshot) *toolMetrics {
@@ -161,6 +166,7 @@ func newToolMetrics(m *Metrics, name string, snap *policy.Snapshot) *toolMetrics
 		cost:       map[string]prometheus.Counter{},
 		violations: map[string]prometheus.Counter{},
 		events:     map[string]prometheus.Counter{},
+		redacted:   m.SecretsRedacted.WithLabelValues(name),
 	}
 	callers := []string{"unknown"}
 	for caller := range snap.Access.Callers {

@@ -47,6 +47,7 @@ type tokenSource struct {
 	client   *http.Client
 	now      func() time.Time
 	log      *slog.Logger
+	secrets  *secretSet // gets every access token issued
 
 	mu      sync.Mutex
 	tok     *cachedToken
@@ -82,7 +83,7 @@ const (
 	defaultTokenLifetime = 5 * time.Minute
 )
 
-func newTokenSource(upstream string, s *policy.OAuth2Settings, env runtimeEnv) *tokenSource {
+func newTokenSource(upstream string, s *policy.OAuth2Settings, env runtimeEnv, secrets *secretSet) *tokenSource {
 	what := "upstream " + upstream + " oauth2"
 	var host string
 	if u, err := url.Parse(s.TokenURL); err == nil {
@@ -101,8 +102,9 @@ func newTokenSource(upstream string, s *policy.OAuth2Settings, env runtimeEnv) *
 	return &tokenSource{
 		upstream: upstream,
 		settings: s,
-		clientID: secretSource(s.ClientID, policy.CheckHeaderSecret, env, what+" client_id_file"),
-		secret:   secretSource(s.ClientSecret, policy.CheckHeaderSecret, env, what+" client_secret_file"),
+		clientID: secretSource(s.ClientID, policy.CheckHeaderSecret, env, what+" client_id_file", secrets),
+		secret:   secretSource(s.ClientSecret, policy.CheckHeaderSecret, env, what+" client_secret_file", secrets),
+		secrets:  secrets,
 		client: &http.Client{
 			Transport: transport,
 			// A redirect would take the client's credentials elsewhere.
@@ -206,6 +208,8 @@ func (s *tokenSource) request(ctx context.Context, start time.Time) (*cachedToke
 	if tok.AccessToken == "" || policy.CheckHeaderSecret(header) != nil {
 		return nil, credentialError("the token endpoint answered a token that cannot be sent in a header")
 	}
+	// Known before any call sends it.
+	s.secrets.add(tok.AccessToken)
 	lifetime := defaultTokenLifetime
 	if !tok.Expiry.IsZero() {
 		// oauth2 sets Expiry from expires_in by the wall clock; the

@@ -106,6 +106,7 @@ func (c *Core) attempt(ctx context.Context, cl *Call) bool {
 	up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now, a)
 	up.bulk.release(cl.caller)
 	done.Done(a.verdict)
+	c.redactAnswer(cl, a)
 	c.observeAttempt(cl, req, a, sentAt)
 	if pr != nil {
 		putRequest(pr)

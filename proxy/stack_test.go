@@ -77,8 +77,10 @@ func TestACallStaysWithinASmallStack(t *testing.T) {
 func callsWithinASmallStack(t *testing.T) {
 	backend := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{}))
 	defer backend.Close()
+	// The search upstream holds a credential, so that every answer is
+	// scanned for it (redact.go) within the bound too.
 	doc := strings.NewReplacer(
-		"http://127.0.0.1:7001", backend.URL,
+		"url: http://127.0.0.1:7001", "url: "+backend.URL+"\n    auth: {bearer: {token: stack-test-token-1}}",
 		"\nserver:\n", "\nserver:\n  transparent: true\n",
 	).Replace(string(examples.Policy()))
 	mcpCall := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}`

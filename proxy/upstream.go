@@ -12,10 +12,12 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/contracts"
@@ -38,6 +40,13 @@ type upstream struct {
 	bulk    *bulkhead
 	codes   upstreamCodes
 	auth    *upstreamAuth // nil: no credential
+	// headerSecrets are the needles of the ${VAR} values in the static
+	// headers; identity are the forward_headers that carry credentials
+	// (redact.go).
+	headerSecrets []needle
+	identity      []string
+	identityMu    sync.Mutex
+	identityCache *simplelru.LRU[string, *matcher] // by header name and value; nil without identity
 }
 
 // upstreamCodes caches metric children for the codes every upstream sees,
@@ -58,6 +67,17 @@ type observer interface{ Observe(float64) }
 
 func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstream, newRT func(*policy.Upstream) http.RoundTripper, env runtimeEnv) *upstream {
 	u := &upstream{cfg: cfg}
+	for _, v := range cfg.HeaderSecrets {
+		u.headerSecrets = appendNeedles(u.headerSecrets, v)
+	}
+	for _, name := range cfg.ForwardHeaders {
+		if identityHeader(name) {
+			u.identity = append(u.identity, name)
+		}
+	}
+	if len(u.identity) > 0 {
+		u.identityCache, _ = simplelru.NewLRU[string, *matcher](identityCacheSize, nil)
+	}
 	if prev != nil && sameTransport(prev.cfg, cfg) {
 		u.client, u.direct, u.traced = prev.client, prev.direct, prev.traced
 	} else {
