@@ -253,9 +253,36 @@ func (row *reasonRow) retryable(effect SideEffect, sideEffect, dedupes bool) boo
 	case retryAlways:
 		return true
 	case retryIfSafe:
-		return !sideEffect || effect == SideEffectNone || effect == SideEffectUnknown && dedupes
+		return safeToRepeat(effect, sideEffect, dedupes)
 	}
 	return false
+}
+
+// safeToRepeat is the retry rule every outcome of a backend's answer keeps,
+// whoever classified it (the table or an errors rule): the identical call
+// may be retried only when it cannot act twice. That holds for a read-only
+// tool, for an outcome where nothing was done, and for an unknown outcome
+// at a backend that dedupes on the forwarded key (the retry is sent with
+// the same key). An action that was done is never retried; an unknown one
+// at a backend that does not dedupe neither, since the retry would only
+// replay the stored unknown record, which says the same again.
+func safeToRepeat(effect SideEffect, sideEffect, dedupes bool) bool {
+	return !sideEffect || effect == SideEffectNone || effect == SideEffectUnknown && dedupes
+}
+
+// ruleRetryConflict says why an errors rule's written side_effect and
+// retryable contradict the retry rule (safeToRepeat) on a tool, or "" when
+// they do not. A rule that leaves retryable out gets the rule's answer at
+// run time (ApplyRule); one that writes it must not promise a retry that
+// cannot happen.
+func ruleRetryConflict(e ErrorRuleSpec, sideEffect, dedupes bool) string {
+	if e.Retryable == nil || !*e.Retryable || e.SideEffect == nil || safeToRepeat(*e.SideEffect, sideEffect, dedupes) {
+		return ""
+	}
+	if *e.SideEffect == SideEffectDone {
+		return "retryable: true contradicts side_effect: done: the action was performed, and a repeat must not be asked for (drop retryable, or say side_effect: none if the backend did nothing)"
+	}
+	return "retryable: true contradicts side_effect: unknown on a backend that does not dedupe: a retry with the same idempotency key only replays the unknown outcome (drop retryable, or set idempotency.forward_header if the backend dedupes on the key)"
 }
 
 // effect applies a row's side-effect rule: written says the request went out
