@@ -223,18 +223,19 @@ func statusHTTP(s Status, retryLater bool) int {
 	}
 }
 
-// MappedHTTP is the HTTP status of an outcome in mapped mode, and whether
-// the answer carries Retry-After (exactly when it is 503).
-func MappedHTTP(r Reason, s Status, retryLater bool) (code int, retryAfter bool) {
+// MappedHTTP is the HTTP status of an outcome in mapped mode. Whether the
+// answer carries Retry-After is the envelope's to say, not the status's:
+// exactly when retry_after_ms is set (RetryAfterHeader).
+func MappedHTTP(r Reason, s Status, retryLater bool) int {
 	if row, ok := rowOf(r); ok && row.HTTP != 0 {
-		return row.HTTP, false
+		return row.HTTP
 	}
-	code = statusHTTP(s, retryLater)
-	return code, code == 503
+	return statusHTTP(s, retryLater)
 }
 
 // RetryAfterHeader is the Retry-After value, in whole seconds and at least
-// one, of an envelope's retry_after_ms.
+// one, of an envelope's retry_after_ms; an answer whose envelope has none
+// carries no Retry-After.
 func RetryAfterHeader(ms int64) string {
 	return strconv.FormatInt(max((ms+999)/1000, 1), 10)
 }
