@@ -1019,7 +1019,19 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 		c.errs = append(c.errs, &Error{Pos: pos, Path: strings.TrimSuffix(path, "#key"), Msg: fe.Msg})
 		return nil
 	}
+	c.templateWarnings(base, contract)
 	return contract
+}
+
+// templateWarnings warns, at the template, of every value a tool's
+// message template prints that the tool's calls can never have
+// (contracts.Contract.TemplateWarnings): the policy loads, but where such
+// a template would speak the catalogue does.
+func (c *compiler) templateWarnings(base string, ct *contracts.Contract) {
+	for _, w := range ct.TemplateWarnings() {
+		path := base + "." + w.Field
+		c.warns = append(c.warns, &Error{Pos: c.lookup(path).Pos, Path: path, Msg: w.Msg})
+	}
 }
 
 func (c *compiler) access(a *accessSpec, tools map[string]*toolSpec) policy.Access {

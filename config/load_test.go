@@ -434,3 +434,54 @@ tools:
 		}
 	}
 }
+
+// TestTemplatesNamingValuesTheToolCannotHaveWarn: a message template that
+// prints a value the tool's calls never have would always fall back to
+// the catalogue, so check says where (the policy still loads).
+func TestTemplatesNamingValuesTheToolCannotHaveWarn(t *testing.T) {
+	doc := `version: 1
+upstreams:
+  svc: {url: "http://127.0.0.1:7001"}
+tools:
+  search:
+    description: Search.
+    upstream: svc
+    args: {type: object, additionalProperties: false, properties: {q: {type: string}}}
+    request: {method: GET, path: /s, query: {q: q}}
+    response:
+      data: '{"items": body.hits, "total": body.count}'
+    messages:
+      ok: '命中 {{.data.totl}} 条（{{.args.q}}）。'
+      empty: 'Nothing for {{.args.query}}.'
+      not_found: 'No {{.data.id}}: {{.detail}}'
+      budget: 'Spent: {{.detail}}'
+  lookup:
+    description: Look up.
+    upstream: svc
+    args: {type: object, properties: {id: {type: string}}}
+    request: {method: GET, path: /l}
+    response:
+      error_detail: body.message
+    messages:
+      ok: 'Found {{.data.name}} for {{.args.anything}}.'
+      empty: 'Nothing: {{.detail}}'
+      bad_args: 'Refused: {{.detail}}'
+      rate_limited: 'Slow down: {{.detail}}'
+`
+	var warns []string
+	if _, err := CompileSource("p.yaml", []byte(doc), Options{LookupEnv: noEnv, Warn: func(e *Error) { warns = append(warns, e.Error()) }}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`p.yaml:13:11: tools.search.messages.ok: {{.data.totl}} never has a value: the data has no key totl (it has items, total)`,
+		`p.yaml:14:14: tools.search.messages.empty: {{.args.query}} never has a value: query is not an argument of this tool`,
+		`p.yaml:15:18: tools.search.messages.not_found: {{.data.id}} never has a value: a not_found outcome carries no data, so the catalogue's message is used`,
+		`p.yaml:15:18: tools.search.messages.not_found: {{.detail}} never has a value: the tool has no response.error_detail`,
+		`p.yaml:16:15: tools.search.messages.budget: {{.detail}} never has a value: the tool has no response.error_detail`,
+		`p.yaml:26:14: tools.lookup.messages.empty: {{.detail}} never has a value: error_detail describes failures, not empty outcomes`,
+		`p.yaml:28:21: tools.lookup.messages.rate_limited: {{.detail}} never has a value: toolgate decides rate_limited itself, without a backend answer`,
+	}
+	if !slices.Equal(warns, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warns, "\n"), strings.Join(want, "\n"))
+	}
+}

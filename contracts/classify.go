@@ -158,7 +158,12 @@ func Unreadable(code int, table Outcome) Outcome {
 
 // ApplyRule turns a matched error rule into an outcome. A rule matching a 2xx
 // answer defaults to no side effect (a business rejection); on other answers
-// it keeps the default table's side effect and retryability.
+// it keeps the default table's side effect and retryability. Whatever the
+// rule says, the outcome keeps the retry rule (safeToRepeat): on a
+// side-effecting tool, a done outcome is not retryable, nor is an unknown
+// one at a backend that does not dedupe. A policy cannot write such a rule
+// (Compile refuses it); this holds the same for the status's default and
+// for a rule that matches an answer the table calls unknown.
 func ApplyRule(m MatchedRule, code int, sideEffect, dedupes bool, retryAfter time.Duration) Outcome {
 	var base Outcome
 	if code >= 200 && code < 300 {
@@ -180,7 +185,7 @@ func ApplyRule(m MatchedRule, code int, sideEffect, dedupes bool, retryAfter tim
 	if m.SideEffect != nil {
 		base.Effect = *m.SideEffect
 	}
-	if m.Status.Success() {
+	if m.Status.Success() || !safeToRepeat(base.Effect, sideEffect, dedupes) {
 		base.Retryable = false
 	}
 	return base

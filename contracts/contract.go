@@ -153,6 +153,12 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		}
 		return nil, &FieldError{Field: "response", Msg: err.Error()}
 	}
+	dedupes := spec.Idempotency.ForwardHeader != ""
+	for i, e := range spec.Response.Errors {
+		if msg := ruleRetryConflict(e, spec.SideEffect, dedupes); msg != "" {
+			return nil, &FieldError{Field: fmt.Sprintf("errors[%d].retryable", i), Msg: msg}
+		}
+	}
 	if c.Templates, err = compileTemplates(env, spec.Messages); err != nil {
 		var re *ruleError
 		if errors.As(err, &re) {

@@ -93,6 +93,11 @@ type Said struct {
 	Args map[string]any
 	// Attempts counts the backend attempts toolgate made.
 	Attempts int
+	// Sent says the request may have reached the backend. A side-effecting
+	// call that sent its request holds its idempotency key's record from
+	// then on (KeyKept): a refusal the key keeps tells the model that
+	// another call needs a new key.
+	Sent bool
 	// Replay is the stored envelope that answers a replayed call.
 	Replay *Envelope
 	// Tools are the tools the caller may use, for an unknown tool.
@@ -129,6 +134,32 @@ const (
 )
 
 func (a action) soft() bool { return a <= actCheck }
+
+// longWait is the wait past which a retry is advice the task may not be
+// able to follow: the message says to tell the user now if it cannot wait,
+// rather than have the model sit idle for an hour.
+const longWait = 2 * time.Minute
+
+// KeyKept reports whether a side-effecting call's idempotency key keeps
+// the call's envelope once the call ends, from the envelope's side_effect
+// and retryable: sent says the request may have reached the backend. A
+// call that sent nothing, or whose backend refused without acting and
+// invites the identical retry (429, 503, 408), releases its key so that
+// retry runs; any other envelope is stored (done, unknown, or a refusal),
+// so the same key only replays it, and a corrected call needs a new key
+// (the same key with other arguments is key_mismatch).
+func KeyKept(effect SideEffect, retryable, sent bool) bool {
+	return sent && !(effect == SideEffectNone && retryable)
+}
+
+// keySpent reports whether a message must say that another call needs a
+// new idempotency key: the tool's key now holds a refusal in which nothing
+// was done, which the fields alone do not tell (done says do not repeat
+// it; unknown says how to find out and which key to use).
+func keySpent(s *Said, o *Outcome, effect SideEffect) bool {
+	return s.Contract != nil && s.Contract.SideEffect && s.Replay == nil && s.Sent &&
+		effect == SideEffectNone && !o.Retryable && o.Status != StatusOK && KeyKept(effect, o.Retryable, true)
+}
 
 // actionOf chooses what to do from the envelope's fields: effect is the
 // side effect the envelope shows. The reason never overrides it; it may
@@ -174,18 +205,24 @@ func (c *Catalog) Compose(s *Said, o *Outcome) Message {
 		return c.replayed(s, o, effect)
 	}
 	act := actionOf(o, effect)
+	spent := keySpent(s, o, effect)
 	if s.Contract != nil {
 		if mt := s.Contract.Templates.forOutcome(o, effect); mt != nil {
 			if text, ok := mt.render(s.Args, o.Data, o.Members, answerWords{detail: o.ErrorDetail, text: o.Text}); ok && text != "" {
-				if act.soft() {
+				switch {
+				case act.soft() && spent:
+					// The template's own advice stands; the key it
+					// cannot know about is added.
+					return c.join(trimSentence(text), c.entries["act:new_key"])
+				case act.soft():
 					return Message{Text: text, ActionAt: len(text)}
 				}
-				return c.join(trimSentence(text), c.action(s, o, act))
+				return c.join(trimSentence(text), c.expand(c.entries[c.actionKey(s, o, act, spent)], s, o))
 			}
 		}
 	}
 	hk := c.happenedKey(s, o, sideEffect)
-	ak := c.actionKey(s, o, act)
+	ak := c.actionKey(s, o, act, spent)
 	if o.ErrorDetail != "" {
 		// The backend's words end what happened, quoted as theirs.
 		said := strings.Replace(c.entries["said"], "{said}", o.ErrorDetail, 1)
@@ -214,12 +251,7 @@ func (c *Catalog) replayed(s *Said, o *Outcome, effect SideEffect) Message {
 		text := boundMessage(c.entries["replay"] + s.Replay.Message)
 		return Message{Text: text, ActionAt: len(text)}
 	}
-	return c.join(c.expand(c.entries[key], s, o), c.action(s, o, actionOf(o, effect)))
-}
-
-// action renders the what-to-do clause of a kind.
-func (c *Catalog) action(s *Said, o *Outcome, act action) string {
-	return c.expand(c.entries[c.actionKey(s, o, act)], s, o)
+	return c.join(c.expand(c.entries[key], s, o), c.expand(c.entries[c.actionKey(s, o, actionOf(o, effect), false)], s, o))
 }
 
 // happenedKey picks the catalogue's what-happened entry. Keys are put
@@ -264,33 +296,47 @@ func (c *Catalog) variant(base, suffix string) (string, bool) {
 }
 
 // actionKeys are the what-to-do entries of each kind: plain, ":wait",
-// ":tried", ":tried:wait".
-var actionKeys = [...][4]string{
+// ":tried", ":tried:wait", and for a wait past longWait ":long" and
+// ":tried:long".
+var actionKeys = [...][6]string{
 	actOK:      {"act:ok"},
 	actEmpty:   {"act:empty"},
 	actFix:     {"act:fix"},
 	actCheck:   {"act:check"},
 	actFinal:   {"act:final"},
-	actRetry:   {"act:retry", "act:retry:wait", "act:retry:tried", "act:retry:tried:wait"},
+	actRetry:   {"act:retry", "act:retry:wait", "act:retry:tried", "act:retry:tried:wait", "act:retry:long", "act:retry:tried:long"},
 	actDone:    {"act:done"},
 	actUnknown: {"act:unknown"},
-	actSameKey: {"act:same_key", "act:same_key:wait", "act:same_key:tried", "act:same_key:tried:wait"},
+	actSameKey: {"act:same_key", "act:same_key:wait", "act:same_key:tried", "act:same_key:tried:wait", "act:same_key:long", "act:same_key:tried:long"},
 }
 
 // actionKey picks the what-to-do entry of a kind. The reason may refine
-// the words ("act:fix:key_missing"), and a retry says when and how many
-// attempts were made; neither changes the kind the fields chose.
-func (c *Catalog) actionKey(s *Said, o *Outcome, act action) string {
+// the words ("act:fix:key_missing"), a retry says when, and how many
+// attempts were made, and a refusal whose key is spent says that another
+// call needs a new key ("act:fix:new_key"); none of it changes the kind
+// the fields chose.
+func (c *Catalog) actionKey(s *Said, o *Outcome, act action, spent bool) string {
 	i := 0
 	if act == actRetry || act == actSameKey {
-		if o.RetryAfter > 0 {
-			i |= 1
-		}
+		tried := 0
 		if s.Attempts >= 2 {
-			i |= 2
+			tried = 1
+		}
+		switch {
+		case o.RetryAfter > longWait:
+			i = 4 + tried
+		case o.RetryAfter > 0:
+			i = 1 | tried<<1
+		default:
+			i = tried << 1
 		}
 	}
 	base := actionKeys[act][i]
+	if spent {
+		if k, ok := c.variant(base, ":new_key"); ok {
+			base = k
+		}
+	}
 	refined := ":" + string(o.Reason)
 	switch {
 	case o.Reason == ReasonSchema && o.Args != nil && o.Args.Total > 1:
@@ -452,8 +498,10 @@ func (c *Catalog) duration(d time.Duration) string {
 //   - "replay…": what happened to a call answered by a stored result.
 //   - "act:<kind>": what to do, by the kind actionOf chose from the fields;
 //     "act:<kind>:<reason>" refines the words for one reason; a retry has
-//     ":tried" (toolgate made several attempts) and ":wait" (a wait is
-//     known) variants.
+//     ":tried" (toolgate made several attempts), ":wait" (a wait is known)
+//     and ":long" (a wait past longWait) variants; a refusal whose
+//     idempotency key is spent has ":new_key" ones, and "act:new_key"
+//     follows a template that stands for a soft kind.
 //
 // What-happened entries have no final punctuation; action entries bring
 // their own connector (";", "；", "，") and full stop.
@@ -538,6 +586,7 @@ func catalogEN() map[string]string {
 
 		"act:ok":                         ".",
 		"act:empty":                      "; try broader or different arguments, or tell the user nothing matched.",
+		"act:empty:new_key":              "; try broader or different arguments with a new idempotency key (this one is used up), or tell the user nothing matched.",
 		"act:fix":                        "; change the arguments before calling again.",
 		"act:fix:schema":                 "; fix it and call again.",
 		"act:fix:schema:all":             "; fix them all and call again.",
@@ -548,22 +597,31 @@ func catalogEN() map[string]string {
 		"act:fix:key_conflict":           "; send one key.",
 		"act:fix:key_mismatch":           "; use a new key for these arguments.",
 		"act:fix:conflict":               "; check the current state before changing anything.",
+		"act:fix:new_key":                "; change the arguments and call again with a new idempotency key (this one is used up).",
+		"act:fix:new_key:conflict":       "; check the current state before changing anything, and call again only with a new idempotency key (this one is used up).",
 		"act:check":                      "; check the identifiers before calling again.",
+		"act:check:new_key":              "; check the identifiers, and call again with a new idempotency key (this one is used up).",
 		"act:check:unknown_tool":         "; call one of the listed tools.",
 		"act:check:unknown_tool:list":    "; call one of: {tools}.",
 		"act:final":                      "; retrying will not help, so tell the user this tool cannot be used right now.",
 		"act:final:denied":               "; retrying will not help: use another tool, or tell the user.",
 		"act:final:budget":               "; do not call this tool before then, and tell the user if the task cannot wait.",
+		"act:final:new_key":              "; retrying will not help, so tell the user this tool cannot be used right now (any new call needs a new idempotency key).",
+		"act:new_key":                    "; another call needs a new idempotency key (this one is used up).",
 		"act:retry":                      "; retry the same call, and if it fails again, tell the user.",
 		"act:retry:wait":                 "; retry the same call {retry}, and if it fails again, tell the user.",
 		"act:retry:tried":                "; toolgate already tried {attempts} times, so retry the same call only once more, and if it fails again, tell the user.",
 		"act:retry:tried:wait":           "; toolgate already tried {attempts} times, so retry the same call only once more, {retry}, and if it fails again, tell the user.",
+		"act:retry:long":                 "; if the task can wait that long, retry the same call {retry}, and if it fails again, tell the user; if it cannot wait, tell the user now.",
+		"act:retry:tried:long":           "; toolgate already tried {attempts} times: if the task can wait that long, retry the same call once more {retry}, and if it fails again, tell the user; if it cannot wait, tell the user now.",
 		"act:done":                       "; do not repeat it.",
 		"act:unknown":                    "; the action may or may not have happened: find out whether it did (or ask the user), and only if it did not, repeat it with a new idempotency key.",
 		"act:same_key":                   "; the action may or may not have happened, so retry with the same idempotency key, which cannot act twice, and if it fails again, tell the user.",
 		"act:same_key:wait":              "; the action may or may not have happened, so retry with the same idempotency key {retry}, which cannot act twice, and if it fails again, tell the user.",
 		"act:same_key:tried":             "; the action may or may not have happened; toolgate already tried {attempts} times, so retry with the same idempotency key only once more (it cannot act twice), and if it fails again, tell the user.",
 		"act:same_key:tried:wait":        "; the action may or may not have happened; toolgate already tried {attempts} times, so retry with the same idempotency key only once more, {retry} (it cannot act twice), and if it fails again, tell the user.",
+		"act:same_key:long":              "; the action may or may not have happened: if the task can wait that long, retry with the same idempotency key {retry} (it cannot act twice), and if it fails again, tell the user; if it cannot wait, tell the user now.",
+		"act:same_key:tried:long":        "; the action may or may not have happened; toolgate already tried {attempts} times: if the task can wait, retry once more with the same idempotency key {retry} (it cannot act twice); if not, or if it fails again, tell the user now.",
 		"act:same_key:in_flight_timeout": "; retry with the same idempotency key to get its result once it finishes.",
 	}
 }
@@ -649,6 +707,7 @@ func catalogZH() map[string]string {
 
 		"act:ok":                         "。",
 		"act:empty":                      "；可放宽条件或换用其他参数，或告知用户没有匹配的内容。",
+		"act:empty:new_key":              "；可放宽条件或换用其他参数，并使用新的幂等键再调用（当前键已用过），或告知用户没有匹配的内容。",
 		"act:fix":                        "；请修改参数后再调用。",
 		"act:fix:schema":                 "；请修正后再调用。",
 		"act:fix:schema:all":             "；请全部修正后再调用。",
@@ -659,22 +718,31 @@ func catalogZH() map[string]string {
 		"act:fix:key_conflict":           "；请只发送一个键。",
 		"act:fix:key_mismatch":           "；请为这些参数使用新的幂等键。",
 		"act:fix:conflict":               "；请先确认当前状态，再决定是否修改。",
+		"act:fix:new_key":                "；请修改参数，并使用新的幂等键再调用（当前键已用过）。",
+		"act:fix:new_key:conflict":       "；请先确认当前状态，再决定是否修改；如需再次调用，须使用新的幂等键（当前键已用过）。",
 		"act:check":                      "；请核对标识后再调用。",
+		"act:check:new_key":              "；请核对标识，并使用新的幂等键再调用（当前键已用过）。",
 		"act:check:unknown_tool":         "；请调用已列出的工具。",
 		"act:check:unknown_tool:list":    "；可用的工具有：{tools}。",
 		"act:final":                      "，重试无用；请告知用户该工具暂时无法使用。",
 		"act:final:denied":               "，重试无用；请改用其他工具或告知用户。",
 		"act:final:budget":               "；在此之前请勿调用该工具，如任务无法等待请告知用户。",
+		"act:final:new_key":              "，重试无用；请告知用户该工具暂时无法使用（再次调用须使用新的幂等键）。",
+		"act:new_key":                    "；再次调用须使用新的幂等键（当前键已用过）。",
 		"act:retry":                      "；可原样重试，若仍失败请告知用户。",
 		"act:retry:wait":                 "；请在 {retry}原样重试，若仍失败请告知用户。",
 		"act:retry:tried":                "（已尝试 {attempts} 次）；可再原样重试一次，若仍失败请告知用户。",
 		"act:retry:tried:wait":           "（已尝试 {attempts} 次）；可在 {retry}再原样重试一次，若仍失败请告知用户。",
+		"act:retry:long":                 "；如任务可以等待，请在 {retry}原样重试，若仍失败请告知用户；如任务无法等待，请立即告知用户。",
+		"act:retry:tried:long":           "（已尝试 {attempts} 次）；如任务可以等待，可在 {retry}再原样重试一次，若仍失败请告知用户；如任务无法等待，请立即告知用户。",
 		"act:done":                       "；请勿重复执行。",
 		"act:unknown":                    "，操作可能已执行也可能未执行；请先确认是否已生效（或询问用户），确认未生效后再用新的幂等键重新调用。",
 		"act:same_key":                   "，操作可能已执行也可能未执行；请使用相同的幂等键重试（不会重复执行），若仍失败请告知用户。",
 		"act:same_key:wait":              "，操作可能已执行也可能未执行；请在 {retry}使用相同的幂等键重试（不会重复执行），若仍失败请告知用户。",
 		"act:same_key:tried":             "（已尝试 {attempts} 次），操作可能已执行也可能未执行；可使用相同的幂等键再重试一次（不会重复执行），若仍失败请告知用户。",
 		"act:same_key:tried:wait":        "（已尝试 {attempts} 次），操作可能已执行也可能未执行；可在 {retry}使用相同的幂等键再重试一次（不会重复执行），若仍失败请告知用户。",
+		"act:same_key:long":              "，操作可能已执行也可能未执行；如任务可以等待，请在 {retry}使用相同的幂等键重试（不会重复执行），若仍失败请告知用户；如任务无法等待，请立即告知用户。",
+		"act:same_key:tried:long":        "（已尝试 {attempts} 次），操作可能已执行也可能未执行；如任务可以等待，可在 {retry}使用相同的幂等键再重试一次（不会重复执行），若仍失败请告知用户；如任务无法等待，请立即告知用户。",
 		"act:same_key:in_flight_timeout": "；请使用相同的幂等键重试，以在其完成后获取结果。",
 	}
 }

@@ -56,15 +56,35 @@ func TestCatalogMessages(t *testing.T) {
 type producedRow struct {
 	o          Outcome
 	sideEffect bool
+	dedupes    bool // the backend dedupes on the forwarded key
 	attempts   int
 	replay     *Envelope // the stored envelope, for a replayed call
 }
 
 // producedOutcome is an outcome the core can produce, for a read-only or
-// a side-effecting tool.
+// a side-effecting tool, at a backend that dedupes on the forwarded key
+// or not.
 type producedOutcome struct {
 	o          Outcome
 	sideEffect bool
+	dedupes    bool
+}
+
+// sentOf is whether the call of a produced outcome sent its request, as
+// the proxy's Call.sent says: an answer came, or the request went out
+// whole (an effect other than none).
+func sentOf(o *Outcome) bool { return o.HTTPCode != 0 || o.Effect != SideEffectNone }
+
+// waitClass names an outcome's wait for telling rows apart: none, one a
+// retry says, or one past longWait.
+func waitClass(d time.Duration) string {
+	switch {
+	case d > longWait:
+		return "long"
+	case d > 0:
+		return "short"
+	}
+	return "none"
 }
 
 // producedOutcomes lists every (reason, status, side effect, retryable)
@@ -81,7 +101,8 @@ func producedOutcomes() []producedOutcome {
 	yes, no := true, false
 	effects := []*SideEffect{nil, new(SideEffectNone), new(SideEffectDone), new(SideEffectUnknown)}
 	for _, se := range []bool{false, true} {
-		add := func(o Outcome) { out = append(out, producedOutcome{o, se}) }
+		dedupes := false
+		add := func(o Outcome) { out = append(out, producedOutcome{o, se, dedupes}) }
 		for _, r := range []struct {
 			reason Reason
 			wait   time.Duration // what the stage sets
@@ -97,6 +118,7 @@ func producedOutcomes() []producedOutcome {
 			{ReasonKeyConflict, 0},
 			{ReasonKeyMismatch, 0},
 			{ReasonCircuitOpen, 30 * time.Second},
+			{ReasonCircuitOpen, 10 * time.Minute},
 			{ReasonBulkhead, 0},
 			{ReasonStoreUnavailable, 0},
 		} {
@@ -118,7 +140,8 @@ func producedOutcomes() []producedOutcome {
 			add(Reject(ReasonInFlightTimeout))
 			add(Reject(ReasonOutcomeLost))
 		}
-		for _, dedupes := range []bool{false, true} {
+		for _, d := range []bool{false, true} {
+			dedupes = d
 			for _, f := range []Failure{FailConnect, FailReset, FailDeadline, FailTLS, FailCanceled} {
 				for _, written := range []bool{false, true} {
 					add(ClassifyTransport(f, written, se, dedupes))
@@ -131,7 +154,7 @@ func producedOutcomes() []producedOutcome {
 					empty.Empty()
 					answers = []Outcome{Answered(code), empty, BadResponse(code), Unreadable(code, Outcome{}), AnswerCut(code, se)}
 				} else {
-					for _, wait := range []time.Duration{0, 7 * time.Second} {
+					for _, wait := range []time.Duration{0, 7 * time.Second, time.Hour} {
 						table := ClassifyHTTP(code, se, dedupes, wait)
 						answers = append(answers, table, Unreadable(code, table))
 						if se && table.Effect == SideEffectNone {
@@ -152,6 +175,9 @@ func producedOutcomes() []producedOutcome {
 						for _, effect := range effects {
 							m := MatchedRule{Status: st, Retryable: retryable, SideEffect: effect}
 							add(ApplyRule(m, code, se, dedupes, 2*time.Second))
+							if code == 429 {
+								add(ApplyRule(m, code, se, dedupes, time.Hour))
+							}
 						}
 					}
 				}
@@ -170,24 +196,24 @@ func producedRows(c *Catalog) []producedRow {
 	var rows []producedRow
 	for _, po := range producedOutcomes() {
 		o := po.o
-		key := fmt.Sprintf("%s %s %s %v %v %v %d", o.Reason, o.Status, o.Effect, o.Retryable, o.RetryAfter > 0, po.sideEffect, o.HTTPCode)
+		key := fmt.Sprintf("%s %s %s %v %s %v %v %d", o.Reason, o.Status, o.Effect, o.Retryable, waitClass(o.RetryAfter), po.sideEffect, po.dedupes, o.HTTPCode)
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
 		for _, attempts := range []int{1, 3} {
-			rows = append(rows, producedRow{o: o, sideEffect: po.sideEffect, attempts: attempts})
+			rows = append(rows, producedRow{o: o, sideEffect: po.sideEffect, dedupes: po.dedupes, attempts: attempts})
 		}
-		stored := po.sideEffect && o.Effect != SideEffectNone || po.sideEffect && !o.Retryable && o.HTTPCode != 0
+		stored := po.sideEffect && KeyKept(o.Effect, o.Retryable, sentOf(&o))
 		if !stored || o.Reason == ReasonOutcomeLost || o.Reason == ReasonInFlightTimeout {
 			continue
 		}
-		said := &Said{Tool: "send", Contract: &Contract{Name: "send", SideEffect: true, Timeout: 2 * time.Second}, Attempts: 1}
+		said := &Said{Tool: "send", Contract: &Contract{Name: "send", SideEffect: true, Timeout: 2 * time.Second}, Attempts: 1, Sent: sentOf(&o)}
 		env := &Envelope{Status: o.Status, Message: c.Compose(said, &o).Text, Retryable: o.Retryable, SideEffect: o.Effect,
 			RetryAfterMS: o.RetryAfterMS(), Data: o.Data}
 		replay := Outcome{Status: env.Status, Reason: ReasonReplayed, Retryable: env.Retryable, Effect: env.SideEffect,
 			RetryAfter: time.Duration(env.RetryAfterMS) * time.Millisecond, Data: env.Data}
-		rows = append(rows, producedRow{o: replay, sideEffect: true, replay: env})
+		rows = append(rows, producedRow{o: replay, sideEffect: true, dedupes: po.dedupes, replay: env})
 	}
 	return rows
 }
@@ -208,6 +234,7 @@ type messagePhrases struct {
 	stop          []string // when to stop and tell the user
 	later         []string // a wait without a time
 	notRetryable  []string // any words that say the identical call will not do
+	tellNow       []string // a long wait: tell the user now if the task cannot wait
 	attemptsTried string   // a format with the attempt count
 }
 
@@ -228,6 +255,7 @@ var phrasesByLang = map[string]messagePhrases{
 		later:       []string{"later"},
 		notRetryable: []string{"will not help", "fix", "change", "check", "new key", "new idempotency key", "send ",
 			"do not call", "call one of", "add an idempotency_key", "do not repeat", "different arguments", "use another tool"},
+		tellNow:       []string{"tell the user now"},
 		attemptsTried: "already tried %d times",
 	},
 	"zh": {
@@ -246,6 +274,7 @@ var phrasesByLang = map[string]messagePhrases{
 		later:       []string{"稍后"},
 		notRetryable: []string{"重试无用", "修正", "修改", "核对", "新的幂等键", "请发送", "请只发送", "请勿调用", "请改用",
 			"可用的工具", "已列出的工具", "请添加", "请勿重复", "确认", "换用其他参数", "减少数据量"},
+		tellNow:       []string{"请立即告知用户"},
 		attemptsTried: "已尝试 %d 次",
 	},
 }
@@ -264,6 +293,15 @@ var phrasesByLang = map[string]messagePhrases{
 //     repeat; unknown and not retryable says how to check and that a
 //     repeat needs a new idempotency key; unknown and retryable names the
 //     same key;
+//   - the retry rule: on a side-effecting tool, done is never retryable,
+//     and unknown is retryable only at a backend that dedupes on the
+//     forwarded key (otherwise the retry replays the same unknown record,
+//     and the model loops);
+//   - a refusal of a side-effecting call that sent its request keeps the
+//     key: it says another call needs a new idempotency key, and only such
+//     messages (and unknown outcomes) say so;
+//   - a wait past longWait says to tell the user now if the task cannot
+//     wait; a shorter one does not;
 //   - replayed: says so.
 func TestMessagesAgreeWithTheEnvelope(t *testing.T) {
 	for _, name := range languages() {
@@ -290,11 +328,11 @@ func TestMessagesAgreeWithTheEnvelope(t *testing.T) {
 					ct.Templates = tpls
 				}
 				o := r.o
-				m := c.Compose(&Said{Tool: "send", Contract: ct, Attempts: r.attempts, Replay: r.replay}, &o)
+				m := c.Compose(&Said{Tool: "send", Contract: ct, Attempts: r.attempts, Replay: r.replay, Sent: sentOf(&o)}, &o)
 				n++
 				for _, w := range checkMessage(c, p, r, m, withTemplates && strings.HasPrefix(m.Text, strings.TrimSuffix(tplText, ".")), tplText) {
-					t.Errorf("%s: %s %s/%s retryable=%v wait=%v se=%v attempts=%d replay=%v templates=%v: %s:\n%q",
-						name, o.Reason, o.Status, o.Effect, o.Retryable, o.RetryAfter, r.sideEffect, r.attempts, r.replay != nil, withTemplates, w, m.Text)
+					t.Errorf("%s: %s %s/%s retryable=%v wait=%v se=%v dedupes=%v attempts=%d replay=%v templates=%v: %s:\n%q",
+						name, o.Reason, o.Status, o.Effect, o.Retryable, o.RetryAfter, r.sideEffect, r.dedupes, r.attempts, r.replay != nil, withTemplates, w, m.Text)
 				}
 			}
 		}
@@ -358,8 +396,21 @@ func checkMessage(c *Catalog, p messagePhrases, r producedRow, m Message, templa
 	if r.replay != nil || o.Reason == ReasonOutcomeLost {
 		check(has(p.replayed) == "" && !strings.Contains(msg, c.entries["replay"]), "replayed, yet the message does not say so")
 	}
-	// A rule may say done and retryable at once; the message keeps to
-	// the safe side ("do not repeat it"), checked above.
+	// The retry rule (the loop case): the same key must be able to act
+	// again, or the retry is only this record once more. Waiting on a call
+	// still in flight fetches its result, which is no resend.
+	if r.sideEffect && o.Retryable && o.Reason != ReasonInFlightTimeout {
+		check(effect == SideEffectDone, "the action was performed, yet the envelope says retryable")
+		check(effect == SideEffectUnknown && !r.dedupes, "unknown and retryable at a backend that does not dedupe: the retry with the same key would only replay this unknown record")
+	}
+	// A key that keeps a refusal: another call needs a new one.
+	spent := r.sideEffect && r.replay == nil && sentOf(o) && effect == SideEffectNone && !o.Retryable && o.Status != StatusOK
+	if spent {
+		check(has(p.newKey) == "", "the key keeps this refusal, yet the message does not say another call needs a new idempotency key")
+	}
+	if s := has(p.newKey); s != "" && r.replay == nil && o.Reason != ReasonKeyMismatch {
+		check(!spent && !(effect == SideEffectUnknown && !o.Retryable), "the key was not spent, yet the message says %q", s)
+	}
 	if o.Retryable && effect != SideEffectDone && r.replay == nil && o.Reason != ReasonInFlightTimeout {
 		check(has(p.stop) == "", "retryable, yet the message does not say when to stop")
 		if o.RetryAfter > 0 {
@@ -370,6 +421,12 @@ func checkMessage(c *Catalog, p messagePhrases, r producedRow, m Message, templa
 		if r.attempts >= 2 {
 			check(!strings.Contains(msg, fmt.Sprintf(p.attemptsTried, r.attempts)), "toolgate made %d attempts, yet the message does not say so", r.attempts)
 		}
+		if o.RetryAfter > longWait {
+			check(has(p.tellNow) == "", "a wait of %v, yet the message does not say to tell the user now if the task cannot wait", o.RetryAfter)
+		}
+	}
+	if s := has(p.tellNow); s != "" {
+		check(!o.Retryable || o.RetryAfter <= longWait, "says %q without a long wait", s)
 	}
 	if s := has(p.later); s != "" {
 		check(true, "says %q without a time", s)
@@ -383,6 +440,7 @@ func checkMessage(c *Catalog, p messagePhrases, r producedRow, m Message, templa
 		check(row.Gateway, "a status template spoke for the gateway reason %s", o.Reason)
 		check(!o.Status.Success() && o.Retryable != statusRetryable(o.Status), "a status template spoke for an outcome its status does not usually mean")
 		check(effect == SideEffectUnknown, "a status template spoke for an unknown outcome")
+		check(effect == SideEffectDone && o.Status != StatusOK, "a status template spoke for a performed action its status %s cannot describe", o.Status)
 	}
 	return wrong
 }
@@ -552,7 +610,7 @@ func TestChineseMessagesHaveNoEnglish(t *testing.T) {
 			replay = rows[i-(len(outcomes)-len(rows))].replay
 		}
 		ct := &Contract{Name: "send", SideEffect: true, Timeout: 1500 * time.Millisecond}
-		msg := zh.Compose(&Said{Tool: "send", Contract: ct, Attempts: 2, Replay: replay, Tools: []string{"search"}}, &o).Text
+		msg := zh.Compose(&Said{Tool: "send", Contract: ct, Attempts: 2, Replay: replay, Tools: []string{"search"}, Sent: sentOf(&o)}, &o).Text
 		rest := names.ReplaceAllString(zhAllowed.ReplaceAllString(msg, ""), "")
 		if i := strings.IndexFunc(rest, func(r rune) bool { return r < utf8.RuneSelf && (r|0x20) >= 'a' && (r|0x20) <= 'z' }); i >= 0 {
 			t.Errorf("%s: English in a Chinese message at %q: %s", o.Reason, rest[i:min(len(rest), i+20)], msg)
@@ -581,7 +639,7 @@ func TestMinObservationMaxCharsKeepsEveryAction(t *testing.T) {
 				tools[i] = strings.Repeat("t", 60) + strconv.Itoa(i)
 			}
 			ct := &Contract{Name: "send", SideEffect: r.sideEffect, Timeout: time.Second}
-			m := c.Compose(&Said{Tool: "send", Contract: ct, Attempts: 12, Replay: r.replay, Tools: tools}, &o)
+			m := c.Compose(&Said{Tool: "send", Contract: ct, Attempts: 12, Replay: r.replay, Tools: tools, Sent: sentOf(&o)}, &o)
 			action := m.Text[m.ActionAt:]
 			for _, data := range []string{"", `{"items":["` + strings.Repeat("x", 900) + `"]}`} {
 				got := EnvelopeObservation(StatusNotFound, m, []byte(data), ObservationOptions{MaxChars: MinObservationMaxChars, Lang: lang})
@@ -648,22 +706,22 @@ func TestReasonTable(t *testing.T) {
 		status     Status
 		retryLater bool
 		code       int
-		retryAfter bool
 	}{
-		{ReasonOK, StatusOK, false, 200, false},
-		{ReasonSchema, StatusBadArgs, false, 400, false},
-		{ReasonTooLarge, StatusBadArgs, false, 413, false},
-		{ReasonDenied, StatusForbidden, false, 403, false},
-		{ReasonUnknownTool, StatusNotFound, false, 404, false},
-		{ReasonGatewayTimeout, StatusTimeout, false, 504, false},
-		{ReasonRateLimited, StatusUpstream, true, 503, true},
-		{ReasonServerError, StatusUpstream, false, 502, false},
-		{ReasonRule, StatusUpstream, true, 503, true},
-		{ReasonReplayed, StatusNotFound, false, 404, false},
+		{ReasonOK, StatusOK, false, 200},
+		{ReasonSchema, StatusBadArgs, false, 400},
+		{ReasonTooLarge, StatusBadArgs, false, 413},
+		{ReasonDenied, StatusForbidden, false, 403},
+		{ReasonUnknownTool, StatusNotFound, false, 404},
+		{ReasonGatewayTimeout, StatusTimeout, false, 504},
+		{ReasonRateLimited, StatusUpstream, true, 503},
+		{ReasonServerError, StatusUpstream, false, 502},
+		{ReasonRule, StatusUpstream, true, 503},
+		{ReasonReplayed, StatusNotFound, false, 404},
 	} {
-		code, ra := MappedHTTP(tt.reason, tt.status, tt.retryLater)
-		if code != tt.code || ra != tt.retryAfter {
-			t.Errorf("%s %s retryLater=%v: HTTP %d Retry-After %v, want %d %v", tt.reason, tt.status, tt.retryLater, code, ra, tt.code, tt.retryAfter)
+		// Retry-After is no longer the status's: it follows the
+		// envelope's retry_after_ms (proxy TestRetryAfterIsTheEnvelopesWait).
+		if code := MappedHTTP(tt.reason, tt.status, tt.retryLater); code != tt.code {
+			t.Errorf("%s %s retryLater=%v: HTTP %d, want %d", tt.reason, tt.status, tt.retryLater, code, tt.code)
 		}
 	}
 	for ms, want := range map[int64]string{0: "1", 1: "1", 1000: "1", 1001: "2", 30000: "30"} {

@@ -998,7 +998,11 @@ func (r *jsonRenderer) str(text string, runes int, wide bool, limit int) bool {
 func (r *jsonRenderer) node(n *jsonNode) bool {
 	switch n.kind {
 	case '"':
-		return r.str(n.text, n.runes, n.wide, r.maxStr)
+		limit := r.maxStr
+		if n.runes > limit && identifierLike(n) {
+			limit = n.runes // kept whole: "msg_999…" identifies nothing
+		}
+		return r.str(n.text, n.runes, n.wide, limit)
 	case 'l':
 		return r.literal(n.text)
 	}
@@ -1055,6 +1059,27 @@ func (r *jsonRenderer) node(n *jsonNode) bool {
 		}
 	}
 	return r.raw(closing)
+}
+
+// maxIdentifierRunes bounds the strings the shrink keeps whole as
+// identifiers: an id, a UUID, a SID, a timestamp, a short URL or address.
+const maxIdentifierRunes = 64
+
+// identifierLike reports whether a string value reads as an identifier,
+// which a shortened rendering would make useless: at most
+// maxIdentifierRunes printable ASCII characters, kept whole in the tree,
+// without white space or characters that need escaping. Shrinking cuts
+// arrays and objects, and longer or wordier strings, instead.
+func identifierLike(n *jsonNode) bool {
+	if n.runes > maxIdentifierRunes || len(n.text) != n.runes || n.wide {
+		return false
+	}
+	for i := 0; i < len(n.text); i++ {
+		if c := n.text[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // push enters the i-th element or value of a container, for the path.

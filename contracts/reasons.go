@@ -223,18 +223,19 @@ func statusHTTP(s Status, retryLater bool) int {
 	}
 }
 
-// MappedHTTP is the HTTP status of an outcome in mapped mode, and whether
-// the answer carries Retry-After (exactly when it is 503).
-func MappedHTTP(r Reason, s Status, retryLater bool) (code int, retryAfter bool) {
+// MappedHTTP is the HTTP status of an outcome in mapped mode. Whether the
+// answer carries Retry-After is the envelope's to say, not the status's:
+// exactly when retry_after_ms is set (RetryAfterHeader).
+func MappedHTTP(r Reason, s Status, retryLater bool) int {
 	if row, ok := rowOf(r); ok && row.HTTP != 0 {
-		return row.HTTP, false
+		return row.HTTP
 	}
-	code = statusHTTP(s, retryLater)
-	return code, code == 503
+	return statusHTTP(s, retryLater)
 }
 
 // RetryAfterHeader is the Retry-After value, in whole seconds and at least
-// one, of an envelope's retry_after_ms.
+// one, of an envelope's retry_after_ms; an answer whose envelope has none
+// carries no Retry-After.
 func RetryAfterHeader(ms int64) string {
 	return strconv.FormatInt(max((ms+999)/1000, 1), 10)
 }
@@ -253,9 +254,36 @@ func (row *reasonRow) retryable(effect SideEffect, sideEffect, dedupes bool) boo
 	case retryAlways:
 		return true
 	case retryIfSafe:
-		return !sideEffect || effect == SideEffectNone || effect == SideEffectUnknown && dedupes
+		return safeToRepeat(effect, sideEffect, dedupes)
 	}
 	return false
+}
+
+// safeToRepeat is the retry rule every outcome of a backend's answer keeps,
+// whoever classified it (the table or an errors rule): the identical call
+// may be retried only when it cannot act twice. That holds for a read-only
+// tool, for an outcome where nothing was done, and for an unknown outcome
+// at a backend that dedupes on the forwarded key (the retry is sent with
+// the same key). An action that was done is never retried; an unknown one
+// at a backend that does not dedupe neither, since the retry would only
+// replay the stored unknown record, which says the same again.
+func safeToRepeat(effect SideEffect, sideEffect, dedupes bool) bool {
+	return !sideEffect || effect == SideEffectNone || effect == SideEffectUnknown && dedupes
+}
+
+// ruleRetryConflict says why an errors rule's written side_effect and
+// retryable contradict the retry rule (safeToRepeat) on a tool, or "" when
+// they do not. A rule that leaves retryable out gets the rule's answer at
+// run time (ApplyRule); one that writes it must not promise a retry that
+// cannot happen.
+func ruleRetryConflict(e ErrorRuleSpec, sideEffect, dedupes bool) string {
+	if e.Retryable == nil || !*e.Retryable || e.SideEffect == nil || safeToRepeat(*e.SideEffect, sideEffect, dedupes) {
+		return ""
+	}
+	if *e.SideEffect == SideEffectDone {
+		return "retryable: true contradicts side_effect: done: the action was performed, and a repeat must not be asked for (drop retryable, or say side_effect: none if the backend did nothing)"
+	}
+	return "retryable: true contradicts side_effect: unknown on a backend that does not dedupe: a retry with the same idempotency key only replays the unknown outcome (drop retryable, or set idempotency.forward_header if the backend dedupes on the key)"
 }
 
 // effect applies a row's side-effect rule: written says the request went out

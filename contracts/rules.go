@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -572,7 +573,11 @@ func (r *Rules) HasErrorDetail() bool { return r != nil && r.detail != nil }
 
 // ErrorDetail evaluates the error_detail expression and returns its result
 // as one line of at most MaxErrorDetailChars code points (see
-// OneLineDetail); "" when there is no expression or it says nothing.
+// OneLineDetail); "" when there is no expression or it says nothing. An
+// answer that is markup (markupAnswer) gives no detail: whatever the
+// expression picks of an HTML or XML page (its text: tags, a stack trace,
+// an internal host) is not words for the model. Only a field of a parsed
+// JSON body is. The expression still runs, so a failure is reported.
 func (r *Rules) ErrorDetail(in *RuleInput) (string, error) {
 	if r == nil || r.detail == nil {
 		return "", nil
@@ -585,7 +590,27 @@ func (r *Rules) ErrorDetail(in *RuleInput) (string, error) {
 	if !ok {
 		return "", &EvalError{Expr: "response.error_detail", Err: errors.New("not a string")}
 	}
+	if markupAnswer(in) {
+		return "", nil
+	}
 	return OneLineDetail(string(s)), nil
+}
+
+// markupAnswer reports whether an answer that did not parse as JSON is
+// markup: its Content-Type says HTML or XML (text/html,
+// application/xhtml+xml, text/xml, application/xml, any +xml type), or its
+// text begins with "<" (an error page sent as text/plain or with no type).
+func markupAnswer(in *RuleInput) bool {
+	if in.Body != nil {
+		return false
+	}
+	v, _, _ := strings.Cut(in.Header.Get("Content-Type"), ";")
+	switch mt := strings.ToLower(strings.TrimSpace(v)); {
+	case mt == "text/html", mt == "application/xhtml+xml", mt == "text/xml", mt == "application/xml", strings.HasSuffix(mt, "+xml"):
+		return true
+	}
+	text := bytes.TrimLeft(in.Text, " \t\r\n\ufeff")
+	return len(text) > 0 && text[0] == '<'
 }
 
 const maxCELDepth = 256

@@ -128,6 +128,22 @@ func (s *Schema) hasProperty(name string) bool {
 	return i < len(s.props) && s.props[i] == name
 }
 
+// closedProperties reports whether the arguments may hold only the
+// properties the schema declares at its top level
+// (additionalProperties: false and no patternProperties), and names them.
+func (s *Schema) closedProperties() (bool, []string) {
+	if s == nil {
+		return false, nil
+	}
+	if extra, ok := s.doc["additionalProperties"].(bool); !ok || extra {
+		return false, nil
+	}
+	if _, ok := s.doc["patternProperties"]; ok {
+		return false, nil
+	}
+	return true, s.props
+}
+
 // propertySchema returns the subschema of a top-level property, or nil.
 func (s *Schema) propertySchema(name string) map[string]any {
 	props, _ := s.doc["properties"].(map[string]any)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,11 +77,18 @@ func trimPartialRune(b []byte) []byte {
 // (Catalog.Compose).
 //
 // A template named after a reason ("budget", "throttled") speaks for that
-// reason wherever it occurs. A template named after a status speaks only
-// for what the status normally means (see Templates.forOutcome): never for a
-// gateway reason of the table (access, budget, rate limit, circuit,
-// bulkhead, connect, TLS, store, key, schema), nor for an outcome whose
-// retryability or side effect differs from the status's usual ones.
+// reason wherever it occurs. A template named after a status ("ok" and
+// "empty" are reasons too, and count as statuses) speaks only for what the
+// status normally means and a side effect it can describe (see
+// Templates.forOutcome): never for a gateway reason of the table (access,
+// budget, rate limit, circuit, bulkhead, connect, TLS, store, key, schema),
+// nor for an outcome whose retryability differs from the status's usual
+// one, nor for an unknown side effect, nor for a performed action unless
+// the status is ok.
+//
+// A template that prints a value the call does not have (an argument or
+// data member that is absent or null, .detail or .text when empty) is not
+// used: the catalogue speaks instead, rather than "Found  results".
 type Templates map[string]*messageTemplate
 
 type messageTemplate struct {
@@ -92,6 +100,10 @@ type messageTemplate struct {
 	// readsText: the template reads .text (or may: whole), so the call
 	// keeps the answer's text for it.
 	readsText bool
+	// argKeys are the top-level arguments it reads; readsDetail says it
+	// reads .detail. Only `check` looks at them (Contract.TemplateWarnings).
+	argKeys     []string
+	readsDetail bool
 	// fast holds the template as text and field references when that is
 	// all it is (the common case), rendered without reflection.
 	fast []templatePart
@@ -163,7 +175,7 @@ func compileTemplate(name, text string) (*messageTemplate, error) {
 		return nil, &ruleError{Field: name, Msg: strings.TrimPrefix(err.Error(), "template: ")}
 	}
 	mt := &messageTemplate{tpl: tpl, fast: simpleTemplate(tpl)}
-	keys := map[string]bool{}
+	keys, args := map[string]bool{}, map[string]bool{}
 	walkTemplate(tpl.Tree.Root, func(ident []string) {
 		switch {
 		case len(ident) >= 1 && ident[0] == "$":
@@ -172,9 +184,14 @@ func compileTemplate(name, text string) (*messageTemplate, error) {
 			mt.whole = true
 		case len(ident) >= 1 && ident[0] == "text":
 			mt.readsText = true
+		case len(ident) >= 1 && ident[0] == "detail":
+			mt.readsDetail = true
 		case len(ident) >= 2 && ident[0] == "data" && !keys[ident[1]]:
 			keys[ident[1]] = true
 			mt.dataKeys = append(mt.dataKeys, ident[1])
+		case len(ident) >= 2 && ident[0] == "args" && !args[ident[1]]:
+			args[ident[1]] = true
+			mt.argKeys = append(mt.argKeys, ident[1])
 		}
 	})
 	mt.readsText = mt.readsText || mt.whole
@@ -198,9 +215,17 @@ type answerWords struct {
 	detail, text string
 }
 
-// root is the value a full template runs on.
+// root is the value a full template runs on. An empty .detail or .text is
+// absent (nil), as a missing argument is, so printing it is noticed.
 func (mt *messageTemplate) root(args map[string]any, data json.RawMessage, members []Member, w answerWords) map[string]any {
-	return map[string]any{"args": args, "data": mt.decodeData(data, members), "detail": w.detail, "text": w.text}
+	root := map[string]any{"args": args, "data": mt.decodeData(data, members)}
+	if w.detail != "" {
+		root["detail"] = w.detail
+	}
+	if w.text != "" {
+		root["text"] = w.text
+	}
+	return root
 }
 
 // templateName says why a template may not be named name, or "" when it
@@ -230,7 +255,7 @@ func (t Templates) forOutcome(o *Outcome, effect SideEffect) *messageTemplate {
 	if len(t) == 0 {
 		return nil
 	}
-	if o.Reason != ReasonRule {
+	if _, isStatus := parseStatus(string(o.Reason)); !isStatus && o.Reason != ReasonRule {
 		if mt := t[string(o.Reason)]; mt != nil {
 			return mt
 		}
@@ -245,7 +270,11 @@ func (t Templates) forOutcome(o *Outcome, effect SideEffect) *messageTemplate {
 		return nil
 	case !o.Status.Success() && o.Retryable != statusRetryable(o.Status):
 		return nil
-	case effect == SideEffectUnknown, effect == SideEffectDone && !o.Status.Success():
+	case effect == SideEffectUnknown:
+		return nil
+	case effect == SideEffectDone && o.Status != StatusOK:
+		// "Nothing matched; try broader keywords" was written for a
+		// search, not for an action that was performed.
 		return nil
 	}
 	return mt
@@ -317,19 +346,23 @@ func (t Templates) renderMembers(status Status, args map[string]any, data json.R
 
 // render executes the template. members, when not nil, locate the data's
 // top-level members (see Rules.DataMembers), so the data is not scanned
-// again.
+// again. ok is false when the template failed, or printed a value the call
+// does not have: the catalogue then speaks instead.
 func (mt *messageTemplate) render(args map[string]any, data json.RawMessage, members []Member, w answerWords) (string, bool) {
 	if mt.fast != nil {
-		return mt.renderFast(args, data, members, w), true
+		return mt.renderFast(args, data, members, w)
 	}
 	root := mt.root(args, data, members, w)
 	buf := cappedBuffer{b: make([]byte, 0, 128), limit: maxTemplateBytes}
 	if err := mt.tpl.Execute(&buf, root); err != nil && !errors.Is(err, errTemplateFull) {
 		return "", false
 	}
-	// A missing value renders empty, as on the fast path, not as Go's
-	// "<no value>", which means nothing to a model.
-	return finishRendered(bytes.ReplaceAll(buf.b, []byte("<no value>"), nil), buf.full), true
+	// A missing value prints as Go's "<no value>" (missingkey=zero over
+	// maps of any): the template printed something the call lacks.
+	if bytes.Contains(buf.b, []byte("<no value>")) {
+		return "", false
+	}
+	return finishRendered(buf.b, buf.full), true
 }
 
 // decodeData decodes the part of data the template reads: the top-level
@@ -390,46 +423,58 @@ func dataMembers(data []byte, keys []string) (map[string]any, bool) {
 
 // renderFast renders a template of text and field references. An
 // argument, or a top-level data member that is a scalar, is written
-// directly; any other value is decoded as for a full template.
-func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage, members []Member, w answerWords) string {
+// directly; any other value is decoded as for a full template. ok is false
+// when a reference has no value (absent, null, or an empty .detail or
+// .text), as for a full template.
+func (mt *messageTemplate) renderFast(args map[string]any, data json.RawMessage, members []Member, w answerWords) (string, bool) {
 	b := make([]byte, 0, 128)
 	var root map[string]any // built only for a part that needs it
 	for _, p := range mt.fast {
 		if len(b) > maxTemplateBytes {
-			return finishRendered(b[:maxTemplateBytes], true)
+			return finishRendered(b[:maxTemplateBytes], true), true
 		}
+		var v any
 		switch {
 		case p.path == nil:
 			b = append(b, p.text...)
 			continue
 		case len(p.path) >= 2 && p.path[0] == "args":
-			b = appendTemplateValue(b, lookupPath(args, p.path[1:]))
-			continue
-		case len(p.path) == 1 && p.path[0] == "detail":
-			b = append(b, w.detail...)
-			continue
-		case len(p.path) == 1 && p.path[0] == "text":
-			b = append(b, w.text...)
+			v = lookupPath(args, p.path[1:])
+		case len(p.path) == 1 && (p.path[0] == "detail" || p.path[0] == "text"):
+			word := w.detail
+			if p.path[0] == "text" {
+				word = w.text
+			}
+			if word == "" {
+				return "", false
+			}
+			b = append(b, word...)
 			continue
 		case len(p.path) == 2 && p.path[0] == "data" && !mt.whole && members != nil:
 			raw, ok := memberValue(data, members, p.path[1])
-			if !ok {
-				continue // a missing value renders empty
+			if !ok || string(raw) == "null" {
+				return "", false
 			}
 			if out, ok := appendScalar(b, raw); ok {
 				b = out
 				continue
 			}
+			fallthrough
+		default:
+			if root == nil {
+				root = mt.root(args, data, members, w)
+			}
+			v = lookupPath(root, p.path)
 		}
-		if root == nil {
-			root = mt.root(args, data, members, w)
+		if v == nil {
+			return "", false
 		}
-		b = appendTemplateValue(b, lookupPath(root, p.path))
+		b = appendTemplateValue(b, v)
 	}
 	if len(b) > maxTemplateBytes {
-		return finishRendered(b[:maxTemplateBytes], true)
+		return finishRendered(b[:maxTemplateBytes], true), true
 	}
-	return finishRendered(b, false)
+	return finishRendered(b, false), true
 }
 
 // memberValue is the raw value of the top-level data member key.
@@ -542,4 +587,68 @@ func lookupPath(v any, path []string) any {
 		}
 	}
 	return v
+}
+
+// TemplateWarnings lists the values the tool's message templates print
+// that its calls can never have, one *FieldError per template and value
+// (Field "messages.<name>"), in name order. Such a template is not wrong,
+// but where it speaks the catalogue is used instead (a template that
+// prints a missing value falls back), so it is most likely a mistake:
+// a data key that response.data does not build, data in a template of an
+// outcome that carries none, .detail without response.error_detail or
+// where no failure is described, an argument the schema does not allow.
+func (c *Contract) TemplateWarnings() []*FieldError {
+	var out []*FieldError
+	for _, name := range slices.Sorted(maps.Keys(c.Templates)) {
+		mt := c.Templates[name]
+		warn := func(format string, args ...any) {
+			out = append(out, &FieldError{Field: "messages." + name, Msg: fmt.Sprintf(format, args...)})
+		}
+		keys, described := c.templateData(name)
+		for _, k := range mt.dataKeys {
+			switch {
+			case !described:
+			case keys == nil:
+				warn("{{.data.%s}} never has a value: a %s outcome carries no data, so the catalogue's message is used", k, name)
+			case !slices.Contains(keys, k):
+				warn("{{.data.%s}} never has a value: the data has no key %s (it has %s)", k, k, strings.Join(keys, ", "))
+			}
+		}
+		if closed, props := c.Schema.closedProperties(); closed {
+			for _, k := range mt.argKeys {
+				if !slices.Contains(props, k) {
+					warn("{{.args.%s}} never has a value: %s is not an argument of this tool", k, k)
+				}
+			}
+		}
+		if mt.readsDetail {
+			row, isReason := rowOf(Reason(name))
+			switch {
+			case c.Rules == nil || c.Rules.detail == nil:
+				warn("{{.detail}} never has a value: the tool has no response.error_detail")
+			case name == string(StatusOK) || name == string(StatusEmpty):
+				warn("{{.detail}} never has a value: error_detail describes failures, not %s outcomes", name)
+			case isReason && row.Gateway:
+				warn("{{.detail}} never has a value: toolgate decides %s itself, without a backend answer", name)
+			}
+		}
+	}
+	return out
+}
+
+// templateData says what data the outcomes a template named name speaks
+// for carry: described is false when that cannot be told (the backend's
+// body as it comes); otherwise keys are the top-level keys the data can
+// have, nil when it has none.
+func (c *Contract) templateData(name string) (keys []string, described bool) {
+	switch name {
+	case string(StatusOK), string(StatusEmpty):
+		if c.Rules != nil && c.Rules.dataOrder != nil {
+			return c.Rules.dataOrder, true
+		}
+		return nil, false
+	case string(ReasonSchema), string(ReasonBadJSON):
+		return []string{"errors"}, true
+	}
+	return nil, true
 }

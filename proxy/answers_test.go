@@ -185,7 +185,7 @@ func TestAnswersAreReadAsTheBackendMeantThem(t *testing.T) {
 		{"a read-only 2xx {} found nothing", "read", "empty-object", contracts.StatusEmpty, contracts.SideEffectNone, `{}`, []string{"found nothing"}},
 		{"invalid UTF-8 in a text answer is replaced", "read", "latin1", contracts.StatusOK, contracts.SideEffectNone, `"caf` + "\ufffd" + `"`, nil},
 		{"a rule reads the text of a 2xx answer, and its detail is the text", "sms", "err", contracts.StatusBadArgs, contracts.SideEffectNone, ``,
-			[]string{`The service rejected the arguments. The backend said: "ERR: bad number +1555"; change the arguments before calling again.`}},
+			[]string{`The service rejected the arguments. The backend said: "ERR: bad number +1555"; change the arguments and call again with a new idempotency key (this one is used up).`}},
 		{"a text answer the rules do not match is ok, with no detail", "sms", "queued", contracts.StatusOK, contracts.SideEffectDone, `"OK: queued"`, nil},
 	}
 	for i, tt := range tests {
@@ -216,7 +216,7 @@ func TestErrorDetailReachesTheMessageOnly(t *testing.T) {
 	t.Run("en", func(t *testing.T) {
 		h := newAnswersHarness(t, "en")
 		env := h.call(t, "mail", "invalid-to", "k1")
-		want := `The service rejected the arguments (HTTP 400). The backend said: "invalid To address"; change the arguments before calling again.`
+		want := `The service rejected the arguments (HTTP 400). The backend said: "invalid To address"; change the arguments and call again with a new idempotency key (this one is used up).`
 		if env.Status != contracts.StatusBadArgs || env.Message != want {
 			t.Fatalf("%s %q, want bad_args %q", env.Status, env.Message, want)
 		}
@@ -226,7 +226,7 @@ func TestErrorDetailReachesTheMessageOnly(t *testing.T) {
 		if !strings.HasPrefix(env.Observation, "[BAD_ARGS] "+want) {
 			t.Errorf("observation %q does not open with the message", env.Observation)
 		}
-		if env := h.call(t, "mail_worded", "invalid-to", "k2"); env.Message != "Mail refused: invalid To address." {
+		if env := h.call(t, "mail_worded", "invalid-to", "k2"); env.Message != "Mail refused: invalid To address; another call needs a new idempotency key (this one is used up)." {
 			t.Errorf("template message = %q", env.Message)
 		}
 		if env := h.call(t, "mail", "no-message", "k3"); strings.Contains(env.Message, "said") || env.Status != contracts.StatusBadArgs {
@@ -261,7 +261,7 @@ func TestErrorDetailReachesTheMessageOnly(t *testing.T) {
 		if strings.ContainsAny(env.Message, "\r\n\t\a") {
 			t.Errorf("message is not one line: %q", env.Message)
 		}
-		if !strings.HasSuffix(env.Message, "; change the arguments before calling again.") {
+		if !strings.HasSuffix(env.Message, "; change the arguments and call again with a new idempotency key (this one is used up).") {
 			t.Errorf("the action clause is lost: %q", env.Message)
 		}
 	})

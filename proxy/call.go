@@ -78,7 +78,7 @@ type Result struct {
 	Envelope contracts.Envelope
 	Reason   contracts.Reason
 	// RetryLater: nothing happened at the backend and a retry may succeed
-	// (503 with Retry-After in mapped mode).
+	// (503 in mapped mode).
 	RetryLater bool
 	// always200 is server.http_status always_200 in the call's snapshot:
 	// the answer is rendered (render.go) as the call ran, whatever a
@@ -89,8 +89,7 @@ type Result struct {
 // HTTPStatus is the result's HTTP status in mapped mode, by the reason
 // table (contracts.MappedHTTP).
 func (r *Result) HTTPStatus() int {
-	code, _ := contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
-	return code
+	return contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
 }
 
 // Call is one tool call in flight: begun on a View, sent by toolgate or by

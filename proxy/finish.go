@@ -72,7 +72,7 @@ func (c *Core) record(ctx context.Context, cl *Call, res *Result) {
 // happened, in the tool's template where one speaks for the outcome or in
 // the catalogue's words, and what to do, from the envelope's fields.
 func (c *Core) message(st *state, cl *Call, o *contracts.Outcome) contracts.Message {
-	said := contracts.Said{Args: cl.args, Attempts: cl.attempts, Replay: cl.replay}
+	said := contracts.Said{Args: cl.args, Attempts: cl.attempts, Replay: cl.replay, Sent: cl.sent}
 	if cl.tool != nil {
 		said.Tool, said.Contract = cl.tool.contract.Name, cl.tool.contract
 	} else {

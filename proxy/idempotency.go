@@ -205,7 +205,7 @@ func (c *Core) settle(ctx context.Context, cl *Call, res *Result, body []byte) {
 	defer cancel()
 	var err error
 	switch {
-	case !cl.sent, res.Envelope.SideEffect == contracts.SideEffectNone && res.Envelope.Retryable:
+	case !contracts.KeyKept(res.Envelope.SideEffect, res.Envelope.Retryable, cl.sent):
 		// Storing a retryable refusal would answer the retry it invites
 		// with the same refusal until the record expires.
 		err = c.store.Release(ctx, cl2.key, cl2.token)

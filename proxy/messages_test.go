@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -392,6 +393,248 @@ func TestTheExamplePolicysTemplatesKeepGatewayReasons(t *testing.T) {
 			_, env := h.call(t, "search_articles", tt.args, as(tt.caller))
 			tt.envelope.check(t, env)
 			tt.messageCheck.check(t, env)
+		})
+	}
+}
+
+// wordsPolicy has a tool for each way a policy's words could make toolgate
+// lie to the model (issue 30), against wordsBackend ({{svc}}), in the
+// language {{lang}}, at the smallest observation bound.
+const wordsPolicy = `
+version: 1
+server:
+  messages: {{lang}}
+  observation_max_chars: 256
+upstreams:
+  svc:
+    url: {{svc}}
+    timeout: 2s
+    retries: {attempts: 1}
+tools:
+  send:
+    description: Send a text message.
+    upstream: svc
+    side_effect: true
+    args: {type: object, required: [to], additionalProperties: false, properties: {to: {type: string}}}
+    request: {method: POST, path: "/send/{to}"}
+    response:
+      error_detail: 'has(body.message) ? body.message : ""'
+  clear:
+    description: Clear a mailbox; the backend answers 200 with nothing.
+    upstream: svc
+    side_effect: true
+    args: {type: object}
+    request: {method: POST, path: /clear}
+    response: {empty: 'true'}
+    messages: {empty: 'Nothing matched; try broader keywords.'}
+  deliver:
+    description: Deliver through a mailer whose 200 may say the outcome is lost, or that it acted with a warning.
+    upstream: svc
+    side_effect: true
+    args: {type: object, required: [state], properties: {state: {type: string}}}
+    request: {method: POST, path: "/deliver/{state}"}
+    errors:
+      - when: status == 200 && body.state == "lost"
+        status: upstream
+        side_effect: unknown
+      - when: status == 200 && body.state == "warned"
+        status: upstream
+        side_effect: done
+  busy:
+    description: Ask a rate-limited service.
+    upstream: svc
+    args: {type: object, properties: {after: {type: string}}}
+    request: {method: GET, path: /busy, query: {after: after}}
+  page:
+    description: Read a page whose errors are HTML.
+    upstream: svc
+    args: {type: object}
+    request: {method: GET, path: /page}
+    response:
+      error_detail: 'has(body.message) ? body.message : text'
+  count:
+    description: Count things.
+    upstream: svc
+    args: {type: object}
+    request: {method: GET, path: /count}
+    messages: {ok: '命中 {{.data.total}} 条。'}
+`
+
+// wordsSID is the message SID wordsBackend gives a sent message.
+const wordsSID = "SM1f0e8a4c2b3d4e5f60718293a4b5c6d7"
+
+// wordsBackend answers the tools of wordsPolicy.
+func wordsBackend(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch p := r.URL.Path; {
+	case p == "/send/bad":
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, `{"message":"invalid To address"}`)
+	case p == "/send/gone":
+		w.WriteHeader(404)
+		_, _ = io.WriteString(w, `{"message":"no such mailbox"}`)
+	case strings.HasPrefix(p, "/send/"):
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"sid":"`+wordsSID+`","status":"queued","body":"Your order 4711 has shipped and will arrive on Tuesday between 9am and 5pm. Track it at any time on the order page, where you can also change the delivery address."}`)
+	case p == "/clear":
+		_, _ = io.WriteString(w, `{}`)
+	case strings.HasPrefix(p, "/deliver/"):
+		_, _ = io.WriteString(w, `{"state":"`+strings.TrimPrefix(p, "/deliver/")+`"}`)
+	case p == "/busy":
+		if after := r.URL.Query().Get("after"); after != "" {
+			w.Header().Set("Retry-After", after)
+		}
+		w.WriteHeader(429)
+	case p == "/page":
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(500)
+		_, _ = io.WriteString(w, "<html><body><h1>Internal Server Error</h1><pre>java.lang.NullPointerException at "+secretHost+"</pre></body></html>")
+	case p == "/count":
+		_, _ = io.WriteString(w, `{"items":[{"id":"a"}]}`)
+	}
+}
+
+// TestServedEnvelopesAgreeWithTheirWordsAndHeaders runs each case of issue
+// 30 over HTTP, in both languages: the envelope's fields, its message, and
+// the HTTP answer's Retry-After (the envelope's wait, or absent) agree.
+func TestServedEnvelopesAgreeWithTheirWordsAndHeaders(t *testing.T) {
+	svc := httptest.NewServer(http.HandlerFunc(wordsBackend))
+	t.Cleanup(svc.Close)
+	type step struct {
+		name, tool, args, key string
+		envelope
+		retryAfter  string              // the Retry-After header, "" when absent
+		want        map[string][]string // in the message, by language
+		observation []string            // in the observation
+		notWant     []string            // in neither
+	}
+	steps := []step{
+		{name: "a side effect's 400 says to call again with a new key", tool: "send", args: `{"to":"bad"}`, key: "k-1",
+			envelope: envelope{contracts.StatusBadArgs, false, contracts.SideEffectNone},
+			want: map[string][]string{"en": {`The backend said: "invalid To address"; change the arguments and call again with a new idempotency key`},
+				"zh": {"「invalid To address」；请修改参数，并使用新的幂等键再调用"}}},
+		{name: "the corrected call with the same key is refused, as the message said", tool: "send", args: `{"to":"ok"}`, key: "k-1",
+			envelope: envelope{contracts.StatusBadArgs, false, contracts.SideEffectNone},
+			want:     map[string][]string{"en": {"already used with different arguments"}, "zh": {"已被用于不同的参数"}}},
+		{name: "the corrected call with a new key is sent, and its SID is kept whole at the smallest bound", tool: "send", args: `{"to":"ok"}`, key: "k-2",
+			envelope: envelope{contracts.StatusOK, false, contracts.SideEffectDone},
+			want:     map[string][]string{"en": {"do not repeat it"}, "zh": {"请勿重复执行"}}, observation: []string{`"sid":"` + wordsSID + `"`, `"status":"queued"`}},
+		{name: "a side effect's 404 says to call again with a new key", tool: "send", args: `{"to":"gone"}`, key: "k-3",
+			envelope: envelope{contracts.StatusNotFound, false, contracts.SideEffectNone},
+			want:     map[string][]string{"en": {"check the identifiers, and call again with a new idempotency key"}, "zh": {"请核对标识，并使用新的幂等键再调用"}}},
+		{name: "an empty template does not speak for a performed action", tool: "clear", args: `{}`, key: "k-4",
+			envelope: envelope{contracts.StatusEmpty, false, contracts.SideEffectDone},
+			want:     map[string][]string{"en": {"The action was performed and the service returned no data; do not repeat it."}, "zh": {"操作已执行，服务未返回数据；请勿重复执行。"}},
+			notWant:  []string{"broader"}},
+		{name: "a rule's unknown outcome at a backend that does not dedupe is not retryable", tool: "deliver", args: `{"state":"lost"}`, key: "k-5",
+			envelope: envelope{contracts.StatusUpstream, false, contracts.SideEffectUnknown},
+			want:     map[string][]string{"en": {"find out whether it did", "new idempotency key"}, "zh": {"请先确认是否已生效", "新的幂等键"}},
+			notWant:  []string{"same idempotency key", "相同的幂等键"}},
+		{name: "its retry with the same key is the stored record, not a loop", tool: "deliver", args: `{"state":"lost"}`, key: "k-5",
+			envelope: envelope{contracts.StatusUpstream, false, contracts.SideEffectUnknown},
+			want:     map[string][]string{"en": {"not sent again", "new idempotency key"}, "zh": {"本次未重新发送", "新的幂等键"}},
+			notWant:  []string{"same idempotency key", "相同的幂等键"}},
+		{name: "a rule's performed action is not retryable", tool: "deliver", args: `{"state":"warned"}`, key: "k-6",
+			envelope: envelope{contracts.StatusUpstream, false, contracts.SideEffectDone},
+			want:     map[string][]string{"en": {"The action was performed but the service reported a failure; do not repeat it."}, "zh": {"操作已执行，但服务报告了错误；请勿重复执行。"}}},
+		{name: "a 429 without Retry-After has no wait, in the envelope or the header", tool: "busy", args: `{}`,
+			envelope: envelope{contracts.StatusUpstream, true, contracts.SideEffectNone},
+			want:     map[string][]string{"en": {"retry the same call, and if it fails again"}, "zh": {"可原样重试"}}},
+		{name: "a 429 with Retry-After has that wait in both", tool: "busy", args: `{"after":"30"}`, retryAfter: "30",
+			envelope: envelope{contracts.StatusUpstream, true, contracts.SideEffectNone},
+			want:     map[string][]string{"en": {"retry the same call in 30 seconds"}, "zh": {"30 秒后原样重试"}}},
+		{name: "a wait of an hour says to tell the user now if the task cannot wait", tool: "busy", args: `{"after":"3600"}`, retryAfter: "3600",
+			envelope: envelope{contracts.StatusUpstream, true, contracts.SideEffectNone},
+			want:     map[string][]string{"en": {"if the task can wait that long, retry the same call in 60 minutes", "if it cannot wait, tell the user now"}, "zh": {"如任务可以等待，请在 60 分钟后原样重试", "如任务无法等待，请立即告知用户"}}},
+		{name: "an HTML error page gives no detail", tool: "page", args: `{}`,
+			envelope: envelope{contracts.StatusUpstream, true, contracts.SideEffectNone},
+			want:     map[string][]string{"en": {"The service failed (HTTP 500)"}, "zh": {"服务出错（HTTP 500）"}},
+			notWant:  []string{"said", "后端返回", "<", "java.lang", secretHost}},
+		{name: "a template whose field is missing falls back to the catalogue", tool: "count", args: `{}`,
+			envelope: envelope{contracts.StatusOK, false, contracts.SideEffectNone},
+			want:     map[string][]string{"en": {"The call succeeded."}, "zh": {"调用成功。"}},
+			notWant:  []string{"命中"}},
+	}
+	for _, lang := range []string{"en", "zh"} {
+		t.Run(lang, func(t *testing.T) {
+			core := newTestCore(t, strings.NewReplacer("{{svc}}", svc.URL, "{{lang}}", lang).Replace(wordsPolicy), Options{})
+			front := serveCore(t, core)
+			for _, s := range steps {
+				t.Run(s.name, func(t *testing.T) {
+					var hdr map[string]string
+					if s.key != "" {
+						hdr = map[string]string{"Idempotency-Key": lang + "-" + s.key}
+					}
+					resp, env := postCall(t, front, s.tool, s.args, hdr)
+					s.envelope.check(t, env)
+					for _, w := range s.want[lang] {
+						if !strings.Contains(env.Message, w) {
+							t.Errorf("message lacks %q: %s", w, env.Message)
+						}
+					}
+					for _, w := range s.observation {
+						if !strings.Contains(env.Observation, w) {
+							t.Errorf("observation lacks %q: %s", w, env.Observation)
+						}
+					}
+					for _, w := range s.notWant {
+						if strings.Contains(env.Message, w) || strings.Contains(env.Observation, w) {
+							t.Errorf("message or observation says %q: %s\n%s", w, env.Message, env.Observation)
+						}
+					}
+					// The action clause, what the model acts on, survives
+					// the smallest bound.
+					if i := strings.IndexAny(env.Message, ";；，"); i >= 0 && !strings.Contains(env.Observation, env.Message[i:]) {
+						t.Errorf("the observation lost the action clause %q: %s", env.Message[i:], env.Observation)
+					}
+					if got := resp.Header.Get("Retry-After"); got != s.retryAfter {
+						t.Errorf("Retry-After %q, want %q", got, s.retryAfter)
+					}
+					wantMS := int64(0)
+					if s.retryAfter != "" {
+						secs, _ := strconv.Atoi(s.retryAfter)
+						wantMS = int64(secs) * 1000
+					}
+					if env.RetryAfterMS != wantMS {
+						t.Errorf("retry_after_ms %d, want %d", env.RetryAfterMS, wantMS)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestRetryAfterIsTheEnvelopesWait: in either http_status mode, and
+// whatever the status, the answer's Retry-After is the envelope's
+// retry_after_ms in whole seconds, and absent when the envelope has no wait
+// (a 429 without Retry-After once got "Retry-After: 1").
+func TestRetryAfterIsTheEnvelopesWait(t *testing.T) {
+	svc := httptest.NewServer(http.HandlerFunc(wordsBackend))
+	t.Cleanup(svc.Close)
+	for _, mode := range []string{"mapped", "always_200"} {
+		t.Run(mode, func(t *testing.T) {
+			doc := strings.NewReplacer("{{svc}}", svc.URL, "{{lang}}", "en", "server:\n", "server:\n  http_status: "+mode+"\n").Replace(wordsPolicy)
+			front := serveCore(t, newTestCore(t, doc, Options{}))
+			for _, tt := range []struct {
+				args, header string
+				code         int // in mapped mode
+			}{
+				{`{}`, "", 503},
+				{`{"after":"7"}`, "7", 503},
+				{`{"after":"3600"}`, "3600", 503},
+			} {
+				resp, env := postCall(t, front, "busy", tt.args, nil)
+				wantCode := tt.code
+				if mode == "always_200" {
+					wantCode = 200
+				}
+				if got := resp.Header.Get("Retry-After"); got != tt.header || resp.StatusCode != wantCode {
+					t.Errorf("%s: HTTP %d Retry-After %q, want %d %q", tt.args, resp.StatusCode, got, wantCode, tt.header)
+				}
+				if want := tt.header; want != "" && contracts.RetryAfterHeader(env.RetryAfterMS) != want || want == "" && env.RetryAfterMS != 0 {
+					t.Errorf("%s: retry_after_ms %d, Retry-After %q", tt.args, env.RetryAfterMS, tt.header)
+				}
+			}
 		})
 	}
 }

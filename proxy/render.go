@@ -47,14 +47,15 @@ func (r *Result) head(h http.Header) int {
 	if r.Envelope.Replayed {
 		h["Idempotent-Replayed"] = headerTrue
 	}
+	// Retry-After is the envelope's wait, in any mode and with any status:
+	// never a wait the envelope does not state.
+	if r.Envelope.RetryAfterMS > 0 {
+		h.Set("Retry-After", contracts.RetryAfterHeader(r.Envelope.RetryAfterMS))
+	}
 	if r.always200 {
 		return http.StatusOK
 	}
-	code, retryAfter := contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
-	if retryAfter {
-		h.Set("Retry-After", contracts.RetryAfterHeader(r.Envelope.RetryAfterMS))
-	}
-	return code
+	return contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
 }
 
 // outPool recycles the buffers envelopes are rendered into.

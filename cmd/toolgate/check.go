@@ -65,8 +65,9 @@ Validates each policy file or directory (its *.yaml files merged) as toolgate se
 (with -extproc, as toolgate extproc would), and prints one line per path:
   ok: PATH: N tools, M upstreams (checksum HEX)
 (with "; files A, B" after the checksum for a directory), or the errors, one per line starting with
-file:line:col, and exits 1. Warnings (a policy serve runs but extproc or transparent mode would
-refuse) go to stderr as "warning: file:line:col: ..." and do not change the exit code.
+file:line:col, and exits 1. Warnings (what serve runs but may not mean: a route extproc or transparent
+mode would refuse, a bare $VAR, a message template that names a value its tool never has) go to stderr
+as "warning: file:line:col: ..." and do not change the exit code.
 
 `)
 		fs.PrintDefaults()

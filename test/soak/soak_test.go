@@ -734,10 +734,12 @@ func (a *agent) wellFormed(c *call, raw []byte) {
 	if !slices.Contains(want, c.httpCode) {
 		bad("HTTP %d for %s", c.httpCode, env.Status)
 	}
-	if c.httpCode == 503 {
-		if !env.Retryable || env.SideEffect != none || c.header.Get("Retry-After") == "" {
-			bad("503 for a call that did something or may not be retried, or without Retry-After")
-		}
+	if c.httpCode == 503 && (!env.Retryable || env.SideEffect != none) {
+		bad("503 for a call that did something or may not be retried")
+	}
+	// Retry-After is the envelope's wait, and absent without one.
+	if got := c.header.Get("Retry-After"); (got != "") != (env.RetryAfterMS > 0) || got != "" && got != contracts.RetryAfterHeader(env.RetryAfterMS) {
+		bad("Retry-After %q for retry_after_ms %d", got, env.RetryAfterMS)
 	}
 	if env.Status == contracts.StatusUpstream && env.Retryable && env.SideEffect == none && c.kind != readOnly && c.httpCode != 503 {
 		bad("upstream, retryable, nothing done, but HTTP %d", c.httpCode)
