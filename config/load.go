@@ -602,6 +602,8 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	}
 	out.AllowedHosts = c.eachValid("server.allowed_hosts", s.AllowedHosts, allowedHost,
 		"%q is not a host name (want a name such as toolgate.example.com, or *.example.com for its subdomains; no scheme or port)")
+	out.AdminAllowedHosts = c.eachValid("server.admin_allowed_hosts", s.AdminAllowedHosts, allowedHost,
+		"%q is not a host name (want a name such as toolgate.example.com, or *.example.com for its subdomains; no scheme or port)")
 	out.AllowedOrigins = c.eachValid("server.allowed_origins", s.AllowedOrigins, allowedOrigin,
 		"%q is not an origin (want scheme://host[:port] with http or https, such as https://console.example.com)")
 	return out

@@ -34,6 +34,7 @@ type serverSpec struct {
 	Tracing             *tracingSpec      `yaml:"tracing"`
 	AllowedHosts        []string          `yaml:"allowed_hosts"`
 	AllowedOrigins      []string          `yaml:"allowed_origins"`
+	AdminAllowedHosts   []string          `yaml:"admin_allowed_hosts"`
 	MaxConnections      int               `yaml:"max_connections"`
 	ReadTimeout         duration          `yaml:"read_timeout"`
 	WriteTimeout        duration          `yaml:"write_timeout"`
