@@ -53,6 +53,7 @@ type learnSpec struct {
 	MaxFields    int      `yaml:"max_fields"`
 	MaxValues    int      `yaml:"max_values"`
 	MaxBodyBytes int64    `yaml:"max_body_bytes"`
+	MaxFileBytes int64    `yaml:"max_file_bytes"`
 	EnumValues   bool     `yaml:"enum_values"`
 }
 
@@ -60,7 +61,7 @@ func (l *learnSpec) setDefaults() {
 	d := policy.DefaultLearnSettings()
 	*l = learnSpec{SaveInterval: duration(d.SaveInterval), MaxRoutes: d.MaxRoutes, MaxShapes: d.MaxShapes,
 		MaxKeys: d.MaxKeys, MaxDepth: d.MaxDepth, MaxFields: d.MaxFields, MaxValues: d.MaxValues,
-		MaxBodyBytes: d.MaxBodyBytes, EnumValues: d.EnumValues}
+		MaxBodyBytes: d.MaxBodyBytes, MaxFileBytes: d.MaxFileBytes, EnumValues: d.EnumValues}
 }
 
 // tracingSpec is server.tracing: OTLP export of a span per call. Absent
