@@ -403,6 +403,7 @@ func (c *compiler) merge(files []fileWithName) *fileSpec {
 				}
 				out.Access.Identities[id] = name
 			}
+			out.Access.SharedCredentials = append(out.Access.SharedCredentials, s.Access.SharedCredentials...)
 			for name, cs := range s.Access.Callers {
 				if _, dup := out.Access.Callers[name]; dup {
 					c.errorAt("access.callers."+name+"#key", "caller %s is defined twice", name)
@@ -462,6 +463,7 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		}
 	}
 	snap.Access = c.access(f.Access, f.Tools)
+	c.sharedCredentials(f, snap)
 	c.routes(snap)
 	c.passthroughCovers(snap)
 	return snap

@@ -294,6 +294,9 @@ type accessSpec struct {
 	Default    string                 `yaml:"default"`
 	Identities map[string]string      `yaml:"identities"`
 	Callers    map[string]*callerSpec `yaml:"callers"`
+	// SharedCredentials are the upstreams whose credentials callers
+	// toolgate cannot identify may use (credentials.go).
+	SharedCredentials []string `yaml:"shared_credentials"`
 }
 
 type callerSpec struct {
