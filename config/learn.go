@@ -6,19 +6,26 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// learnLimits are the largest bounds server.learn accepts: a summary stays
-// small enough to keep in memory and rewrite whole on every save.
-var learnLimits = []struct {
-	key string
-	max int64
-}{
-	{"max_routes", 10000},
-	{"max_shapes", 1000},
-	{"max_keys", 1024},
-	{"max_depth", 32},
-	{"max_fields", 100000},
-	{"max_values", 256},
-	{"max_body_bytes", 16 << 20},
+// learnLimits are the bounds server.learn checks, each between 1 and the
+// largest policy.MaxLearnSettings allows.
+func learnLimits(l *learnSpec) []struct {
+	key      string
+	val, max int64
+} {
+	m := policy.MaxLearnSettings()
+	return []struct {
+		key      string
+		val, max int64
+	}{
+		{"max_routes", int64(l.MaxRoutes), int64(m.MaxRoutes)},
+		{"max_shapes", int64(l.MaxShapes), int64(m.MaxShapes)},
+		{"max_keys", int64(l.MaxKeys), int64(m.MaxKeys)},
+		{"max_depth", int64(l.MaxDepth), int64(m.MaxDepth)},
+		{"max_fields", int64(l.MaxFields), int64(m.MaxFields)},
+		{"max_values", int64(l.MaxValues), int64(m.MaxValues)},
+		{"max_body_bytes", l.MaxBodyBytes, m.MaxBodyBytes},
+		{"max_file_bytes", l.MaxFileBytes, m.MaxFileBytes},
+	}
 }
 
 // learn compiles server.learn; nil is learning mode off.
@@ -29,13 +36,8 @@ func (c *compiler) learn(l *learnSpec) *policy.LearnSettings {
 	if l.SaveInterval < duration(time.Second) {
 		c.errorAt("server.learn.save_interval", "must be at least 1s")
 	}
-	values := map[string]int64{
-		"max_routes": int64(l.MaxRoutes), "max_shapes": int64(l.MaxShapes), "max_keys": int64(l.MaxKeys),
-		"max_depth": int64(l.MaxDepth), "max_fields": int64(l.MaxFields), "max_values": int64(l.MaxValues),
-		"max_body_bytes": l.MaxBodyBytes,
-	}
-	for _, lim := range learnLimits {
-		if v := values[lim.key]; v < 1 || v > lim.max {
+	for _, lim := range learnLimits(l) {
+		if lim.val < 1 || lim.val > lim.max {
 			c.errorAt("server.learn."+lim.key, "must be between 1 and %d", lim.max)
 		}
 	}
@@ -49,6 +51,7 @@ func (c *compiler) learn(l *learnSpec) *policy.LearnSettings {
 		MaxFields:    l.MaxFields,
 		MaxValues:    l.MaxValues,
 		MaxBodyBytes: l.MaxBodyBytes,
+		MaxFileBytes: l.MaxFileBytes,
 		EnumValues:   l.EnumValues,
 	}
 }

@@ -406,6 +406,7 @@ func (c *compiler) merge(files []fileWithName) *fileSpec {
 				}
 				out.Access.Identities[id] = name
 			}
+			out.Access.SharedCredentials = append(out.Access.SharedCredentials, s.Access.SharedCredentials...)
 			for name, cs := range s.Access.Callers {
 				if _, dup := out.Access.Callers[name]; dup {
 					c.errorAt("access.callers."+name+"#key", "caller %s is defined twice", name)
@@ -465,6 +466,7 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		}
 	}
 	snap.Access = c.access(f.Access, f.Tools)
+	c.sharedCredentials(f, snap)
 	c.routes(snap)
 	c.passthroughCovers(snap)
 	return snap
@@ -604,6 +606,8 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		out.Passthrough = append(out.Passthrough, policy.Passthrough{Prefix: p.Prefix, Upstream: p.Upstream})
 	}
 	out.AllowedHosts = c.eachValid("server.allowed_hosts", s.AllowedHosts, allowedHost,
+		"%q is not a host name (want a name such as toolgate.example.com, or *.example.com for its subdomains; no scheme or port)")
+	out.AdminAllowedHosts = c.eachValid("server.admin_allowed_hosts", s.AdminAllowedHosts, allowedHost,
 		"%q is not a host name (want a name such as toolgate.example.com, or *.example.com for its subdomains; no scheme or port)")
 	out.AllowedOrigins = c.eachValid("server.allowed_origins", s.AllowedOrigins, allowedOrigin,
 		"%q is not an origin (want scheme://host[:port] with http or https, such as https://console.example.com)")

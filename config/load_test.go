@@ -418,6 +418,7 @@ tools:
     upstream: svc
     args: {type: object, properties: {id: {type: string, pattern: "^[a-z]+$"}}}
     request: {method: GET, path: /t}
+access: {shared_credentials: [svc]}
 `
 	var warns []string
 	lookup := func(name string) (string, bool) { return "tok", name == "SEARCH_TOKEN" }

@@ -11,8 +11,11 @@ import (
 )
 
 // shapePolicy wraps one tool's YAML (indented under tools:) in a policy.
+// shapePolicy is a policy of one upstream, api, and the tool given. Its
+// tools may write credentials (Slack's Authorization header, Solr's
+// apikey), which any caller may use here, as the policy says.
 func shapePolicy(tool string) string {
-	return "version: 1\nupstreams:\n  api: {url: \"http://127.0.0.1:1\"}\ntools:\n" + tool
+	return "version: 1\nupstreams:\n  api: {url: \"http://127.0.0.1:1\"}\ntools:\n" + strings.TrimRight(tool, "\n") + "\naccess: {shared_credentials: [api]}\n"
 }
 
 func compileTool(t *testing.T, tool, name string, env map[string]string) *contracts.Contract {
@@ -448,7 +451,10 @@ func TestPolicyReferenceExamplesCompile(t *testing.T) {
 	if len(tools) != 4 {
 		t.Fatalf("found %d examples, want 4", len(tools))
 	}
-	policy := "version: 1\nupstreams:\n  es: {url: \"http://127.0.0.1:1\"}\n  twilio: {url: \"http://127.0.0.1:2\"}\n  sendgrid: {url: \"http://127.0.0.1:3\"}\ntools:\n" + strings.Join(tools, "\n") + "\n"
+	// SendGrid's and Solr's keys are constants of their tools: any caller
+	// may use them, as the policy says.
+	policy := "version: 1\nupstreams:\n  es: {url: \"http://127.0.0.1:1\"}\n  twilio: {url: \"http://127.0.0.1:2\"}\n  sendgrid: {url: \"http://127.0.0.1:3\"}\ntools:\n" + strings.Join(tools, "\n") +
+		"\naccess: {shared_credentials: [sendgrid, es]}\n"
 	env := map[string]string{"TWILIO_ACCOUNT_SID": "AC1", "TWILIO_FROM": "+15017122661", "SENDGRID_API_KEY": "SG.x", "SOLR_KEY": "k"}
 	snap, err := CompileSource("policy.md", []byte(policy), Options{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err != nil {

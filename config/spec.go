@@ -34,6 +34,7 @@ type serverSpec struct {
 	Tracing             *tracingSpec      `yaml:"tracing"`
 	AllowedHosts        []string          `yaml:"allowed_hosts"`
 	AllowedOrigins      []string          `yaml:"allowed_origins"`
+	AdminAllowedHosts   []string          `yaml:"admin_allowed_hosts"`
 	MaxConnections      int               `yaml:"max_connections"`
 	ReadTimeout         duration          `yaml:"read_timeout"`
 	WriteTimeout        duration          `yaml:"write_timeout"`
@@ -52,6 +53,7 @@ type learnSpec struct {
 	MaxFields    int      `yaml:"max_fields"`
 	MaxValues    int      `yaml:"max_values"`
 	MaxBodyBytes int64    `yaml:"max_body_bytes"`
+	MaxFileBytes int64    `yaml:"max_file_bytes"`
 	EnumValues   bool     `yaml:"enum_values"`
 }
 
@@ -59,7 +61,7 @@ func (l *learnSpec) setDefaults() {
 	d := policy.DefaultLearnSettings()
 	*l = learnSpec{SaveInterval: duration(d.SaveInterval), MaxRoutes: d.MaxRoutes, MaxShapes: d.MaxShapes,
 		MaxKeys: d.MaxKeys, MaxDepth: d.MaxDepth, MaxFields: d.MaxFields, MaxValues: d.MaxValues,
-		MaxBodyBytes: d.MaxBodyBytes, EnumValues: d.EnumValues}
+		MaxBodyBytes: d.MaxBodyBytes, MaxFileBytes: d.MaxFileBytes, EnumValues: d.EnumValues}
 }
 
 // tracingSpec is server.tracing: OTLP export of a span per call. Absent
@@ -294,6 +296,9 @@ type accessSpec struct {
 	Default    string                 `yaml:"default"`
 	Identities map[string]string      `yaml:"identities"`
 	Callers    map[string]*callerSpec `yaml:"callers"`
+	// SharedCredentials are the upstreams whose credentials callers
+	// toolgate cannot identify may use (credentials.go).
+	SharedCredentials []string `yaml:"shared_credentials"`
 }
 
 type callerSpec struct {

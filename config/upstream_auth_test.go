@@ -58,6 +58,10 @@ tools:
     description: Notify.
     upstream: slack
     request: {method: POST, path: /chat.postMessage}
+# toolgate's credentials serve identified callers only.
+access:
+  default: deny
+  callers: {notifier: {tools: [notify]}}
 `
 
 func TestUpstreamAuthCompiles(t *testing.T) {

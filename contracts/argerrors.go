@@ -38,7 +38,7 @@ const (
 	ProblemContains   Problem = "contains"
 	ProblemInvalid    Problem = "invalid"
 	ProblemScalar     Problem = "scalar"   // a bound argument that is not a string, number or boolean
-	ProblemSegment    Problem = "segment"  // a path argument that would make an empty, "." or ".." segment
+	ProblemSegment    Problem = "segment"  // a path argument that would make an empty segment, or one a server may read as "." or ".."
 	ProblemNumber     Problem = "number"   // a number beyond the argument bounds (numbers.go)
 	ProblemRepeated   Problem = "repeated" // a query parameter given several values for a single one
 	ProblemQuery      Problem = "query"    // a legacy request's query string that does not parse
@@ -432,7 +432,7 @@ func (e *ArgError) en(name string, single bool) string {
 	case ProblemScalar:
 		rest = "must be a string, number or boolean to be sent in the request" + got
 	case ProblemSegment:
-		rest = `must be a non-empty value that is not "." or ".."`
+		rest = `must not be empty, "." or "..", nor anything a server may decode to them (such as %2e%2e or ../x)`
 	case ProblemNumber:
 		rest = "must be a number with at most " + strconv.Itoa(maxNumberDigits) + " significant digits, zero or between 1e-" +
 			strconv.Itoa(maxNumberExponent) + " and 1e" + strconv.Itoa(maxNumberExponent) + " in magnitude" + got
@@ -514,7 +514,7 @@ func (e *ArgError) zh(name string, single bool) string {
 	case ProblemScalar:
 		return subject + "必须是字符串、数字或布尔值，才能放入请求" + got
 	case ProblemSegment:
-		return subject + `必须是非空值，且不能是 "." 或 ".."`
+		return subject + `不能为空，不能是 "." 或 ".."，也不能是服务器可能解码成二者的值`
 	case ProblemNumber:
 		return subject + "必须是有效数字不超过 " + strconv.Itoa(maxNumberDigits) + " 位、为零或绝对值在 1e-" +
 			strconv.Itoa(maxNumberExponent) + " 与 1e" + strconv.Itoa(maxNumberExponent) + " 之间的数" + got

@@ -37,8 +37,9 @@ type BindingSpec struct {
 // unreserved characters of RFC 3986 stay as they are and every other byte is
 // percent-encoded, so a value cannot add a segment ("/"), start a query ("?")
 // or fragment ("#"), smuggle an escape ("%"), or put CR/LF into the request
-// line. A segment that would read "." or ".." is encoded as %2E so no value
-// can climb the path, and an empty segment is refused. Query and form values
+// line. A segment that is empty, or that a server could read as "." or
+// ".." in any encoding (dotsegment.go), is refused, so no value can climb
+// the path. Query and form values
 // are percent-encoded, and a header value that is not one line of text is
 // refused, so no argument can add a header or end the request line.
 type Binding struct {
@@ -382,20 +383,12 @@ func (b *Binding) bindPath(path []byte, args map[string]any) ([]byte, error) {
 			}
 			path = appendSegmentEscaped(path, s)
 		}
-		switch string(path[start:]) {
-		case "":
-			if len(seg.parts) > 0 {
-				return nil, &ArgError{Pointer: "/" + escapePointer(firstArg(seg)), Problem: ProblemSegment}
-			}
-		case ".", "..":
-			if firstArg(seg) == "" {
-				break // a literal dot segment written by the operator
-			}
-			dots := len(path) - start
-			path = path[:start]
-			for range dots {
-				path = append(path, "%2E"...)
-			}
+		arg := firstArg(seg)
+		if arg == "" {
+			continue // literals only, as the operator wrote them
+		}
+		if start == len(path) || readsAsDotSegment(path[start:]) {
+			return nil, &ArgError{Pointer: "/" + escapePointer(arg), Problem: ProblemSegment}
 		}
 	}
 	return path, nil

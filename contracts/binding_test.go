@@ -2,9 +2,13 @@ package contracts
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 func mustSchema(t testing.TB, doc string) *Schema {
@@ -37,12 +41,12 @@ func TestBindEscapesEachPlaceholderAsOneSegment(t *testing.T) {
 	}{
 		{"plain value stays readable", map[string]any{"id": "alice"}, "/v1/users/alice/items"},
 		{"slash cannot add a segment", map[string]any{"id": "a/b"}, "/v1/users/a%2Fb/items"},
-		{"dot-dot cannot climb", map[string]any{"id": ".."}, "/v1/users/%2E%2E/items"},
-		{"single dot cannot collapse", map[string]any{"id": "."}, "/v1/users/%2E/items"},
 		{"question mark cannot start a query", map[string]any{"id": "x?admin=1"}, "/v1/users/x%3Fadmin%3D1/items"},
 		{"hash cannot start a fragment", map[string]any{"id": "x#frag"}, "/v1/users/x%23frag/items"},
 		{"CR LF are encoded", map[string]any{"id": "x\r\nHost: evil"}, "/v1/users/x%0D%0AHost%3A%20evil/items"},
-		{"percent is encoded, no double decoding", map[string]any{"id": "%2e%2e"}, "/v1/users/%252e%252e/items"},
+		{"percent is encoded, no double decoding", map[string]any{"id": "%41%2f"}, "/v1/users/%2541%252f/items"},
+		{"dots inside a value stay", map[string]any{"id": "v1.2..3"}, "/v1/users/v1.2..3/items"},
+		{"three dots are a name", map[string]any{"id": "..."}, "/v1/users/.../items"},
 		{"unicode is percent-encoded", map[string]any{"id": "量子"}, "/v1/users/%E9%87%8F%E5%AD%90/items"},
 		{"numbers bind", map[string]any{"id": json.Number("42")}, "/v1/users/42/items"},
 	}
@@ -79,6 +83,60 @@ func TestBindRefusesEmptyAndNonScalarSegments(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if _, err := b.Bind(args); err == nil {
 				t.Fatal("bound an unusable segment")
+			}
+		})
+	}
+}
+
+// TestBindRefusesDotSegmentsInAnyEncoding: RFC 3986 makes %2E%2E the
+// same segment as "..", so no escaping keeps such a value in its segment:
+// a path value that a server may read as "." or ".." (after decoding it
+// once or again, in any case, as %u escapes, overlong UTF-8 or Unicode
+// compatibility forms, with an encoded slash or backslash, a ;parameter,
+// a NUL or trailing spaces) is bad_args naming the argument. Values that
+// merely hold dots are sent.
+func TestBindRefusesDotSegmentsInAnyEncoding(t *testing.T) {
+	s := mustSchema(t, `{"type":"object","properties":{"year":{"type":"string"},"name":{"type":"string"}}}`)
+	b, err := CompileBinding(nil, BindingSpec{Method: "GET", Path: "/reports/{year}/{name}"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed, err := CompileBinding(nil, BindingSpec{Method: "GET", Path: "/files/x{year}/{name}.json"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, year := range []string{
+		".", "..", "%2e", "%2E", "%2e%2e", "%2E%2e", "%2e%2E", ".%2E", "%2e.", "%252e%252e", "%25252E%25252E",
+		"%u002e%u002e", "%U002E.", "../admin", "..\\admin", "x/../..", "..%2fadmin", "..%5Cadmin", "..;x=1", "..%3b",
+		"..\x00", "..%00", ".. ", "%c0%ae%c0%ae", "%e0%80%ae", "．．", "‥", "﹒", "a／..", "..%ef%bc%8fx",
+	} {
+		t.Run("year "+strconv.Quote(year)+" is refused", func(t *testing.T) {
+			_, err := b.Bind(map[string]any{"year": year, "name": "admin"})
+			var ae *ArgError
+			if !errors.As(err, &ae) || ae.Pointer != "/year" || ae.Problem != ProblemSegment {
+				t.Fatalf("Bind = %v, want a segment violation of /year", err)
+			}
+		})
+	}
+	t.Run("a literal in the segment does not hide a dot value", func(t *testing.T) {
+		if _, err := mixed.Bind(map[string]any{"year": "x", "name": "%2E%2E"}); err != nil {
+			t.Fatalf("%v", err)
+		}
+		for _, name := range []string{"../..", "../x"} {
+			if _, err := mixed.Bind(map[string]any{"year": "1", "name": name}); err == nil {
+				t.Errorf("name %q was bound", name)
+			}
+		}
+	})
+	for _, year := range []string{"2024", "v1.2", "...", ".x", "x.", "..x", "%2e%2ex", "a b", "量子", "．x", "%zz", "%u00", "a/b"} {
+		t.Run("year "+strconv.Quote(year)+" is sent", func(t *testing.T) {
+			got, err := b.Bind(map[string]any{"year": year, "name": "q1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seg := strings.TrimSuffix(strings.TrimPrefix(got.Path, "/reports/"), "/q1")
+			if dec, err := url.PathUnescape(seg); err != nil || dec != year {
+				t.Errorf("path %q", got.Path)
 			}
 		})
 	}
@@ -144,7 +202,7 @@ func FuzzValidateAndBind(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, seed := range []string{`{"id":"a"}`, `{"id":"../.."}`, `{"id":"a/b?c#d","q":"x\r\ny"}`, `{"id":".","n":1e400}`, `{"id":"%00"}`, `{"id":"\u0000\u2028"}`, `{}`} {
+	for _, seed := range []string{`{"id":"a"}`, `{"id":"../.."}`, `{"id":"a/b?c#d","q":"x\r\ny"}`, `{"id":".","n":1e400}`, `{"id":"%00"}`, `{"id":"\u0000\u2028"}`, `{"id":"%252e%252E"}`, `{"id":"\uff0e\uff0e"}`, `{"id":"a%2f..%2fb"}`, `{}`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -171,6 +229,22 @@ func FuzzValidateAndBind(f *testing.F) {
 		}
 		if dec, err := url.PathUnescape(seg); err != nil || dec != args["id"] {
 			t.Fatalf("segment %q does not decode to the argument %q", seg, args["id"])
+		}
+		// However often a server decodes what was sent, and whether it
+		// normalises Unicode, no piece of it is a dot segment.
+		for dec, round := seg, 0; round < maxDecodeRounds; round++ {
+			next, err := url.PathUnescape(dec)
+			if err != nil || next == dec {
+				break
+			}
+			dec = next
+			for _, form := range []string{dec, norm.NFKC.String(dec)} {
+				for _, piece := range strings.FieldsFunc(form, func(r rune) bool { return r == '/' || r == '\\' }) {
+					if piece, _, _ = strings.Cut(piece, ";"); piece == "." || piece == ".." {
+						t.Fatalf("segment %q reads as a dot segment after %d decodings: %q", seg, round+1, form)
+					}
+				}
+			}
 		}
 		if strings.ContainsAny(got.Query+string(got.Body), "\r\n") {
 			t.Fatalf("CR/LF in request: %q %q", got.Query, got.Body)

@@ -1,6 +1,7 @@
 package learn
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -40,8 +41,20 @@ func FuzzObserve(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := DecodeSummary(data); err != nil {
+		back, err := DecodeSummary(data)
+		if err != nil {
 			t.Fatalf("the summary does not read back: %v\n%s", err, data)
+		}
+		// Reading cuts nothing the learner kept.
+		again := New(s, Options{})
+		read, sr, err := again.read(bytes.NewReader(data))
+		if err != nil || sr.cut != 0 {
+			t.Fatalf("read within the learner's own bounds: %v, %d cut\n%s", err, sr.cut, data)
+		}
+		for _, sum := range []*Summary{back, read} {
+			if got, _ := json.Marshal(sum); !bytes.Equal(got, data) {
+				t.Fatalf("read back differs:\n%s\nwant:\n%s", got, data)
+			}
 		}
 	})
 }
@@ -62,6 +75,12 @@ func FuzzDecodeSummary(f *testing.F) {
 		if err != nil {
 			return
 		}
+		small := policy.LearnSettings{MaxRoutes: 2, MaxShapes: 2, MaxKeys: 2, MaxDepth: 2, MaxFields: 3, MaxValues: 1, EnumValues: true}
+		cut, _, err := New(small, Options{}).read(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("a summary DecodeSummary reads does not read within small bounds: %v", err)
+		}
+		checkSummaryBounds(t, cut, New(small, Options{}).settings)
 		l := New(policy.LearnSettings{MaxRoutes: 2, EnumValues: false}, Options{})
 		l.adopt(sum)
 		l.Observe(exchange(http.MethodGet, "/x", 200))

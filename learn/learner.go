@@ -27,7 +27,9 @@
 // object (max_keys), nesting (max_depth), fields per body summary
 // (max_fields), values per field (max_values), array elements looked at
 // (32) and body bytes parsed (max_body_bytes): memory stays bounded
-// whatever the traffic.
+// whatever the traffic. A summary file continued at start is held to the
+// same bounds while it is read (read.go), and is not read at all past
+// max_file_bytes.
 //
 // Cost. Observe parses the bodies outside the lock and adds them to the
 // summary under it, on the request's goroutine after the answer was
@@ -38,6 +40,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net/http"
@@ -51,15 +54,19 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// Options are a Learner's collaborators. The zero value uses time.Now.
+// Options are a Learner's collaborators. The zero value uses time.Now and
+// logs nothing.
 type Options struct {
 	Now func() time.Time
+	// Logger gets what Open has to say about the summary file it reads.
+	Logger *slog.Logger
 }
 
 // Learner keeps the summary. It is safe for concurrent use.
 type Learner struct {
 	settings  policy.LearnSettings
 	now       func() time.Time
+	logger    *slog.Logger
 	answers   shaper
 	requests  shaper
 	mu        sync.Mutex
@@ -117,15 +124,22 @@ func New(s policy.LearnSettings, opts Options) *Learner {
 	if s.MaxBodyBytes <= 0 {
 		s.MaxBodyBytes = d.MaxBodyBytes
 	}
+	if s.MaxFileBytes <= 0 {
+		s.MaxFileBytes = d.MaxFileBytes
+	}
 	if s.SaveInterval <= 0 {
 		s.SaveInterval = d.SaveInterval
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	l := &Learner{
 		settings:  s,
 		now:       opts.Now,
+		logger:    opts.Logger,
 		answers:   shaper{maxKeys: s.MaxKeys, maxDepth: s.MaxDepth, maxFields: s.MaxFields, maxValues: s.MaxValues, values: s.EnumValues},
 		requests:  shaper{maxKeys: s.MaxKeys, maxDepth: s.MaxDepth, maxFields: s.MaxFields, maxValues: s.MaxValues},
 		toolIndex: map[toolKey]*routeState{},

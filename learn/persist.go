@@ -5,35 +5,55 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/boundedio"
 	"github.com/toolgate/toolgate/policy"
 )
 
-// maxSummaryBytes bounds the summary file ReadSummary reads.
-const maxSummaryBytes = 256 << 20
-
 // Open returns a learner that continues the summary in s.File, when the
-// file exists; otherwise it starts an empty one. Routes beyond
-// s.MaxRoutes (the fewest calls first) are dropped, and with EnumValues
-// off every kept value is removed, so a summary never holds more than its
-// current settings allow.
+// file exists; otherwise it starts an empty one. The file is read within
+// the settings' bounds (read.go): routes beyond s.MaxRoutes (the fewest
+// calls first) are counted as dropped, everything else beyond a bound is
+// left out, and with EnumValues off no value is kept, so a summary never
+// holds more than its current settings allow, and reading it never takes
+// more memory than keeping it. A file larger than s.MaxFileBytes is not
+// read: learning starts afresh, says so in a warning, and the next save
+// replaces the file. A file that is not a summary is an error.
 func Open(s policy.LearnSettings, opts Options) (*Learner, error) {
 	l := New(s, opts)
 	if s.File == "" {
 		return l, nil
 	}
-	sum, err := ReadSummary(s.File)
+	f, err := os.Open(s.File)
 	if errors.Is(err, fs.ErrNotExist) {
 		return l, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading %s: %w", s.File, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.File, err)
+	}
+	limit := l.settings.MaxFileBytes
+	if st.Size() > limit {
+		l.logger.Warn("the learning summary file is larger than max_file_bytes and was not read; learning starts afresh and the next save replaces it",
+			"file", s.File, "bytes", st.Size(), "max_file_bytes", limit)
+		return l, nil
+	}
+	sum, sr, err := l.read(io.LimitReader(f, limit))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.File, err)
+	}
+	if sr.cut > 0 {
+		l.logger.Info("the learning summary file held more than server.learn's bounds allow; continuing it cut to them",
+			"file", s.File, "entries_cut", sr.cut, "routes_kept", len(sum.Routes), "calls_of_routes_cut", sr.dropped)
 	}
 	l.adopt(sum)
 	return l, nil
@@ -58,6 +78,7 @@ func (l *Learner) adopt(sum *Summary) {
 	}
 	l.sum = *sum
 	for _, r := range routes {
+		clean(r)
 		rs := &routeState{Route: r, segs: parseTemplate(r.Path)}
 		for _, s := range []*Shape{r.Answer, r.Errors, r.Accepted.Body, r.Rejected.Body} {
 			if s != nil {
@@ -78,13 +99,21 @@ func (l *Learner) adopt(sum *Summary) {
 	}
 }
 
-// ReadSummary reads a summary file written by Save.
+// ReadSummary reads a summary file written by Save, within the largest
+// bounds server.learn accepts (policy.MaxLearnSettings), for reports.
 func ReadSummary(path string) (*Summary, error) {
-	data, err := boundedio.ReadFile(path, maxSummaryBytes)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	sum, err := DecodeSummary(data)
+	defer f.Close()
+	limit := policy.MaxLearnSettings().MaxFileBytes
+	if st, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	} else if st.Size() > limit {
+		return nil, fmt.Errorf("reading %s: the file is larger than %d bytes", path, limit)
+	}
+	sum, _, err := New(policy.MaxLearnSettings(), Options{}).read(io.LimitReader(f, limit))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -92,35 +121,11 @@ func ReadSummary(path string) (*Summary, error) {
 }
 
 // DecodeSummary decodes a summary as Save writes it, refusing unknown
-// fields, another version and routes a policy could not hold.
+// fields, another version and routes a policy could not hold, within the
+// largest bounds server.learn accepts.
 func DecodeSummary(data []byte) (*Summary, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var sum Summary
-	if err := dec.Decode(&sum); err != nil {
-		return nil, fmt.Errorf("not a learning summary: %w", err)
-	}
-	if sum.Version != SummaryVersion {
-		return nil, fmt.Errorf("summary version %d, want %d", sum.Version, SummaryVersion)
-	}
-	kept := sum.Routes[:0]
-	for i, r := range sum.Routes {
-		switch {
-		case r == nil:
-			continue
-		case !methods[r.Method] || r.Upstream == "" || !validTemplate(r.Path) || len(r.Path) > maxPathBytes:
-			return nil, fmt.Errorf("routes[%d]: not a route a policy can bind", i)
-		case len(r.Latency.Buckets) != 0 && len(r.Latency.Buckets) != latencyBuckets:
-			return nil, fmt.Errorf("routes[%d]: latency has %d buckets, want %d", i, len(r.Latency.Buckets), latencyBuckets)
-		}
-		clean(r)
-		kept = append(kept, r)
-	}
-	sum.Routes = kept
-	if sum.Upstreams == nil {
-		sum.Upstreams = map[string]string{}
-	}
-	return &sum, nil
+	sum, _, err := New(policy.MaxLearnSettings(), Options{}).read(bytes.NewReader(data))
+	return sum, err
 }
 
 // clean drops the null entries a hand-edited file may hold, so every map

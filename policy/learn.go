@@ -23,6 +23,9 @@ type LearnSettings struct {
 	MaxFields    int
 	MaxValues    int
 	MaxBodyBytes int64
+	// MaxFileBytes bounds the summary file read at start: a larger file
+	// is not read, and learning starts afresh.
+	MaxFileBytes int64
 	// EnumValues keeps the small code-like string sets; false keeps only
 	// types and counts.
 	EnumValues bool
@@ -39,6 +42,23 @@ func DefaultLearnSettings() LearnSettings {
 		MaxFields:    512,
 		MaxValues:    16,
 		MaxBodyBytes: 64 << 10,
+		MaxFileBytes: 64 << 20,
+		EnumValues:   true,
+	}
+}
+
+// MaxLearnSettings are the largest bounds server.learn accepts: a summary
+// stays small enough to keep in memory and rewrite whole on every save.
+func MaxLearnSettings() LearnSettings {
+	return LearnSettings{
+		MaxRoutes:    10000,
+		MaxShapes:    1000,
+		MaxKeys:      1024,
+		MaxDepth:     32,
+		MaxFields:    100000,
+		MaxValues:    256,
+		MaxBodyBytes: 16 << 20,
+		MaxFileBytes: 1 << 30,
 		EnumValues:   true,
 	}
 }

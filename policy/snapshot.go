@@ -64,6 +64,10 @@ type Server struct {
 	// "*.example.com" entry names the subdomains. Empty: any Host on a
 	// listener that is not loopback.
 	AllowedHosts []string
+	// AdminAllowedHosts are Host names the admin port serves besides IP
+	// literals, loopback names, the machine's name and the host of
+	// AdminListen, in AllowedHosts' form.
+	AdminAllowedHosts []string
 	// AllowedOrigins are the browser origins (scheme://host[:port],
 	// canonical) the agent port serves besides the request's own host and
 	// loopback origins.

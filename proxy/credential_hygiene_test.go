@@ -105,6 +105,7 @@ tools:
   t_query_key: {description: d, upstream: query_key, args: {type: object, properties: {mode: {type: string}}}, request: {method: GET, path: /d, query: {mode: mode}}}
   t_header_key: {description: d, upstream: header_key, args: {type: object, properties: {mode: {type: string}}}, request: {method: GET, path: /e, query: {mode: mode}}}
   t_oauth2: {description: d, upstream: oauth2, side_effect: true, args: {type: object, properties: {mode: {type: string}}}, request: {method: POST, path: /f, query: {mode: mode}}}
+access: {shared_credentials: [basic_env, basic_file, bearer, query_key, header_key, oauth2]}
 `)
 	env := map[string]string{"USER_NAME": hygieneUser, "PASSWORD": hygienePassword, "QUERY_KEY": hygieneQueryKey,
 		"HEADER_KEY": hygieneHdrKey, "CLIENT_ID": hygieneClientID}

@@ -171,6 +171,7 @@ tools:
     upstream: api
     args: {type: object, properties: {q: {type: string}}}
     request: {method: GET, path: /find, %s}
+access: {shared_credentials: [api]}
 `, srv.URL, tc.auth, tc.query)
 			doc = strings.Replace(doc, ", }", "}", 1)
 			a := newAuthCore(t, doc, tc.env, Options{})
@@ -264,6 +265,7 @@ tools:
     side_effect: true
     args: {type: object}
     request: {method: POST, path: /v1/messages:send, body: {message: {const: hi}}}
+access: {shared_credentials: [fcm]}
 `
 
 func newOAuth2Core(t *testing.T, tokenURL, timeout string) (*authCore, *seenRequests) {
@@ -507,6 +509,7 @@ tools:
     upstream: api
     args: {type: object}
     request: {method: GET, path: /find}
+access: {shared_credentials: [api]}
 `, srv.URL, strings.ReplaceAll(tc.auth, "{{file}}", secret.path(tc.key)))
 			a := newAuthCore(t, doc, nil, Options{})
 			expect := func(step, want string) {
@@ -688,6 +691,7 @@ tools:
     upstream: fcm
     args: {type: object}
     request: {method: GET, path: /v1/devices}
+access: {shared_credentials: [slack, maps, fcm]}
 `
 
 func TestPendingBackendCarriesCredential(t *testing.T) {
@@ -774,6 +778,7 @@ upstreams:
     url: {{url}}
     auth:
       oauth2: {token_url: "{{token}}/token", client_id: fcm-client, client_secret: fcm-secret}
+access: {shared_credentials: [maps, fcm]} # a passthrough checks no caller
 `)
 	a := newAuthCore(t, doc, nil, Options{})
 	get := func(path string) *http.Response {

@@ -79,24 +79,42 @@ func (g *browserGuard) refusal(r *http.Request, srv *policy.Server) string {
 
 // hostAllowed applies the Host rule of the package comment.
 func (g *browserGuard) hostAllowed(r *http.Request, srv *policy.Server) bool {
-	host := strings.TrimSuffix(strings.ToLower(hostOnly(r.Host)), ".")
+	host := requestHost(r)
+	if localHost(host, g.hostname) || hostListed(host, srv.AllowedHosts) {
+		return true
+	}
+	return len(srv.AllowedHosts) == 0 && !onLoopbackListener(r.Context())
+}
+
+// requestHost is the request's Host without its port, in lower case and
+// without a final dot.
+func requestHost(r *http.Request) string {
+	return strings.TrimSuffix(strings.ToLower(hostOnly(r.Host)), ".")
+}
+
+// localHost reports whether host (as requestHost gives it) is one no DNS
+// rebinding can send: none at all (HTTP/1.0, not a browser), a loopback
+// name, an IP literal (a page cannot rebind one) or this machine's name.
+func localHost(host, hostname string) bool {
 	switch {
-	case host == "": // HTTP/1.0 without Host: not a browser
+	case host == "", isLoopbackHost(host):
 		return true
-	case isLoopbackHost(host):
-		return true
-	case g.hostname != "" && host == g.hostname:
+	case hostname != "" && host == hostname:
 		return true
 	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		return true // a page cannot rebind an IP literal
-	}
-	for _, allowed := range srv.AllowedHosts {
-		if host == allowed || strings.HasPrefix(allowed, "*.") && strings.HasSuffix(host, allowed[1:]) {
+	_, err := netip.ParseAddr(host)
+	return err == nil
+}
+
+// hostListed reports whether host is one of the names of an allowed_hosts
+// list ("*.example.com" names the subdomains of example.com).
+func hostListed(host string, allowed []string) bool {
+	for _, a := range allowed {
+		if host == a || strings.HasPrefix(a, "*.") && strings.HasSuffix(host, a[1:]) {
 			return true
 		}
 	}
-	return len(srv.AllowedHosts) == 0 && !onLoopbackListener(r.Context())
+	return false
 }
 
 // trustedOrigin reports whether origin is configured (server.allowed_origins

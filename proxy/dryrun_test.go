@@ -157,6 +157,7 @@ tools:
   keyed: {description: d, upstream: keyed, request: {path: /b}}
   query: {description: d, upstream: query, args: {type: object, properties: {key: {type: string}, q: {type: string}}}, request: {path: /b, query: {key: key, q: q}}}
   oauth: {description: d, upstream: oauth, request: {path: /b}}
+access: {shared_credentials: [basic, bearer, keyed, query, oauth]}
 `
 	env := map[string]string{"USER": "user-s3cret", "PASS": "pass-s3cret", "TOKEN": "token-s3cret"}
 	snap, err := config.CompileSource("auth.yaml", []byte(doc), config.Options{LookupEnv: func(k string) (string, bool) {

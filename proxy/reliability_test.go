@@ -161,6 +161,7 @@ tools:
     request: {method: POST, path: "/codew/{n}", body: {n: n}}
 access:
   default: allow
+  shared_credentials: [svc] # the test's backend takes the static token from anyone
   identities:
     spiffe://cluster.local/ns/agents/sa/research: research-agent
   callers:

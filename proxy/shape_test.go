@@ -92,6 +92,7 @@ tools:
       body:
         query: {bool: {must: [{match: {title: q}}], filter: [{term: {lang: lang}}]}}
         size: limit
+access: {shared_credentials: [api]}
 `
 
 func newShapedCore(t *testing.T) (*Core, *recordingBackend) {

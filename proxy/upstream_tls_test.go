@@ -152,6 +152,7 @@ tools:
     upstream: billing
     args: {type: object}
     request: {method: GET, path: /invoice}
+access: {shared_credentials: [billing]}
 `, url, tlsBlock)
 }
 
@@ -297,6 +298,7 @@ tools:
     upstream: fcm
     args: {type: object}
     request: {method: GET, path: /v1/devices}
+access: {shared_credentials: [fcm]}
 `, srv.URL, idp.URL, caFile)
 	a := newAuthCore(t, doc, nil, Options{})
 	res := a.callDirect("lookup", `{}`, nil)

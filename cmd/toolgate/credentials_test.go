@@ -75,6 +75,7 @@ tools:
   b: {description: d, upstream: bearer, args: {type: object}, request: {method: GET, path: /b}}
   c: {description: d, upstream: key, args: {type: object}, request: {method: GET, path: /c}}
   d: {description: d, upstream: oauth2, args: {type: object}, request: {method: GET, path: /d}}
+access: {shared_credentials: [basic, bearer, key, oauth2]}
 `, backend.URL, dir)
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	policytest.WriteFile(t, path, policy)

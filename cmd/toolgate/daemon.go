@@ -165,6 +165,7 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 		Reload:   d.reloader.Reload,
 		Config:   d.configInfo,
 		Learn:    lg.handler(),
+		Server:   func() *policy.Server { return &d.core.Snapshot().Server },
 	}), opts.logger)
 	return d, nil
 }

@@ -309,3 +309,37 @@ func TestAdminPortIsSeparate(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminPortHostsFollowThePolicy: the running daemon's admin port
+// serves the names server.admin_allowed_hosts lists, and refuses a
+// rebinding name and a cross-site reload.
+func TestAdminPortHostsFollowThePolicy(t *testing.T) {
+	s := startHostile(t, hostileOptions{server: "  admin_allowed_hosts: [toolgate.agents.svc.cluster.local]\n"})
+	for _, c := range []struct {
+		name, method, path, host, origin string
+		want                             int
+	}{
+		{"a listed name is served", "GET", "/metrics", "toolgate.agents.svc.cluster.local:9090", "", http.StatusOK},
+		{"an IP literal is served", "GET", "/readyz", "10.1.2.3:9090", "", http.StatusOK},
+		{"a rebinding name is refused", "GET", "/v1/config", "rebind.evil.example:9090", "", http.StatusForbidden},
+		{"a cross-site reload is refused", "POST", "/-/reload", "", "https://evil.example", http.StatusForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, s.adminURL+c.path, nil)
+			if c.host != "" {
+				req.Host = c.host
+			}
+			if c.origin != "" {
+				req.Header.Set("Origin", c.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Errorf("HTTP %d, want %d", resp.StatusCode, c.want)
+			}
+		})
+	}
+}

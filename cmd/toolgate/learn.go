@@ -89,7 +89,7 @@ func startLearning(settings *policy.LearnSettings, logger *slog.Logger) (*learni
 	if settings == nil {
 		return nil, nil
 	}
-	l, err := learn.Open(*settings, learn.Options{})
+	l, err := learn.Open(*settings, learn.Options{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("server.learn: %w", err)
 	}

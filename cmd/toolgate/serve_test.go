@@ -115,6 +115,10 @@ tools:
     request: {method: GET, path: /api/search, query: {q: q}}
 `)
 	}
+	if p.AuthHeader != "" {
+		// The search backend's static credential serves any caller.
+		b.WriteString("access: {shared_credentials: [search]}\n")
+	}
 	if p.Broken {
 		b.WriteString("bogus: true\n")
 	}

@@ -87,6 +87,17 @@ func (b *builder) render(tools []*toolDraft, skipped []Skipped) ([]byte, error) 
 	}
 	root.Content = append(root.Content, toolsKey, toolsVal)
 
+	if b.auth.block != nil {
+		// toolgate refuses to lend a credential to callers it cannot
+		// identify unless the policy says so (docs/policy.md, access).
+		accessKey := str("access")
+		accessKey.HeadComment = comment([]string{
+			fmt.Sprintf("toolgate sends the credential of %s in place of any a caller sends, for every caller it serves. TODO: list your callers in access.callers and set access.default: deny, or forward each caller's own credential (forward_headers) instead of auth; until then this line says that anyone who reaches toolgate may use it:", b.upstream),
+		}, 0)
+		shared := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle, Content: []*yaml.Node{str(b.upstream)}}
+		root.Content = append(root.Content, accessKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{str("shared_credentials"), shared}})
+	}
+
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
@@ -112,9 +123,13 @@ func (b *builder) header() string {
 	if len(b.auth.env) > 0 {
 		passes = fmt.Sprintf("It passes `toolgate check` as written once %s are set.", strings.Join(b.auth.env, ", "))
 	}
+	defines := "It defines only upstreams and tools, so it can join a policy directory whose other files set server, state and access."
+	if b.auth.block != nil {
+		defines = "It defines upstreams, tools and the credential's access.shared_credentials, so it can join a policy directory whose other files set server, state and the rest of access."
+	}
 	return comment([]string{
 		fmt.Sprintf("toolgate policy draft imported from %s (%s) by `toolgate import openapi`.", b.spec, about),
-		passes + " It defines only upstreams and tools, so it can join a policy directory whose other files set server, state and access. To finish it, work through the TODO comments:",
+		passes + " " + defines + " To finish it, work through the TODO comments:",
 		"- response: what the agent sees (data) and what counts as nothing found (empty), CEL over status, headers, body and args; the suggestions under each tool compile as they are.",
 		"- errors: rules only where the backend departs from toolgate's default status table, for example a legacy API that answers 200 with an error code:",
 		code("    errors:"),

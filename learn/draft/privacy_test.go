@@ -76,6 +76,7 @@ tools:
     upstream: legacy
     args: {type: object, required: [q], properties: {q: {type: string}}}
     request: {method: GET, path: /tool/lookup, query: {q: q}}
+access: {shared_credentials: [legacy]} # a test: anyone may use the static credential
 `
 
 func TestNothingSecretIsLearned(t *testing.T) {

@@ -46,6 +46,7 @@ tools:
     upstream: crm
     args: {type: object, required: [id], properties: {id: {type: string}}}
     request: {method: GET, path: "/customers/{id}"}
+access: {shared_credentials: [maps, crm, fcm]}
 `, "{{idp}}", idp.URL)
 	snap, err := config.CompileSource("extproc.yaml", []byte(doc), config.Options{})
 	if err != nil {

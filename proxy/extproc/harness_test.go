@@ -101,6 +101,7 @@ tools:
     request: {method: POST, path: "/v1/down/{user_id}"}
 access:
   default: allow
+  shared_credentials: [legacy] # the legacy backend's static credential serves anyone
   callers:
     intern: {tools: [search]}
 `

@@ -1,0 +1,201 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/policy"
+)
+
+// Credentials open to anyone. toolgate sends its own credential for an
+// upstream (auth, a client certificate, a credential header or query
+// parameter the policy writes) on every request it makes there, and drops
+// the caller's own (an agent's headers reach a backend only through
+// forward_headers; a legacy client's query parameters only as the
+// binding reads them). So a backend that authenticated every client serves
+// anyone toolgate serves: with access.default allow, any caller toolgate
+// cannot identify — no caller name, an unlisted one, anything that
+// reaches its port — and on passthrough routes, which check no caller,
+// anyone at all. The loader refuses such a policy unless it says so:
+// access.shared_credentials lists the upstreams whose credentials anyone
+// who reaches toolgate may use.
+
+// credentialWords are the parts of a header or query parameter name that
+// say it carries a credential (compared in lower case, without - and _).
+var credentialWords = []string{"auth", "key", "token", "secret", "password", "passwd", "session", "signature", "credential", "cookie"}
+
+// credentialName reports whether a header or query parameter name says it
+// carries a credential: Authorization, Cookie, X-Api-Key, access_token,
+// client_secret, X-Auth-Token...
+func credentialName(name string) bool {
+	n := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(name))
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// credential is where a policy gives toolgate a credential to send.
+type credential struct {
+	path string // the key it is written at
+	what string // how the message names it
+}
+
+// upstreamCredential returns the first credential the upstream sends on
+// every request, or ok false.
+func upstreamCredential(name string, s *upstreamSpec) (credential, bool) {
+	base := "upstreams." + name
+	switch {
+	case s.Auth != nil:
+		return credential{base + ".auth", "this credential"}, true
+	case s.TLS != nil && s.TLS.CertFile != "":
+		return credential{base + ".tls.cert_file", "this client certificate"}, true
+	}
+	for _, h := range slices.Sorted(maps.Keys(s.Headers)) {
+		if credentialName(h) {
+			return credential{base + ".headers." + h, "this credential header"}, true
+		}
+	}
+	return credential{}, false
+}
+
+// toolCredential returns the first credential a tool's request writes as
+// a constant header or query parameter, or ok false.
+func toolCredential(name string, t *toolSpec) (credential, bool) {
+	if t.Request == nil {
+		return credential{}, false
+	}
+	for _, part := range []struct {
+		key   string
+		shape *contracts.Shape
+	}{{"headers", t.Request.Headers}, {"query", t.Request.Query}} {
+		if part.shape == nil || part.shape.Kind != contracts.ShapeObject {
+			continue
+		}
+		for _, m := range part.shape.Members {
+			if m.Shape != nil && m.Shape.Kind == contracts.ShapeConst && credentialName(m.Name) {
+				what := map[string]string{"headers": "this credential header", "query": "this credential query parameter"}[part.key]
+				return credential{"tools." + name + ".request." + part.key + "." + m.Name, what}, true
+			}
+		}
+	}
+	return credential{}, false
+}
+
+// sharedCredentials checks access.shared_credentials and refuses every
+// credential that callers toolgate cannot identify could use without the
+// policy listing its upstream there (see the comment above).
+func (c *compiler) sharedCredentials(f *fileSpec, snap *policy.Snapshot) {
+	shared := map[string]bool{}
+	if f.Access != nil {
+		for i, name := range f.Access.SharedCredentials {
+			path := fmt.Sprintf("access.shared_credentials[%d]", i)
+			u, ok := f.Upstreams[name]
+			switch {
+			case !ok:
+				c.errorAt(path, "upstream %q is not defined", name)
+			case u != nil && !holdsCredential(name, u, f.Tools):
+				c.warnAt(path, "upstream %s has no credential toolgate sends (auth, a client certificate, a credential header or query parameter); remove it", name)
+			}
+			shared[name] = true
+		}
+	}
+	defaultText := "access.default is allow"
+	if f.Access == nil || f.Access.Default == "" {
+		defaultText += " (the default)"
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Upstreams)) {
+		u := f.Upstreams[name]
+		if u == nil || shared[name] {
+			continue
+		}
+		var open []string // how unidentified callers reach the upstream
+		if snap.Access.DefaultAllow {
+			var tools []string
+			for _, t := range snap.ToolNames {
+				if snap.Tools[t].Upstream == name {
+					tools = append(tools, t)
+				}
+			}
+			if len(tools) > 0 {
+				open = append(open, fmt.Sprintf("%s, so any caller may call %s", defaultText, listShort(tools)))
+			}
+		}
+		var prefixes []string
+		for _, p := range snap.Server.Passthrough {
+			if p.Upstream == name {
+				prefixes = append(prefixes, p.Prefix)
+			}
+		}
+		if len(prefixes) > 0 {
+			open = append(open, fmt.Sprintf("server.passthrough forwards anyone's requests under %s", listShort(prefixes)))
+		}
+		if len(open) == 0 {
+			continue
+		}
+		if cred, ok := upstreamCredential(name, u); ok {
+			c.openCredential(cred, name, strings.Join(open, ", and "), true, len(prefixes) > 0)
+			continue
+		}
+		if !snap.Access.DefaultAllow {
+			continue
+		}
+		for _, t := range slices.Sorted(maps.Keys(f.Tools)) {
+			if ts := f.Tools[t]; ts != nil && ts.Upstream == name && snap.Tools[t] != nil {
+				if cred, ok := toolCredential(t, ts); ok {
+					c.openCredential(cred, name, defaultText+", so any caller may call "+t, false, false)
+				}
+			}
+		}
+	}
+}
+
+// holdsCredential reports whether upstream name, or a tool on it, sends a
+// credential of toolgate's.
+func holdsCredential(name string, u *upstreamSpec, tools map[string]*toolSpec) bool {
+	if _, ok := upstreamCredential(name, u); ok {
+		return true
+	}
+	for t, ts := range tools {
+		if ts != nil && ts.Upstream == name {
+			if _, ok := toolCredential(t, ts); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// openCredential reports a credential that callers toolgate cannot
+// identify can use, with the ways to close it or to say so: an upstream's
+// credential can give way to each caller's own (forwardable); a
+// passthrough checks no caller, so only tools can require one.
+func (c *compiler) openCredential(cred credential, upstream, open string, forwardable, passthrough bool) {
+	fix := "set access.default: deny and list the callers in access.callers"
+	if passthrough {
+		fix = "serve those routes as tools (a passthrough checks no caller), with access.default: deny and the callers listed in access.callers"
+	}
+	if forwardable {
+		fix += ", or forward each caller's own credential (forward_headers) instead"
+	}
+	c.errorAt(cred.path, "callers toolgate cannot identify use %s: %s, and toolgate sends it in place of theirs; %s, or write access.shared_credentials: [%s] if anyone who reaches toolgate may use it",
+		cred.what, open, fix, upstream)
+}
+
+// listShort names up to three items, then how many more.
+func listShort(items []string) string {
+	if len(items) <= 3 {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:3], ", "), len(items)-3)
+}
+
+// warnAt reports a warning at the value of path.
+func (c *compiler) warnAt(path, format string, args ...any) {
+	c.warns = append(c.warns, &Error{Pos: c.lookup(path).Pos, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
