@@ -46,6 +46,8 @@ upstreams:
     url: "{{url}}"
     auth: {oauth2: {token_url: "{{idp}}/token", client_id: "${CLIENT_ID}", client_secret: "${CLIENT_SECRET}", auth_style: params}}
   forwarded: {url: "{{url}}", forward_headers: [Authorization]}
+access:
+  shared_credentials: [bearer, basic, header_key, query_key, oauth2]
 tools:
 {{tools}}`
 
@@ -242,6 +244,8 @@ upstreams:
     url: "{{url}}"
     headers: {X-Legacy-Token: "${LEGACY_TOKEN}"}
     auth: {bearer: {token: "${BEARER}"}}
+access:
+  shared_credentials: [legacy]
 tools:
   lookup:
     description: Look up.

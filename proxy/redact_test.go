@@ -334,7 +334,7 @@ func BenchmarkAnswerRedaction(b *testing.B) {
 		for _, tc := range cases {
 			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, tc.name), func(b *testing.B) {
 				body := examples.PaddedSearchAnswer(size)
-				doc := strings.NewReplacer("server:\n", "server:\n  max_response_bytes: 2097152\n",
+				doc := strings.NewReplacer("server:\n", "server:\n  max_response_bytes: 2097152\n", "\naccess:\n", "\naccess:\n  shared_credentials: [search]\n",
 					"url: http://127.0.0.1:7001", "url: http://127.0.0.1:7001"+tc.auth).Replace(string(examples.Policy()))
 				snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
 				if err != nil {

@@ -81,6 +81,7 @@ func callsWithinASmallStack(t *testing.T) {
 	// scanned for it (redact.go) within the bound too.
 	doc := strings.NewReplacer(
 		"url: http://127.0.0.1:7001", "url: "+backend.URL+"\n    auth: {bearer: {token: stack-test-token-1}}",
+		"\naccess:\n", "\naccess:\n  shared_credentials: [search]\n",
 		"\nserver:\n", "\nserver:\n  transparent: true\n",
 	).Replace(string(examples.Policy()))
 	mcpCall := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}`

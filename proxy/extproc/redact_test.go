@@ -39,6 +39,8 @@ upstreams:
   maps:
     url: http://maps.local
     auth: {api_key: {query: key, value: "` + key + `"}}
+access:
+  shared_credentials: [crm, maps]
 tools:
   customer:
     description: Find a customer.
