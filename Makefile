@@ -12,7 +12,7 @@ export TOOLGATE_REQUIRE_REDIS := 1
 export TOOLGATE_REQUIRE_PROMETHEUS := 1
 export TOOLGATE_REQUIRE_NODE := 1
 
-.PHONY: all build demo test deps fmt-check vet staticcheck unit fuzz-short fuzz soak check tidy-check bench bench-load clean mcp-node
+.PHONY: all build demo test deps binaries-check bench-tools fmt-check vet staticcheck unit fuzz-short fuzz soak check tidy-check bench bench-load clean mcp-node
 
 all: build
 
@@ -29,7 +29,7 @@ demo: build
 # test runs everything a submission must pass, and ends with one line
 # saying what ran: unit and fuzz-short keep their output in bin/ for it.
 TEST_START := $(shell date +%s)
-test: deps fmt-check tidy-check vet staticcheck check mcp-node unit fuzz-short
+test: deps binaries-check fmt-check tidy-check vet staticcheck check mcp-node unit fuzz-short
 	@secs=$$(( $$(date +%s) - $(TEST_START) )); \
 	echo "make test: passed in $$((secs / 60))m$$((secs % 60))s:" \
 	  "gofmt, go mod tidy, go vet, staticcheck;" \
@@ -46,6 +46,11 @@ deps:
 # cache first; it does nothing while node_modules matches the lock.
 mcp-node:
 	bash test/mcp/ensure-deps.sh
+
+# binaries-check fails when git tracks an ELF, Mach-O or PE file: build
+# output belongs in bin/.
+binaries-check:
+	./scripts/check-binaries.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -97,6 +102,13 @@ bench: deps
 
 bench-load:
 	bash bench/run.sh
+
+# bench-tools builds the bench's own programs (the bundled backend, the
+# tuned httputil.ReverseProxy, the in-flight load generator) into
+# bin/bench, where bench/run.sh builds them too: never into the
+# repository root, where a plain go build would put them.
+bench-tools:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/bench/ ./bench/backend ./bench/reverseproxy ./bench/inflight
 
 clean:
 	rm -rf bin
