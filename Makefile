@@ -2,7 +2,14 @@
 # runs every check. Both work on a fresh Debian machine with Go installed.
 
 GO        ?= go
+# bin/toolgate is the sidecar; bin/toolgate-kube holds the Kubernetes tools
+# (inject, webhook), kept out of the sidecar. toolgate runs toolgate-kube
+# from its own directory for `toolgate inject` and `toolgate webhook`.
 BIN       := bin/toolgate
+# grpcnotrace leaves gRPC's golang.org/x/net/trace (and html/template) out
+# of the binaries: toolgate never serves its pages. deploy/Dockerfile builds
+# with the same tags and flags.
+GOTAGS    := grpcnotrace
 # bash, for pipefail in the recipes that keep a log for test's summary.
 SHELL     := /bin/bash
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -17,7 +24,7 @@ export TOOLGATE_REQUIRE_NODE := 1
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/toolgate
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o bin/ ./cmd/toolgate ./cmd/toolgate-kube
 
 # DEMO_FLAGS passes flags to the demo: make demo DEMO_FLAGS='-listen
 # 127.0.0.1:18080 -admin 127.0.0.1:0 -transparent' (port 0 picks a free

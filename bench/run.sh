@@ -202,7 +202,7 @@ CLK_TCK=$(getconf CLK_TCK)
 
 log "building into $bindir"
 export CGO_ENABLED=0
-"$GO" build -trimpath -o "$bindir/toolgate" ./cmd/toolgate
+"$GO" build -trimpath -tags grpcnotrace -o "$bindir/toolgate" ./cmd/toolgate
 "$GO" build -trimpath -o "$bindir/backend" ./bench/backend
 "$GO" build -trimpath -o "$bindir/reverseproxy" ./bench/reverseproxy
 "$GO" build -trimpath -o "$bindir/inflight" ./bench/inflight
@@ -226,7 +226,7 @@ func init() {
 }
 EOF
   printf '{"Replace":{"%s":"%s"}}\n' "$root/cmd/toolgate/zz_bench_pprof.go" "$tmp/pprof_overlay.go" >"$tmp/overlay.json"
-  "$GO" build -trimpath -overlay "$tmp/overlay.json" -o "$bindir/toolgate-pprof" ./cmd/toolgate
+  "$GO" build -trimpath -tags grpcnotrace -overlay "$tmp/overlay.json" -o "$bindir/toolgate-pprof" ./cmd/toolgate
 fi
 
 # --- ports ----------------------------------------------------------------

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/yamledit"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -222,18 +223,18 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 		return nil, errors.New("not a policy document")
 	}
 	top := root.Content[0]
-	server := ensure(top, "server", yaml.MappingNode)
-	setValue(server, "listen", stringNode(s.listen))
-	setValue(server, "admin_listen", stringNode(s.admin))
+	server := yamledit.Ensure(top, "server", yaml.MappingNode)
+	yamledit.Set(server, "listen", yamledit.String(s.listen))
+	yamledit.Set(server, "admin_listen", yamledit.String(s.admin))
 	if s.transparent {
-		setValue(server, "transparent", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+		yamledit.Set(server, "transparent", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	}
 	for name, u := range s.upstreams {
-		up := mappingValue(mappingValue(top, "upstreams"), name)
+		up := yamledit.MappingValue(yamledit.MappingValue(top, "upstreams"), name)
 		if up == nil || up.Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("no upstream %s", name)
 		}
-		setValue(up, "url", stringNode(u))
+		yamledit.Set(up, "url", yamledit.String(u))
 	}
 	return yaml.Marshal(&root)
 }

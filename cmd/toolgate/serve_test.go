@@ -30,6 +30,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(runAsToolgate) == "1" {
+		// A copy of this test binary runs as toolgate (kube_test.go).
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -10,6 +10,8 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/toolgate/toolgate/internal/yamledit"
 )
 
 // networkPolicy admits other pods to every port of the workload's pods but
@@ -115,7 +117,7 @@ func networkPolicyNode(w *object, tmpl *corev1.PodTemplateSpec, p *sidecarPlan) 
 	}
 	orderLike(n, ref.Content[0])
 	// A metadata.creationTimestamp: null comes with every ObjectMeta.
-	if meta := mappingValue(n, "metadata"); meta != nil {
+	if meta := yamledit.MappingValue(n, "metadata"); meta != nil {
 		for i := 0; i+1 < len(meta.Content); i += 2 {
 			if meta.Content[i].Value == "creationTimestamp" {
 				meta.Content = append(meta.Content[:i], meta.Content[i+2:]...)
@@ -123,7 +125,7 @@ func networkPolicyNode(w *object, tmpl *corev1.PodTemplateSpec, p *sidecarPlan) 
 			}
 		}
 	}
-	n.HeadComment = fmt.Sprintf("Added by toolgate inject: other pods reach %s only through toolgate (port %d).\n"+
+	n.HeadComment = fmt.Sprintf("Added by toolgate-kube inject: other pods reach %s only through toolgate (port %d).\n"+
 		"toolgate calls the application over 127.0.0.1 inside the pod, which no NetworkPolicy filters;\n"+
 		"this policy keeps other pods off the application's port %d. Narrow the agent rule to your\n"+
 		"agents' namespaces, and the admin rule to Prometheus's.", w.name, p.opts.agentPort, p.app.number)

@@ -27,7 +27,7 @@ import (
 // stores objects of at most 1.5 MiB, and a review carries one or two.
 const maxAdmissionBytes = 8 << 20
 
-// webhookOptions are the flags of `toolgate webhook`.
+// webhookOptions are the flags of `toolgate-kube webhook`.
 type webhookOptions struct {
 	listen            string
 	certFile, keyFile string
@@ -36,18 +36,19 @@ type webhookOptions struct {
 }
 
 func runWebhook(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("toolgate webhook", flag.ContinueOnError)
+	fs := flag.NewFlagSet("toolgate-kube webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage of toolgate webhook:
-  toolgate webhook -image IMAGE [-listen :8443] [-tls-cert FILE] [-tls-key FILE] [flags]
+		fmt.Fprint(stderr, `Usage of toolgate-kube webhook:
+  toolgate-kube webhook -image IMAGE [-listen :8443] [-tls-cert FILE] [-tls-key FILE] [flags]
 
 A mutating admission webhook (admission.k8s.io/v1, POST /mutate over TLS) that adds the toolgate
-sidecar, as toolgate inject does, to every pod created with the annotation toolgate.dev/inject:
-"true". The annotations toolgate.dev/policy, /container and /port choose per pod; the flags below
-are their defaults. A pod that asks for toolgate and cannot get it (no such port, a port taken) is
-refused with the reason. The certificate and key are read again when their files change (a
-mounted Secret). GET /healthz answers on the same port. deploy/webhook holds the manifests.
+sidecar, as toolgate-kube inject does, to every pod created with the annotation
+toolgate.dev/inject: "true". The annotations toolgate.dev/policy, /container and /port choose per
+pod; the flags below are their defaults. A pod that asks for toolgate and cannot get it (no such
+port, a port taken) is refused with the reason. The certificate and key are read again when their
+files change (a mounted Secret). GET /healthz answers on the same port. deploy/webhook holds the
+manifests.
 
 `)
 		fs.PrintDefaults()
@@ -69,19 +70,19 @@ mounted Secret). GET /healthz answers on the same port. deploy/webhook holds the
 	}
 	o.opts.agentPort, o.opts.adminPort = int32(*agent), int32(*admin)
 	if o.opts.image == "" {
-		fmt.Fprintln(stderr, "toolgate webhook: -image is required")
+		fmt.Fprintln(stderr, "toolgate-kube webhook: -image is required")
 		return 2
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.level)); err != nil {
-		fmt.Fprintf(stderr, "toolgate webhook: bad -log-level: %v\n", err)
+		fmt.Fprintf(stderr, "toolgate-kube webhook: bad -log-level: %v\n", err)
 		return 2
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serveWebhook(ctx, o, logger, nil); err != nil {
-		fmt.Fprintf(stderr, "toolgate webhook: %v\n", err)
+		fmt.Fprintf(stderr, "toolgate-kube webhook: %v\n", err)
 		return 1
 	}
 	return 0
@@ -111,7 +112,7 @@ func serveWebhook(ctx context.Context, o webhookOptions, logger *slog.Logger, re
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(ln, "", "") }()
-	logger.Info("toolgate webhook started", "version", version, "listen", ln.Addr().String(), "image", o.opts.image)
+	logger.Info("toolgate-kube webhook started", "version", version, "listen", ln.Addr().String(), "image", o.opts.image)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -123,7 +124,7 @@ func serveWebhook(ctx context.Context, o webhookOptions, logger *slog.Logger, re
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = srv.Shutdown(sctx)
-	logger.Info("toolgate webhook stopped")
+	logger.Info("toolgate-kube webhook stopped")
 	return err
 }
 
@@ -166,7 +167,7 @@ func (h *admissionHandler) review(req *admissionv1.AdmissionRequest) *admissionv
 	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
-		return deny(http.StatusBadRequest, fmt.Sprintf("toolgate webhook: cannot read the pod: %v", err))
+		return deny(http.StatusBadRequest, fmt.Sprintf("toolgate-kube webhook: cannot read the pod: %v", err))
 	}
 	name := pod.Name
 	if name == "" {
@@ -184,11 +185,11 @@ func (h *admissionHandler) review(req *admissionv1.AdmissionRequest) *admissionv
 	}
 	if err != nil {
 		log.Warn("refused a pod that asks for toolgate", "err", err.Error())
-		return deny(http.StatusUnprocessableEntity, fmt.Sprintf("toolgate webhook: pod asks for toolgate (%s: \"true\") but cannot have it: %v", annotationInject, err))
+		return deny(http.StatusUnprocessableEntity, fmt.Sprintf("toolgate-kube webhook: pod asks for toolgate (%s: \"true\") but cannot have it: %v", annotationInject, err))
 	}
 	patch, err := json.Marshal(plan.patch(&pod.Spec))
 	if err != nil {
-		return deny(http.StatusInternalServerError, fmt.Sprintf("toolgate webhook: %v", err))
+		return deny(http.StatusInternalServerError, fmt.Sprintf("toolgate-kube webhook: %v", err))
 	}
 	log.Info("injected toolgate", "app", plan.app.String(), "policy", plan.opts.policy)
 	pt := admissionv1.PatchTypeJSONPatch

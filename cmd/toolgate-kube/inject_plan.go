@@ -13,6 +13,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/deploy"
+	"github.com/toolgate/toolgate/internal/yamledit"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -149,8 +150,8 @@ func sidecarTemplateNodes() (container, volume *yaml.Node, err error) {
 	if err := yaml.Unmarshal(deploy.Sidecar(), &doc); err != nil {
 		return nil, nil, fmt.Errorf("sidecar template: %w", err)
 	}
-	spec := path(doc.Content[0], "spec", "template", "spec")
-	inits, vols := mappingValue(spec, "initContainers"), mappingValue(spec, "volumes")
+	spec := yamledit.Path(doc.Content[0], "spec", "template", "spec")
+	inits, vols := yamledit.MappingValue(spec, "initContainers"), yamledit.MappingValue(spec, "volumes")
 	if inits == nil || vols == nil || len(inits.Content) != 1 || len(vols.Content) != 1 {
 		return nil, nil, errors.New("sidecar template: want one init container and one volume")
 	}

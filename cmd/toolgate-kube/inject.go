@@ -22,12 +22,13 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/internal/boundedio"
+	"github.com/toolgate/toolgate/internal/yamledit"
 )
 
 // maxManifestBytes bounds one input file of inject.
 const maxManifestBytes = 32 << 20
 
-// injectFlags are the flags of `toolgate inject` beyond the sidecar's
+// injectFlags are the flags of `toolgate-kube inject` beyond the sidecar's
 // options.
 type injectFlags struct {
 	opts          injectOptions
@@ -40,16 +41,16 @@ func runInject(args []string, stdout, stderr io.Writer) int {
 	return inject(args, os.Stdin, stdout, stderr)
 }
 
-// inject is `toolgate inject`: it reads manifests, adds the toolgate
+// inject is `toolgate-kube inject`: it reads manifests, adds the toolgate
 // sidecar to every workload, and prints the result (or, with -dry-run, a
 // diff). Documents it does not change are printed byte for byte, so a
 // second run prints its input unchanged.
 func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("toolgate inject", flag.ContinueOnError)
+	fs := flag.NewFlagSet("toolgate-kube inject", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage of toolgate inject:
-  toolgate inject -image IMAGE [flags] [FILE|DIR|-]...
+		fmt.Fprint(stderr, `Usage of toolgate-kube inject:
+  toolgate-kube inject -image IMAGE [flags] [FILE|DIR|-]...
 
 Adds toolgate as a native sidecar (an init container with restartPolicy: Always) to every
 Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob and Pod in the manifests (files,
@@ -91,17 +92,17 @@ toolgate container already is left as it is. Flags may come before or after the 
 	}
 	f.opts.agentPort, f.opts.adminPort = int32(*agent), int32(*admin)
 	if f.opts.image == "" {
-		fmt.Fprintln(stderr, "toolgate inject: -image is required")
+		fmt.Fprintln(stderr, "toolgate-kube inject: -image is required")
 		return 2
 	}
 	files, err := readManifests(paths, stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "toolgate inject: %v\n", err)
+		fmt.Fprintf(stderr, "toolgate-kube inject: %v\n", err)
 		return 1
 	}
 	var notes bytes.Buffer
 	if err := injectAll(files, f, &notes); err != nil {
-		fmt.Fprintf(stderr, "toolgate inject: %v\n", err)
+		fmt.Fprintf(stderr, "toolgate-kube inject: %v\n", err)
 		return 1
 	}
 	io.Copy(stderr, &notes)
@@ -114,7 +115,7 @@ toolgate container already is left as it is. Flags may come before or after the 
 			}
 		}
 		if !changed {
-			fmt.Fprintln(stderr, "toolgate inject: no changes")
+			fmt.Fprintln(stderr, "toolgate-kube inject: no changes")
 		}
 		return 0
 	}
@@ -322,9 +323,9 @@ func objects(files []*manifestFile) []*object {
 		if n.Kind != yaml.MappingNode {
 			return
 		}
-		kind := scalar(mappingValue(n, "kind"))
+		kind := yamledit.Scalar(yamledit.MappingValue(n, "kind"))
 		if strings.HasSuffix(kind, "List") {
-			if items := mappingValue(n, "items"); items != nil && items.Kind == yaml.SequenceNode {
+			if items := yamledit.MappingValue(n, "items"); items != nil && items.Kind == yaml.SequenceNode {
 				for _, it := range items.Content {
 					visit(f, d, it)
 				}
@@ -333,8 +334,8 @@ func objects(files []*manifestFile) []*object {
 		}
 		out = append(out, &object{
 			file: f, doc: d, node: n, kind: kind,
-			name:      scalar(path(n, "metadata", "name")),
-			namespace: scalar(path(n, "metadata", "namespace")),
+			name:      yamledit.Scalar(yamledit.Path(n, "metadata", "name")),
+			namespace: yamledit.Scalar(yamledit.Path(n, "metadata", "namespace")),
 		})
 	}
 	for _, f := range files {
@@ -346,8 +347,6 @@ func objects(files []*manifestFile) []*object {
 	}
 	return out
 }
-
-func scalar(n *yaml.Node) string { return scalarOf(n) }
 
 // podTemplatePath is where a workload kind keeps its pod template; nil for
 // a Pod, which is its own template.
@@ -383,7 +382,7 @@ func injectAll(files []*manifestFile, f injectFlags, notes io.Writer) error {
 			errs = append(errs, fmt.Errorf("%s: %w", o, err))
 			continue
 		}
-		tmplNode := path(o.node, tpath...)
+		tmplNode := yamledit.Path(o.node, tpath...)
 		if tmplNode == nil || tmplNode.Kind != yaml.MappingNode {
 			errs = append(errs, fmt.Errorf("%s: no pod template at %s", o, strings.Join(tpath, ".")))
 			continue
@@ -394,12 +393,12 @@ func injectAll(files []*manifestFile, f injectFlags, notes io.Writer) error {
 			continue
 		}
 		if tmpl.Annotations[annotationInject] == "false" {
-			fmt.Fprintf(notes, "toolgate inject: %s: skipped (%s: \"false\")\n", o, annotationInject)
+			fmt.Fprintf(notes, "toolgate-kube inject: %s: skipped (%s: \"false\")\n", o, annotationInject)
 			continue
 		}
 		plan, err := planSidecar(&tmpl.Spec, tmpl.Annotations, f.opts)
 		if errors.Is(err, errAlreadyInjected) {
-			fmt.Fprintf(notes, "toolgate inject: %s: already has toolgate; left as it is\n", o)
+			fmt.Fprintf(notes, "toolgate-kube inject: %s: already has toolgate; left as it is\n", o)
 			continue
 		}
 		if err != nil {
@@ -426,14 +425,14 @@ func injectAll(files []*manifestFile, f injectFlags, notes io.Writer) error {
 			o.doc.after = append(o.doc.after, np)
 		}
 		if !hasPolicy(all, o, plan) {
-			fmt.Fprintf(notes, "toolgate inject: %s: %s\n", o, plan.policyRequirements())
+			fmt.Fprintf(notes, "toolgate-kube inject: %s: %s\n", o, plan.policyRequirements())
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	if injected == 0 {
-		fmt.Fprintln(notes, "toolgate inject: no workload to inject")
+		fmt.Fprintln(notes, "toolgate-kube inject: no workload to inject")
 	}
 	return nil
 }
@@ -445,17 +444,17 @@ func applyToTemplate(tmpl *yaml.Node, p *sidecarPlan) error {
 	if err != nil {
 		return err
 	}
-	spec := ensure(tmpl, "spec", yaml.MappingNode)
+	spec := yamledit.Ensure(tmpl, "spec", yaml.MappingNode)
 	c, err := toNode(p.container)
 	if err != nil {
 		return err
 	}
 	orderLike(c, refContainer)
-	c.HeadComment = wrapComment(fmt.Sprintf("toolgate, added by toolgate inject: agents call port %d; toolgate calls %s over 127.0.0.1; %s.",
+	c.HeadComment = wrapComment(fmt.Sprintf("toolgate, added by toolgate-kube inject: agents call port %d; toolgate calls %s over 127.0.0.1; %s.",
 		p.opts.agentPort, p.app, p.policyRequirements()), 96)
-	inits := ensure(spec, "initContainers", yaml.SequenceNode)
+	inits := yamledit.Ensure(spec, "initContainers", yaml.SequenceNode)
 	inits.Content = append([]*yaml.Node{c}, inits.Content...)
-	vols := ensure(spec, "volumes", yaml.SequenceNode)
+	vols := yamledit.Ensure(spec, "volumes", yaml.SequenceNode)
 	for _, v := range p.volumes {
 		n, err := toNode(v)
 		if err != nil {
@@ -466,8 +465,8 @@ func applyToTemplate(tmpl *yaml.Node, p *sidecarPlan) error {
 	}
 	if p.grace != nil {
 		g := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(*p.grace)}
-		g.LineComment = "toolgate inject: covers the application's shutdown, then toolgate's drain and grace"
-		setValue(spec, "terminationGracePeriodSeconds", g)
+		g.LineComment = "toolgate-kube inject: covers the application's shutdown, then toolgate's drain and grace"
+		yamledit.Set(spec, "terminationGracePeriodSeconds", g)
 	}
 	return nil
 }
@@ -516,7 +515,7 @@ func serviceNotes(all []*object, w *object, tmpl *corev1.PodTemplateSpec, p *sid
 		if err := decodeNode(o.node, &svc); err != nil || !selectsPods(svc.Spec.Selector, tmpl.Labels) {
 			continue
 		}
-		ports := path(o.node, "spec", "ports")
+		ports := yamledit.Path(o.node, "spec", "ports")
 		if ports == nil || ports.Kind != yaml.SequenceNode || len(ports.Content) != len(svc.Spec.Ports) {
 			continue
 		}
@@ -526,7 +525,7 @@ func serviceNotes(all []*object, w *object, tmpl *corev1.PodTemplateSpec, p *sid
 			}
 			found = true
 			if !apply {
-				fmt.Fprintf(notes, "toolgate inject: %s: Service %s port %d still leads to the application (%s); agents reach toolgate once its targetPort is %d (run with -service, or change it by hand)\n",
+				fmt.Fprintf(notes, "toolgate-kube inject: %s: Service %s port %d still leads to the application (%s); agents reach toolgate once its targetPort is %d (run with -service, or change it by hand)\n",
 					w, svc.Name, sp.Port, p.app, p.opts.agentPort)
 				continue
 			}
@@ -535,14 +534,14 @@ func serviceNotes(all []*object, w *object, tmpl *corev1.PodTemplateSpec, p *sid
 				was = fmt.Sprint(sp.Port)
 			}
 			n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(p.opts.agentPort)}
-			n.LineComment = fmt.Sprintf("toolgate's agent port (toolgate inject; was %s, the application's)", was)
-			setValue(ports.Content[i], "targetPort", n)
+			n.LineComment = fmt.Sprintf("toolgate's agent port (toolgate-kube inject; was %s, the application's)", was)
+			yamledit.Set(ports.Content[i], "targetPort", n)
 			o.doc.changed = true
-			fmt.Fprintf(notes, "toolgate inject: %s: Service %s port %d now leads to toolgate's agent port %d\n", w, svc.Name, sp.Port, p.opts.agentPort)
+			fmt.Fprintf(notes, "toolgate-kube inject: %s: Service %s port %d now leads to toolgate's agent port %d\n", w, svc.Name, sp.Port, p.opts.agentPort)
 		}
 	}
 	if !found {
-		fmt.Fprintf(notes, "toolgate inject: %s: agents call toolgate on port %d: point your Service's targetPort there (or add a Service)\n", w, p.opts.agentPort)
+		fmt.Fprintf(notes, "toolgate-kube inject: %s: agents call toolgate on port %d: point your Service's targetPort there (or add a Service)\n", w, p.opts.agentPort)
 	}
 }
 

@@ -113,7 +113,7 @@ func writeAtomically(t *testing.T, name string, data []byte) {
 	}
 }
 
-// webhookServer runs `toolgate webhook` on a loopback port until the test
+// webhookServer runs `toolgate-kube webhook` on a loopback port until the test
 // ends.
 type webhookServer struct {
 	url      string
@@ -293,7 +293,7 @@ func TestWebhookInjectsAnnotatedPods(t *testing.T) {
 				t.Errorf("no warning about the policy's requirements: %v", resp.Warnings)
 			}
 
-			// The same pod spec as toolgate inject's typed path.
+			// The same pod spec as toolgate-kube inject's typed path.
 			var before corev1.Pod
 			unmarshalStrict(t, podJSON, &before)
 			plan, err := planSidecar(&before.Spec, before.Annotations, injectOptions{image: testImage, agentPort: 8080, adminPort: 9090})
@@ -307,7 +307,7 @@ func TestWebhookInjectsAnnotatedPods(t *testing.T) {
 			}
 
 			// A pod created again from the patched spec (a ReplicaSet of
-			// a workload injected by toolgate inject) is left alone.
+			// a workload injected by toolgate-kube inject) is left alone.
 			again := w.review(t, podRequest(t, c.name+" again", patched))
 			if !again.Allowed || len(again.Patch) != 0 {
 				t.Errorf("an injected pod was patched again: %s", again.Patch)

@@ -3,79 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/internal/yamledit"
 )
 
-// The functions here edit YAML documents as node trees, so what is not
-// changed keeps its comments, key order and quoting. inject and demo use
-// them; the typed Kubernetes objects are decoded separately for the checks.
-
-// mappingValue returns the value node of key in the mapping m, or nil.
-func mappingValue(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
-}
-
-// path follows keys from m through nested mappings; nil when one is missing.
-func path(m *yaml.Node, keys ...string) *yaml.Node {
-	for _, k := range keys {
-		m = mappingValue(m, k)
-	}
-	return m
-}
-
-// setValue sets key in the mapping m to value, in place when the key exists
-// (its comments stay) and at the end otherwise.
-func setValue(m *yaml.Node, key string, value *yaml.Node) {
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			old := m.Content[i+1]
-			if value.LineComment == "" {
-				value.LineComment = old.LineComment
-			}
-			m.Content[i+1] = value
-			return
-		}
-	}
-	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
-}
-
-// ensure returns the mapping or sequence (kind) under key, adding an empty
-// one when the key is missing or null.
-func ensure(m *yaml.Node, key string, kind yaml.Kind) *yaml.Node {
-	if v := mappingValue(m, key); v != nil && v.Kind == kind {
-		return v
-	}
-	v := &yaml.Node{Kind: kind, Tag: "!!map"}
-	if kind == yaml.SequenceNode {
-		v.Tag = "!!seq"
-	}
-	setValue(m, key, v)
-	return v
-}
-
-// stringNode is a plain string scalar; quoted when YAML would read it as
-// another type.
-func stringNode(s string) *yaml.Node {
-	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
-	var probe any
-	if err := yaml.Unmarshal([]byte(s), &probe); err != nil || fmt.Sprint(probe) != s {
-		n.Style = yaml.DoubleQuotedStyle
-	} else if _, isString := probe.(string); !isString {
-		n.Style = yaml.DoubleQuotedStyle
-	}
-	return n
-}
+// The functions here print and shape the YAML nodes inject adds (package
+// yamledit edits the input's nodes in place); the typed Kubernetes objects
+// are decoded separately for the checks.
 
 // toNode converts a value (a Kubernetes API object or part of one) to a
 // YAML node through its JSON form, so the API's field names and omitempty
@@ -106,7 +43,7 @@ func blockStyle(n *yaml.Node) {
 		}
 	case yaml.ScalarNode:
 		if n.Style == yaml.DoubleQuotedStyle && n.Tag == "!!str" {
-			n.Style = stringNode(n.Value).Style
+			n.Style = yamledit.String(n.Value).Style
 		}
 	}
 }
@@ -189,20 +126,13 @@ func orderLike(n, ref *yaml.Node) {
 		for _, item := range n.Content {
 			match := ref.Content[0]
 			for _, r := range ref.Content {
-				if name := scalarOf(mappingValue(r, "name")); name != "" && name == scalarOf(mappingValue(item, "name")) {
+				if name := yamledit.Scalar(yamledit.MappingValue(r, "name")); name != "" && name == yamledit.Scalar(yamledit.MappingValue(item, "name")) {
 					match = r
 				}
 			}
 			orderLike(item, match)
 		}
 	}
-}
-
-func scalarOf(n *yaml.Node) string {
-	if n == nil || n.Kind != yaml.ScalarNode {
-		return ""
-	}
-	return n.Value
 }
 
 // wrapComment breaks a comment into lines of at most width characters, at
