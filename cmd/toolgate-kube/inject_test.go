@@ -18,7 +18,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/toolgate/toolgate/internal/sidecartest"
+	"github.com/toolgate/toolgate/internal/testkit/sidecartest"
 )
 
 // workloadWant is what a workload of an injected manifest must get.

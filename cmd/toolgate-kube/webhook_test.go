@@ -31,7 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/toolgate/toolgate/internal/sidecartest"
+	"github.com/toolgate/toolgate/internal/testkit/sidecartest"
 )
 
 // testCA is a certificate authority for the webhook's serving

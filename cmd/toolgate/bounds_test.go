@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 // slowBody is a connection that sends a tool call's headers and part of

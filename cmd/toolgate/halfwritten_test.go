@@ -17,7 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
 )
 
 // These tests rewrite the policy file in place while calls run, the way a

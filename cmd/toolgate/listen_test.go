@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
 )
 
 // busyAddress holds a loopback port for the test's duration and returns

@@ -18,8 +18,8 @@ import (
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/policytest"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 // buildToolgate builds this command into a temporary directory, with the

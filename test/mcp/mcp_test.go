@@ -26,7 +26,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/coretest"
+	"github.com/toolgate/toolgate/internal/testkit/coretest"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 )

@@ -1,5 +1,5 @@
 // Package sidecartest checks a pod spec that runs toolgate as a native
-// sidecar in front of an application port, for the tests of toolgate
+// sidecar in front of an application port, for the tests of toolgate-kube
 // inject, the webhook and the kustomize component: all three must produce
 // a pod that passes the same checks.
 package sidecartest
