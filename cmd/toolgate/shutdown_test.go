@@ -26,6 +26,9 @@ import (
 // race detector when the tests have it.
 func buildToolgate(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds toolgate and runs it as a process")
+	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go tool is needed to build toolgate: %v", err)

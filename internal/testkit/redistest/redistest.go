@@ -5,7 +5,9 @@
 //
 // When the redis-server binary is missing the test is skipped, unless the
 // environment variable TOOLGATE_REQUIRE_REDIS is set (to anything), in which
-// case it fails: `make test` sets it so CI cannot pass by skipping. The binary
+// case it fails: `make test` sets it so CI cannot pass by skipping. Under
+// go test -short (make quick) no server is started and the test is
+// skipped, whatever the variable says. The binary
 // is looked up as TOOLGATE_REDIS_SERVER if set, else redis-server in PATH,
 // else /usr/bin/redis-server (Debian package redis-server).
 package redistest
@@ -79,6 +81,10 @@ func startServer(t testing.TB, s *Server) *Server {
 		} else {
 			t.Skipf("redistest: %v; install it (Debian: apt-get install redis-server) or set %s to fail instead of skipping", err, RequireEnv)
 		}
+		return nil
+	}
+	if testing.Short() {
+		t.Skip("redistest: -short starts no redis-server")
 		return nil
 	}
 	s.t, s.bin, s.dir = t, bin, t.TempDir()
