@@ -59,7 +59,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "do not log calls")
 	fs.BoolVar(&o.faults, "faults", false, "run the fault-injecting backend behind examples/faults.yaml instead of the search and notify backends")
 	fs.Uint64Var(&o.seed, "faults-seed", 1, "with -faults: the seed of the backend's fault schedule")
-	fs.BoolVar(&o.transparent, "transparent", false, "also take calls on the tools' legacy routes (server.transparent), as in README's transparent mode")
+	fs.BoolVar(&o.transparent, "transparent", false, "also take calls on the tools' legacy routes (server.transparent), as in docs/interfaces.md, Transparent mode")
 	fs.StringVar(&o.listen, "listen", "", "agent address (default: the policy's, 127.0.0.1:8080); 127.0.0.1:0 picks a free port")
 	fs.StringVar(&o.admin, "admin", "", "admin address: /metrics, /healthz, /readyz (default: the policy's, 127.0.0.1:9090)")
 	fs.StringVar(&o.search, "search", "", "address of the example search backend (default: the policy's, 127.0.0.1:7001)")
