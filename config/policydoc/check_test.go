@@ -1,4 +1,4 @@
-package openapi
+package policydoc
 
 import (
 	"errors"
