@@ -30,6 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/boundedio"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -120,7 +121,9 @@ func CompileSource(name string, data []byte, opts Options) (*policy.Snapshot, er
 }
 
 // readLimited reads a policy file, and stats it after reading, so that a
-// change during the read shows in the stat.
+// change during the read shows in the stat. A file whose stat already says
+// it is too large is refused before it is read; one that grows past the
+// limit while it is read is refused by boundedio.
 func readLimited(name string) ([]byte, fs.FileInfo, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -134,19 +137,12 @@ func readLimited(name string) ([]byte, fs.FileInfo, error) {
 	if st.Size() > maxPolicyBytes {
 		return nil, nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
 	}
-	buf := make([]byte, 0, st.Size()+1)
-	for {
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			break
-		}
-		if len(buf) == cap(buf) {
-			if len(buf) > maxPolicyBytes {
-				return nil, nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
+	buf, err := boundedio.ReadAll(f, maxPolicyBytes)
+	if tooLarge := (*boundedio.TooLargeError)(nil); errors.As(err, &tooLarge) {
+		return nil, nil, fmt.Errorf("%s: policy file is larger than %d bytes", name, maxPolicyBytes)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	if st, err = f.Stat(); err != nil {
 		return nil, nil, err
