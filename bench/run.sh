@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench/run.sh: the side-by-side load benchmark (issues 8 and 19).
 #
-# Builds toolgate, the bundled backend (bench/backend: the search API and the
-# notification API on one port), a tuned httputil.ReverseProxy
-# (bench/reverseproxy) and the in-flight load generator (bench/inflight),
-# starts them and nginx on loopback, and loads each hop with wrk,
-# interleaved over several rounds. Sections (BENCH_SECTIONS), each one
-# table:
+# Builds toolgate, the bundled backend (bench/backend: the search API and
+# the notification API on one port), a tuned httputil.ReverseProxy
+# (bench/reverseproxy) and the in-flight load generator (bench/inflight)
+# into bin/bench, starts them and nginx on loopback, and loads each hop
+# with wrk, interleaved over several rounds. Sections (BENCH_SECTIONS),
+# each one table:
 #
 # main         every variant at each of BENCH_CONNS:
 #   direct                the backend itself, GET /api/search?q=go&limit=5
@@ -69,6 +69,8 @@
 #                           again, up to BENCH_RETRIES times
 #   BENCH_OUT=dir           also keep the tables, raw runs and logs there
 #                           (default bench/out/<timestamp>, git-ignored)
+#   BENCH_BIN=dir           where the binaries are built (default bin/bench,
+#                           git-ignored; make bench-tools builds there too)
 #   TOOLGATE_BENCH_PPROF=1  after the rounds, profile toolgate (POST),
 #                           httputil (GET) and toolgate's MCP tools/call
 #                           under the same load, one after the other (CPU
@@ -120,7 +122,10 @@ if section idempotency; then
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/toolgate-bench.XXXXXX")
-mkdir -p "$tmp/bin" "$tmp/log" "$tmp/nginx/logs" "$OUT"
+# The binaries go to bin/bench (git-ignored, as all of bin/), the same
+# place make bench-tools builds them; never to the repository root.
+bindir=${BENCH_BIN:-$root/bin/bench}
+mkdir -p "$bindir" "$tmp/log" "$tmp/nginx/logs" "$OUT"
 
 # Processes this script started, by PID; cleanup stops exactly these.
 pids=()
@@ -195,12 +200,12 @@ CLK_TCK=$(getconf CLK_TCK)
 
 # --- build ----------------------------------------------------------------
 
-log "building into $tmp/bin"
+log "building into $bindir"
 export CGO_ENABLED=0
-"$GO" build -trimpath -o "$tmp/bin/toolgate" ./cmd/toolgate
-"$GO" build -trimpath -o "$tmp/bin/backend" ./bench/backend
-"$GO" build -trimpath -o "$tmp/bin/reverseproxy" ./bench/reverseproxy
-"$GO" build -trimpath -o "$tmp/bin/inflight" ./bench/inflight
+"$GO" build -trimpath -tags grpcnotrace -o "$bindir/toolgate" ./cmd/toolgate
+"$GO" build -trimpath -o "$bindir/backend" ./bench/backend
+"$GO" build -trimpath -o "$bindir/reverseproxy" ./bench/reverseproxy
+"$GO" build -trimpath -o "$bindir/inflight" ./bench/inflight
 if [ "$PPROF" = 1 ]; then
   # A profiling build of toolgate: the same package plus one file, added
   # through a build overlay so the work tree is not touched. serve has no
@@ -221,7 +226,7 @@ func init() {
 }
 EOF
   printf '{"Replace":{"%s":"%s"}}\n' "$root/cmd/toolgate/zz_bench_pprof.go" "$tmp/pprof_overlay.go" >"$tmp/overlay.json"
-  "$GO" build -trimpath -overlay "$tmp/overlay.json" -o "$tmp/bin/toolgate-pprof" ./cmd/toolgate
+  "$GO" build -trimpath -tags grpcnotrace -overlay "$tmp/overlay.json" -o "$bindir/toolgate-pprof" ./cmd/toolgate
 fi
 
 # --- ports ----------------------------------------------------------------
@@ -308,7 +313,7 @@ toolgate_policy() { # out listen admin backend-port [option...]
     *) die "toolgate_policy: unknown option $opt" ;;
     esac
   done
-  "$tmp/bin/toolgate" check -config "$out" >/dev/null 2>"$out.check" || { cat "$out.check" >&2; die "toolgate check $out failed"; }
+  "$bindir/toolgate" check -config "$out" >/dev/null 2>"$out.check" || { cat "$out.check" >&2; die "toolgate check $out failed"; }
 }
 
 # sedit edits a file in place and checks that a line matches afterwards.
@@ -419,7 +424,7 @@ serve_backend() { # name [flag...]
   local name=$1
   shift
   port "$name"
-  start "$name" "$tmp/bin/backend" -listen "127.0.0.1:${PORT[$name]}" "$@"
+  start "$name" "$bindir/backend" -listen "127.0.0.1:${PORT[$name]}" "$@"
   wait_ready "$name" "http://127.0.0.1:${PORT[$name]}/health"
 }
 
@@ -427,7 +432,7 @@ serve_httputil() { # name backend [flag...]
   local name=$1 backend=$2
   shift 2
   port "$name"
-  start "$name" "$tmp/bin/reverseproxy" -listen "127.0.0.1:${PORT[$name]}" -upstream "http://127.0.0.1:${PORT[$backend]}" "$@"
+  start "$name" "$bindir/reverseproxy" -listen "127.0.0.1:${PORT[$name]}" -upstream "http://127.0.0.1:${PORT[$backend]}" "$@"
   wait_ready "$name" "http://127.0.0.1:${PORT[$name]}/health"
 }
 
@@ -437,7 +442,7 @@ serve_toolgate() { # name backend log-level [policy option...]
   port "$name"
   port "$name-admin"
   toolgate_policy "$tmp/$name.yaml" "${PORT[$name]}" "${PORT[$name-admin]}" "${PORT[$backend]}" "$@"
-  start "$name" "$tmp/bin/toolgate" serve -config "$tmp/$name.yaml" -log-level "$level" -drain-delay 0 -grace 2s -watch=false
+  start "$name" "$bindir/toolgate" serve -config "$tmp/$name.yaml" -log-level "$level" -drain-delay 0 -grace 2s -watch=false
   wait_ready "$name" "http://127.0.0.1:${PORT[$name-admin]}/readyz"
 }
 
@@ -767,7 +772,7 @@ if section inflight; then
     esac
     wait_quiet
     log "in flight: $n calls through $hop"
-    line=$("${LOAD_PIN[@]}" "$tmp/bin/inflight" -url "$url" -body "$body" -want "$want" -n "$n" -waves 3 \
+    line=$("${LOAD_PIN[@]}" "$bindir/inflight" -url "$url" -body "$body" -want "$want" -n "$n" -waves 3 \
       -pid "${PID[$target]}" -held "http://127.0.0.1:${PORT[backend-slow]}/bench/inflight" 2>"$tmp/log/inflight-$hop.err") ||
       { cat "$tmp/log/inflight-$hop.err" >&2; die "inflight failed for $hop"; }
     log "$line"
@@ -1045,7 +1050,7 @@ if [ "$PPROF" = 1 ]; then
   toolgate_policy "$tmp/toolgate-pprof.yaml" "${PORT[toolgate-pprof]}" "${PORT[toolgate-pprof-admin]}" "${PORT[backend]}"
   tdebug="127.0.0.1:${PORT[toolgate-pprof-debug]}"
   hdebug="127.0.0.1:${PORT[httputil-pprof-debug]}"
-  start toolgate-pprof env TOOLGATE_BENCH_PPROF_LISTEN="$tdebug" "$tmp/bin/toolgate-pprof" serve \
+  start toolgate-pprof env TOOLGATE_BENCH_PPROF_LISTEN="$tdebug" "$bindir/toolgate-pprof" serve \
     -config "$tmp/toolgate-pprof.yaml" -log-level warn -drain-delay 0 -grace 2s -watch=false
   wait_ready toolgate-pprof "http://127.0.0.1:${PORT[toolgate-pprof-admin]}/readyz"
   wait_ready toolgate-pprof "http://$tdebug/debug/pprof/"
@@ -1057,9 +1062,9 @@ if [ "$PPROF" = 1 ]; then
   profile toolgate-mcp "http://127.0.0.1:${PORT[toolgate-pprof]}/mcp" mcp.lua "$tdebug"
   wait_quiet
   profile httputil "http://127.0.0.1:${PORT[httputil-pprof]}$GET_PATH" report.lua "$hdebug"
-  cp "$tmp/bin/toolgate-pprof" "$pdir/toolgate"
-  cp "$tmp/bin/toolgate-pprof" "$pdir/toolgate-mcp"
-  cp "$tmp/bin/reverseproxy" "$pdir/httputil"
+  cp "$bindir/toolgate-pprof" "$pdir/toolgate"
+  cp "$bindir/toolgate-pprof" "$pdir/toolgate-mcp"
+  cp "$bindir/reverseproxy" "$pdir/httputil"
   declare -A what=([toolgate]="POST /v1/tools/search_articles" [toolgate-mcp]="MCP tools/call, POST /mcp" [httputil]="GET $GET_PATH")
   {
     for name in toolgate httputil toolgate-mcp; do

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
 	"github.com/toolgate/toolgate/policy"
 )
 

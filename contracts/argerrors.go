@@ -178,7 +178,7 @@ func semicolon(lang string) string {
 }
 
 // appendJSON appends the bad_args data: {"errors":[...]} with "more" when
-// violations were left out of the list. See README, "The envelope".
+// violations were left out of the list. See docs/design.md, "The envelope".
 func (e *ArgErrors) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"errors":[`...)
 	for i, a := range e.List {

@@ -12,7 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/toolgate/toolgate/config"
-	"github.com/toolgate/toolgate/internal/sidecartest"
+	"github.com/toolgate/toolgate/internal/testkit/sidecartest"
 )
 
 // TestComponentAddsTheSidecar renders a user's kustomization that uses

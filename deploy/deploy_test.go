@@ -39,7 +39,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/sidecartest"
+	"github.com/toolgate/toolgate/internal/testkit/sidecartest"
 	"github.com/toolgate/toolgate/policy"
 )
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,58 +49,75 @@ func parseDockerfile(t *testing.T, path string) []instruction {
 	return out
 }
 
-func TestDockerfileBuildsAStaticNonRootImage(t *testing.T) {
-	ins := parseDockerfile(t, "Dockerfile")
-	var froms []string
-	var final []instruction // the instructions of the last stage
-	for _, in := range ins {
-		if in.cmd == "FROM" {
-			froms = append(froms, in.args)
-			final = nil
-		}
-		final = append(final, in)
-	}
-	if len(froms) < 2 {
-		t.Fatalf("%d stages, want a multi-stage build", len(froms))
-	}
-	base := strings.Fields(froms[len(froms)-1])[0]
-	if !strings.HasPrefix(base, "gcr.io/distroless/static") && base != "scratch" {
-		t.Errorf("final stage is FROM %s, want distroless static or scratch", base)
-	}
+// image is what the Dockerfile puts in its final stage: each copied
+// binary's path with the package it is built from, the entry point, and
+// the user.
+type image struct {
+	binaries   map[string]string // path in the image -> Go package
+	entrypoint string
+	user       string
+	base       string
+	cgoOff     bool
+}
 
-	var user, binary, entrypoint string
-	cgoOff := false
+// goBuild matches a go build that writes into a directory: the packages
+// after -o DIR/ each become DIR/<last element>, as go build names them.
+var goBuild = regexp.MustCompile(`go build .*-o (\S+/) ((?:\./cmd/\S+\s*)+)$`)
+
+// readImage reads the Dockerfile's build and final stages.
+func readImage(t *testing.T) image {
+	t.Helper()
+	ins := parseDockerfile(t, "Dockerfile")
+	var froms int
+	built := map[string]string{} // path in the build stage -> package
+	img := image{binaries: map[string]string{}}
 	for _, in := range ins {
-		if in.cmd == "RUN" && strings.Contains(in.args, "go build") && strings.Contains(in.args, "CGO_ENABLED=0") {
-			cgoOff = true
-		}
-	}
-	for _, in := range final {
 		switch in.cmd {
+		case "FROM":
+			froms++
+			img.base = strings.Fields(in.args)[0]
+			img.binaries, img.entrypoint, img.user = map[string]string{}, "", ""
+		case "RUN":
+			m := goBuild.FindStringSubmatch(in.args)
+			if m == nil {
+				continue
+			}
+			img.cgoOff = img.cgoOff || strings.Contains(in.args, "CGO_ENABLED=0")
+			for _, pkg := range strings.Fields(m[2]) {
+				built[m[1]+path.Base(pkg)] = pkg
+			}
 		case "USER":
-			user = in.args
+			img.user = in.args
 		case "COPY":
 			if f := strings.Fields(in.args); strings.HasPrefix(f[0], "--from=") {
-				binary = f[len(f)-1]
+				img.binaries[f[len(f)-1]] = built[f[len(f)-2]]
 			}
 		case "ENTRYPOINT":
 			var argv []string
 			if err := json.Unmarshal([]byte(in.args), &argv); err != nil || len(argv) == 0 {
 				t.Fatalf("ENTRYPOINT %s is not the exec form", in.args)
 			}
-			entrypoint = argv[0]
+			img.entrypoint = argv[0]
 		}
 	}
-	if !cgoOff {
+	if froms < 2 {
+		t.Fatalf("%d stages, want a multi-stage build", froms)
+	}
+	return img
+}
+
+func TestDockerfileBuildsAStaticNonRootImage(t *testing.T) {
+	img := readImage(t)
+	if !strings.HasPrefix(img.base, "gcr.io/distroless/static") && img.base != "scratch" {
+		t.Errorf("final stage is FROM %s, want distroless static or scratch", img.base)
+	}
+	if !img.cgoOff {
 		t.Error("no RUN go build with CGO_ENABLED=0: the binary would need a libc the final image lacks")
 	}
-	if binary == "" || entrypoint != binary {
-		t.Errorf("ENTRYPOINT %q does not run the copied binary %q", entrypoint, binary)
-	}
-	uid, _, _ := strings.Cut(user, ":")
+	uid, _, _ := strings.Cut(img.user, ":")
 	n, err := strconv.Atoi(uid)
 	if err != nil || n == 0 {
-		t.Fatalf("USER %q is not a numeric non-root user: Kubernetes cannot verify runAsNonRoot", user)
+		t.Fatalf("USER %q is not a numeric non-root user: Kubernetes cannot verify runAsNonRoot", img.user)
 	}
 
 	// The Deployment runs toolgate as the image's user.
@@ -116,35 +135,71 @@ func TestDockerfileBuildsAStaticNonRootImage(t *testing.T) {
 	}
 }
 
-// TestToolgateBuildsAsAStaticBinary builds cmd/toolgate the way the
-// Dockerfile does and checks that the result needs no dynamic loader, so it
-// runs on distroless/static or scratch.
-func TestToolgateBuildsAsAStaticBinary(t *testing.T) {
+// TestImageHoldsWhatItsPodsRun: the sidecars (the base Deployment, the
+// sidecar component) run the image's entry point, which must be the
+// sidecar, ./cmd/toolgate; the webhook Deployment runs toolgate-kube, which
+// must be in the image, built from ./cmd/toolgate-kube.
+func TestImageHoldsWhatItsPodsRun(t *testing.T) {
+	img := readImage(t)
+	if pkg, ok := img.binaries[img.entrypoint]; !ok || pkg != "./cmd/toolgate" {
+		t.Errorf("ENTRYPOINT %s is built from %q, want the copied ./cmd/toolgate (image binaries: %v)", img.entrypoint, pkg, img.binaries)
+	}
+	for _, dir := range []string{"base", "components/sidecar", "webhook"} {
+		r := render(t, dir)
+		for name, tmpl := range r.templates {
+			for _, c := range slices.Concat(tmpl.Spec.InitContainers, tmpl.Spec.Containers) {
+				if !strings.Contains(c.Image, "toolgate") {
+					continue
+				}
+				want := "./cmd/toolgate"
+				if c.Name == "webhook" {
+					want = "./cmd/toolgate-kube"
+				}
+				bin := img.entrypoint
+				if len(c.Command) > 0 {
+					bin = c.Command[0]
+				}
+				if pkg, ok := img.binaries[bin]; !ok || pkg != want {
+					t.Errorf("%s: %s container %s runs %s, which the image holds as %q; want %s", dir, name, c.Name, bin, pkg, want)
+				}
+			}
+		}
+	}
+}
+
+// TestBinariesBuildStatic builds cmd/toolgate and cmd/toolgate-kube the
+// way the Dockerfile does and checks that each needs no dynamic loader, so
+// it runs on distroless/static or scratch.
+func TestBinariesBuildStatic(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary")
+		t.Skip("builds the binaries")
 	}
 	if runtime.GOOS != "linux" {
-		t.Skip("checks an ELF binary")
+		t.Skip("checks ELF binaries")
 	}
-	out := filepath.Join(t.TempDir(), "toolgate")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/toolgate")
+	out := t.TempDir()
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "grpcnotrace", "-ldflags", "-s -w", "-o", out+"/", "./cmd/toolgate", "./cmd/toolgate-kube")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
-	f, err := elf.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
-			t.Errorf("the binary has a %v program header: it is dynamically linked", p.Type)
-		}
-	}
-	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
-		t.Errorf("the binary needs shared libraries %v", libs)
+	for _, name := range []string{"toolgate", "toolgate-kube"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := elf.Open(filepath.Join(out, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+					t.Errorf("the binary has a %v program header: it is dynamically linked", p.Type)
+				}
+			}
+			if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+				t.Errorf("the binary needs shared libraries %v", libs)
+			}
+		})
 	}
 }
 
@@ -196,12 +251,13 @@ func ignorePattern(t *testing.T, p string) *regexp.Regexp {
 }
 
 // TestDockerContextHoldsWhatTheBuildNeeds lists every file `go build
-// ./cmd/toolgate` reads from this module (Go files and embedded files) and
-// checks that Dockerfile.dockerignore keeps each in the build context.
+// ./cmd/toolgate ./cmd/toolgate-kube` reads from this module (Go files and
+// embedded files) and checks that Dockerfile.dockerignore keeps each in the
+// build context.
 func TestDockerContextHoldsWhatTheBuildNeeds(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", `{{if .Module}}{{if .Module.Main}}{{$d := .Dir}}{{range .GoFiles}}{{$d}}/{{.}}
 {{end}}{{range .EmbedFiles}}{{$d}}/{{.}}
-{{end}}{{end}}{{end}}`, "../cmd/toolgate").Output()
+{{end}}{{end}}{{end}}`, "../cmd/toolgate", "../cmd/toolgate-kube").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

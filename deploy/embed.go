@@ -1,9 +1,10 @@
 // Package deploy holds toolgate's Kubernetes manifests: a kustomize base,
 // the overlays single and replicated, the sidecar component
-// (components/sidecar) that `toolgate inject` and `toolgate webhook` add
-// to existing workloads, the admission webhook's manifests, examples, the
-// Dockerfile and the alert rules. The Go code here only embeds the
-// sidecar, so the binary and the component add the very same container.
+// (components/sidecar) that `toolgate-kube inject` and `toolgate-kube
+// webhook` add to existing workloads, the admission webhook's manifests,
+// examples, the Dockerfile and the alert rules. The Go code here only
+// embeds the sidecar, so toolgate-kube and the component add the very same
+// container.
 package deploy
 
 import _ "embed"

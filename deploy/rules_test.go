@@ -11,9 +11,13 @@ import (
 
 // promtool returns the path of promtool. Without it the test is skipped,
 // unless TOOLGATE_REQUIRE_PROMETHEUS is set (make test sets it, after
-// scripts/deps.sh has installed the Debian package).
+// scripts/deps.sh has installed the Debian package). Under -short it is
+// skipped: make quick runs no external programs.
 func promtool(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs promtool")
+	}
 	path, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("TOOLGATE_REQUIRE_PROMETHEUS") != "" {

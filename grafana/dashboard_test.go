@@ -250,8 +250,9 @@ func TestDashboardImportsIntoCurrentGrafana(t *testing.T) {
 	}
 }
 
-// TestDashboardHasThePanelsOperatorsNeed pins the panels the README
-// explains (issue 7): renaming one is fine, but then here too.
+// TestDashboardHasThePanelsOperatorsNeed pins the panels docs/operations.md
+// explains (issue 7), one row of its panel table each: renaming one is
+// fine, but then here and there too.
 func TestDashboardHasThePanelsOperatorsNeed(t *testing.T) {
 	want := []string{
 		"Call rate by status", "Failure ratio by tool", "Latency p50 / p95 / p99 by tool",
@@ -273,9 +274,43 @@ func TestDashboardHasThePanelsOperatorsNeed(t *testing.T) {
 	}
 	for _, title := range got {
 		if !slices.Contains(want, title) {
-			t.Errorf("panel %q is not in the list the README explains; add it here and there", title)
+			t.Errorf("panel %q is not in the list docs/operations.md explains; add it here and there", title)
 		}
 	}
+	documented := documentedPanels(t)
+	for _, title := range got {
+		if !slices.Contains(documented, title) {
+			t.Errorf("docs/operations.md's panel table has no row for panel %q", title)
+		}
+	}
+	for _, title := range documented {
+		if !slices.Contains(got, title) {
+			t.Errorf("docs/operations.md explains a panel %q the dashboard does not have", title)
+		}
+	}
+}
+
+// documentedPanels reads the first column of the panel table of
+// docs/operations.md (the table whose header is "| panel | what it shows |").
+func documentedPanels(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(data), "| panel | what it shows |\n|---|---|\n")
+	if !ok {
+		t.Fatal("docs/operations.md has no panel table")
+	}
+	var titles []string
+	for line := range strings.SplitSeq(table, "\n") {
+		if !strings.HasPrefix(line, "| ") {
+			break
+		}
+		title, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " | ")
+		titles = append(titles, title)
+	}
+	return titles
 }
 
 // TestVariablesNarrowEachOther checks the chain of template variables: the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/redistest"
 )
 
 // newTestRedisBudgets returns a store on its own client, with keys no other

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/redistest"
 )
 
 // clusterClient returns a client of toolgate's options on c, closed when

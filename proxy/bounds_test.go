@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 // Bounded cost from one request or one answer (issue 14, DESIGN.md section

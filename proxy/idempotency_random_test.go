@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/redistest"
 )
 
 // chaosBackend performs side effects with faults chosen by a seeded

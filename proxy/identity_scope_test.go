@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/config"
-	"github.com/toolgate/toolgate/internal/proxytest"
-	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 )

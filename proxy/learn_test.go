@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/policytest"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/learn"
 )
 

@@ -62,7 +62,7 @@ const DefaultMCPInstructions = "Every tool answers with one text: the observatio
 
 // MCPRevisions returns the MCP protocol revisions toolgate serves, newest
 // first: every revision the SDK implements, each tested with the clients
-// that speak it (README, "MCP clients").
+// that speak it (docs/interfaces.md, "MCP").
 func MCPRevisions() []string {
 	return []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 

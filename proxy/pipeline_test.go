@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/policy"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 // slowBody is a connection that sends a tool call's headers and part of
@@ -90,6 +90,9 @@ func (sb *slowBody) isClosed() bool {
 // and a good caller who came while the port was full gets its answer
 // within its own deadline once a slot frees.
 func TestSlowBodiesAgainstTheConnectionCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a 4s read timeout")
+	}
 	const maxConns = 4
 	const readTimeout = 4 * time.Second
 	s := startHostile(t, hostileOptions{server: fmt.Sprintf("  max_connections: %d\n  read_timeout: %v\n", maxConns, readTimeout)})
@@ -150,6 +153,9 @@ func TestSlowBodiesAgainstTheConnectionCap(t *testing.T) {
 // TestLongToolCallOutlivesServerTimeouts: read and write timeouts bound how
 // a request arrives and an answer leaves, never the call in between.
 func TestLongToolCallOutlivesServerTimeouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a 3s backend answer")
+	}
 	s := startHostile(t, hostileOptions{
 		server:  "  read_timeout: 500ms\n  write_timeout: 500ms\n  idle_timeout: 500ms\n",
 		timeout: 20 * time.Second,

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
 )
 
 // TestUpstreamCredentialsStayOutOfConfig: with every kind of upstream

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/yamledit"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -58,7 +59,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.quiet, "quiet", false, "do not log calls")
 	fs.BoolVar(&o.faults, "faults", false, "run the fault-injecting backend behind examples/faults.yaml instead of the search and notify backends")
 	fs.Uint64Var(&o.seed, "faults-seed", 1, "with -faults: the seed of the backend's fault schedule")
-	fs.BoolVar(&o.transparent, "transparent", false, "also take calls on the tools' legacy routes (server.transparent), as in README's transparent mode")
+	fs.BoolVar(&o.transparent, "transparent", false, "also take calls on the tools' legacy routes (server.transparent), as in docs/interfaces.md, Transparent mode")
 	fs.StringVar(&o.listen, "listen", "", "agent address (default: the policy's, 127.0.0.1:8080); 127.0.0.1:0 picks a free port")
 	fs.StringVar(&o.admin, "admin", "", "admin address: /metrics, /healthz, /readyz (default: the policy's, 127.0.0.1:9090)")
 	fs.StringVar(&o.search, "search", "", "address of the example search backend (default: the policy's, 127.0.0.1:7001)")
@@ -222,18 +223,18 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 		return nil, errors.New("not a policy document")
 	}
 	top := root.Content[0]
-	server := ensure(top, "server", yaml.MappingNode)
-	setValue(server, "listen", stringNode(s.listen))
-	setValue(server, "admin_listen", stringNode(s.admin))
+	server := yamledit.Ensure(top, "server", yaml.MappingNode)
+	yamledit.Set(server, "listen", yamledit.String(s.listen))
+	yamledit.Set(server, "admin_listen", yamledit.String(s.admin))
 	if s.transparent {
-		setValue(server, "transparent", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+		yamledit.Set(server, "transparent", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	}
 	for name, u := range s.upstreams {
-		up := mappingValue(mappingValue(top, "upstreams"), name)
+		up := yamledit.MappingValue(yamledit.MappingValue(top, "upstreams"), name)
 		if up == nil || up.Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("no upstream %s", name)
 		}
-		setValue(up, "url", stringNode(u))
+		yamledit.Set(up, "url", yamledit.String(u))
 	}
 	return yaml.Marshal(&root)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -188,9 +189,10 @@ func envelopeStatus(t *testing.T, line string, body []byte) string {
 	return env.Status
 }
 
-// readmeExample is a shell block of README.md and the output blocks that
-// follow it, one per curl command.
+// readmeExample is a shell block of README.md (or of a page of docs/)
+// and the output blocks that follow it, one per curl command.
 type readmeExample struct {
+	file    string   // README.md or docs/NAME.md
 	section string   // the heading above it
 	curls   []string // in order
 	outputs []string // the text of the ```json or ``` block after, by position
@@ -198,15 +200,38 @@ type readmeExample struct {
 
 var fence = regexp.MustCompile("(?ms)^```([a-z]*)\n(.*?)^```$")
 
-// readmeExamples finds the README's curl commands against the demo's
-// ports. Commands on other ports (Envoy's :10000, which cannot be
-// installed on the build machines) are left out.
+// docFiles are the files whose curl commands run against the demo: the
+// README's tour, and the pages of docs/ where the other examples live
+// (transparent mode in interfaces.md, learning mode in authoring.md).
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages in docs/: %v", err)
+	}
+	return append([]string{"../../README.md"}, pages...)
+}
+
+// readmeExamples finds the curl commands of README.md and docs/ against
+// the demo's ports. Commands on other ports (Envoy's :10000, which cannot
+// be installed on the build machines) are left out.
 func readmeExamples(t *testing.T) []readmeExample {
 	t.Helper()
-	data, err := os.ReadFile("../../README.md")
+	var out []readmeExample
+	for _, file := range docFiles(t) {
+		out = append(out, fileExamples(t, file)...)
+	}
+	return out
+}
+
+// fileExamples finds one file's curl commands against the demo's ports.
+func fileExamples(t *testing.T, file string) []readmeExample {
+	t.Helper()
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	name := strings.TrimPrefix(file, "../../")
 	text := string(data)
 	blocks := fence.FindAllStringSubmatch(text, -1)
 	at := fence.FindAllStringIndex(text, -1)
@@ -215,7 +240,7 @@ func readmeExamples(t *testing.T) []readmeExample {
 		if b[1] != "sh" {
 			continue
 		}
-		ex := readmeExample{section: headingBefore(text, at[i][0])}
+		ex := readmeExample{file: name, section: headingBefore(text, at[i][0])}
 		for line := range strings.SplitSeq(b[2], "\n") {
 			if strings.HasPrefix(line, "curl ") && (strings.Contains(line, "127.0.0.1:8080") || strings.Contains(line, "127.0.0.1:9090")) {
 				ex.curls = append(ex.curls, line)
@@ -247,15 +272,15 @@ var shownStatus = regexp.MustCompile(`"status":"([a-z_]+)"`)
 var shownHeader = regexp.MustCompile(`(?m)^([A-Z][A-Za-z-]+): (.+)$`)
 
 // TestREADMECommandsRunAgainstTheDemo runs every curl command of README.md
-// that calls the demo's ports, in order, against the demo the README
-// starts for it (`make demo`; `toolgate demo -transparent` in the
-// transparent-mode section), and checks the envelope status (and headers,
-// for -i) the README shows after it.
+// and of docs/ that calls the demo's ports, in order, against the demo
+// the README starts for it (`make demo`; `toolgate demo -transparent` in
+// the transparent-mode and learning sections), and checks the envelope
+// status (and headers, for -i) the page shows after it.
 func TestREADMECommandsRunAgainstTheDemo(t *testing.T) {
 	plain := startDemo(t, demoOptions{})
 	transparent := startDemo(t, demoOptions{transparent: true})
 	examples := readmeExamples(t)
-	n := 0
+	n, inREADME := 0, 0
 	for _, ex := range examples {
 		d := plain
 		if ex.section == "Transparent mode" || ex.section == "Learning contracts from traffic" {
@@ -263,6 +288,9 @@ func TestREADMECommandsRunAgainstTheDemo(t *testing.T) {
 		}
 		for i, line := range ex.curls {
 			n++
+			if ex.file == "README.md" {
+				inREADME++
+			}
 			c := parseCurl(t, line)
 			resp, body := c.do(t, d)
 			if i >= len(ex.outputs) {
@@ -271,27 +299,36 @@ func TestREADMECommandsRunAgainstTheDemo(t *testing.T) {
 			shown := ex.outputs[i]
 			if m := shownStatus.FindStringSubmatch(shown); m != nil {
 				if got := envelopeStatus(t, line, body); got != m[1] {
-					t.Errorf("%s\nanswers %s, README shows %s: %s", line, got, m[1], body)
+					t.Errorf("%s\nanswers %s, %s shows %s: %s", line, got, ex.file, m[1], body)
 				}
 			}
 			if c.withHead {
 				for _, h := range shownHeader.FindAllStringSubmatch(shown, -1) {
 					if got := resp.Header.Get(h[1]); got != strings.TrimSpace(h[2]) {
-						t.Errorf("%s\nanswers %s: %q, README shows %q", line, h[1], got, h[2])
+						t.Errorf("%s\nanswers %s: %q, %s shows %q", line, h[1], got, ex.file, h[2])
 					}
 				}
 			}
 		}
 	}
-	if n < 10 {
-		t.Errorf("found only %d README commands against the demo", n)
+	if n < 10 || inREADME < 10 {
+		t.Errorf("found only %d commands against the demo, %d of them in README's tour", n, inREADME)
 	}
 	data, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(data), "toolgate demo -transparent") {
-		t.Error("README's transparent-mode example does not say to start toolgate demo -transparent")
+		t.Error("README's tour does not say to start toolgate demo -transparent for the legacy routes")
+	}
+	transparentExamples := 0
+	for _, ex := range examples {
+		if ex.section == "Transparent mode" {
+			transparentExamples += len(ex.curls)
+		}
+	}
+	if transparentExamples == 0 {
+		t.Error("no transparent-mode example runs against the demo (docs/interfaces.md, Transparent mode)")
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
 )
 
 const extprocPolicy = `version: 1

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
 )
 
 // busyAddress holds a loopback port for the test's duration and returns
@@ -31,6 +31,9 @@ func busyAddress(t *testing.T) string {
 // the policy says; a reload that changes the policy's addresses is then no
 // reason to refuse it.
 func TestListenFlagsOverrideThePolicy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and stops serve and extproc daemons one after another (about 10s)")
+	}
 	b := startBackends(t)
 	// A policy with the given addresses (extproc's has tools it can tell
 	// apart by route).

@@ -11,10 +11,15 @@
 //	toolgate demo                   run the example backends behind toolgate
 //	toolgate import openapi ...     draft a policy from an OpenAPI document
 //	toolgate learn report ...       draft a policy from observed traffic
-//	toolgate inject FILE            add the toolgate sidecar to Kubernetes manifests
-//	toolgate webhook ...            the same, as a mutating admission webhook
+//	toolgate inject FILE            add the toolgate sidecar to Kubernetes manifests (runs toolgate-kube)
+//	toolgate webhook ...            the same, as a mutating admission webhook (runs toolgate-kube)
 //	toolgate help [COMMAND]         list the commands, or a command's flags
 //	toolgate -version               print the version
+//
+// The Kubernetes tools (inject, webhook) are cmd/toolgate-kube, a command of
+// their own: this binary runs in every pod and links no Kubernetes module.
+// `toolgate inject` and `toolgate webhook` run toolgate-kube when it is
+// installed next to toolgate or on PATH, and otherwise print what to run.
 package main
 
 import (
@@ -69,8 +74,8 @@ func commands() []command {
 		{name: "demo", summary: "run the example backends behind toolgate and print calls to paste", run: runDemo},
 		{name: "import", summary: "draft a policy from an OpenAPI or Swagger document", run: runImport, helpArgs: []string{"openapi", "-h"}},
 		{name: "learn", summary: "print what learning mode observed, and a policy draft from it", run: runLearn, helpArgs: []string{"report", "-h"}},
-		{name: "inject", summary: "add toolgate as a native sidecar to Kubernetes manifests", run: runInject},
-		{name: "webhook", summary: "run the admission webhook that injects toolgate into annotated pods", run: runWebhook},
+		{name: "inject", summary: "add toolgate as a native sidecar to Kubernetes manifests (toolgate-kube inject)", run: kubeCommand("inject")},
+		{name: "webhook", summary: "run the admission webhook that injects toolgate into annotated pods (toolgate-kube webhook)", run: kubeCommand("webhook")},
 		{name: "version", summary: "print the version", run: runVersion},
 		{name: "help", summary: "list the commands, or print a command's flags: toolgate help COMMAND", run: nil},
 	}

@@ -25,11 +25,15 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/policytest"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(runAsToolgate) == "1" {
+		// A copy of this test binary runs as toolgate (kube_test.go).
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	goleak.VerifyTestMain(m)
 }
 

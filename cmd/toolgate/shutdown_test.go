@@ -18,14 +18,17 @@ import (
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/policytest"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/policytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 // buildToolgate builds this command into a temporary directory, with the
 // race detector when the tests have it.
 func buildToolgate(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds toolgate and runs it as a process")
+	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go tool is needed to build toolgate: %v", err)

@@ -210,18 +210,18 @@ func TestTryRefusesUsageErrors(t *testing.T) {
 	})
 }
 
-// TestREADMETryExample runs the toolgate try example of README.md and
-// compares its output with the README's, line by line (a README line
-// ending in "…}" shows the start of the real one).
-func TestREADMETryExample(t *testing.T) {
-	data, err := os.ReadFile("../../README.md")
+// TestDocumentedTryExample runs the toolgate try example of
+// docs/authoring.md and compares its output with the page's, line by line
+// (a line of the page ending in "…}" shows the start of the real one).
+func TestDocumentedTryExample(t *testing.T) {
+	data, err := os.ReadFile("../../docs/authoring.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, block, ok := strings.Cut(string(data), "$ echo '{\"id\":\"n-81f2\"}' > answer.json\n$ toolgate try ")
 	block, _, _ = strings.Cut(block, "```")
 	if !ok {
-		t.Fatal("README.md has no toolgate try example")
+		t.Fatal("docs/authoring.md has no toolgate try example")
 	}
 	command, shown, _ := strings.Cut(strings.ReplaceAll(block, "\\\n", ""), "\n")
 	answer := filepath.Join(t.TempDir(), "answer.json")
@@ -243,13 +243,13 @@ func TestREADMETryExample(t *testing.T) {
 	}
 	got, want := strings.Split(stdout, "\n"), strings.Split(strings.TrimSuffix(shown, "\n"), "\n")
 	if len(got) != len(want)+1 { // stdout ends with a newline
-		t.Fatalf("prints %d lines, the README shows %d:\n%s", len(got)-1, len(want), stdout)
+		t.Fatalf("prints %d lines, docs/authoring.md shows %d:\n%s", len(got)-1, len(want), stdout)
 	}
 	for i, w := range want {
 		if prefix, cut := strings.CutSuffix(w, "…}"); cut && strings.HasPrefix(got[i], prefix) || got[i] == w {
 			continue
 		}
-		t.Errorf("line %d is\n%s\nthe README shows\n%s", i+1, got[i], w)
+		t.Errorf("line %d is\n%s\ndocs/authoring.md shows\n%s", i+1, got[i], w)
 	}
 }
 

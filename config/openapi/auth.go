@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/toolgate/toolgate/config/policydoc"
 )
 
 // upstreamAuth is the upstream's auth block drafted from the document's
@@ -152,7 +154,7 @@ func (b *builder) authBlock(name string, s *openapi3.SecurityScheme, scopes []st
 			return nil, fmt.Sprintf("TODO: %s is OAuth2 client credentials, but its tokenUrl %q is not a usable http(s) URL; set auth.oauth2 by hand.", name, f.TokenURL)
 		}
 		m := newOmap()
-		m.set("token_url", escapeEnv(tokenURL))
+		m.set("token_url", policydoc.EscapeEnv(tokenURL))
 		m.set("client_id", v("CLIENT_ID"))
 		m.set("client_secret", v("CLIENT_SECRET"))
 		why := ""
@@ -165,7 +167,7 @@ func (b *builder) authBlock(name string, s *openapi3.SecurityScheme, scopes []st
 		var ok2 []any
 		for _, sc := range scopes {
 			if sc != "" && !strings.ContainsAny(sc, " \t\r\n\"\\") {
-				ok2 = append(ok2, escapeEnv(sc))
+				ok2 = append(ok2, policydoc.EscapeEnv(sc))
 			}
 		}
 		if len(ok2) > 0 {

@@ -3,6 +3,8 @@ package openapi
 import (
 	"os"
 	"testing"
+
+	"github.com/toolgate/toolgate/config/policydoc"
 )
 
 // FuzzImport feeds arbitrary documents to the importer: it must never
@@ -25,7 +27,7 @@ func FuzzImport(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := selfCheck("fuzz", d.YAML, d.Env...); err != nil {
+		if err := policydoc.Check("fuzz", d.YAML, d.Env...); err != nil {
 			t.Fatalf("the draft does not compile: %v\n%s", err, d.YAML)
 		}
 	})

@@ -99,7 +99,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/config/policydoc"
 )
 
 // Options tune an import. The zero value imports every operation into an
@@ -314,13 +314,13 @@ func collectOperations(doc *openapi3.T) (ops, unsupported []*operation) {
 			}
 		}
 	}
-	names := newNamer()
+	names := policydoc.NewNamer()
 	for _, op := range ops {
-		base := sanitize(op.op.OperationID)
+		base := policydoc.Sanitize(op.op.OperationID)
 		if base == "" {
-			base = derivedName(op.method, op.path)
+			base = policydoc.DerivedName(op.method, op.path)
 		}
-		op.name = names.take(base)
+		op.name = names.Take(base)
 	}
 	return ops, unsupported
 }
@@ -391,19 +391,11 @@ func upstreamFromTitle(doc *openapi3.T) string {
 	if doc.Info == nil {
 		return "api"
 	}
-	name := shorten(sanitize(strings.ToLower(strings.ReplaceAll(doc.Info.Title, ".", " "))))
+	name := policydoc.Shorten(policydoc.Sanitize(strings.ToLower(strings.ReplaceAll(doc.Info.Title, ".", " "))))
 	if name == "" {
 		return "api"
 	}
 	return name
-}
-
-// selfCheck compiles the draft as `toolgate check` would, with each of
-// the variables env names set to a placeholder. The environment itself is
-// never read: the draft must not depend on it.
-func selfCheck(name string, yamlText []byte, env ...string) error {
-	_, err := config.CompileSource(name, yamlText, config.Options{LookupEnv: PlaceholderEnv(env)})
-	return err
 }
 
 // loaderKnowsResponseSchema says whether the policy loader accepts
@@ -411,16 +403,5 @@ func selfCheck(name string, yamlText []byte, env ...string) error {
 // draft leaves it out, since it must compile as written.
 func loaderKnowsResponseSchema() bool {
 	const probe = "version: 1\nupstreams: {u: {url: \"http://127.0.0.1:1\"}}\ntools: {t: {description: d, upstream: u, request: {path: /}, response: {schema: {type: object}}}}\n"
-	return selfCheck("probe", []byte(probe)) == nil
-}
-
-// PlaceholderEnv is an environment in which exactly the variables named are
-// set, each to a placeholder that passes every check of a secret.
-func PlaceholderEnv(names []string) func(string) (string, bool) {
-	return func(name string) (string, bool) {
-		if slices.Contains(names, name) {
-			return "placeholder", true
-		}
-		return "", false
-	}
+	return policydoc.Check("probe", []byte(probe)) == nil
 }

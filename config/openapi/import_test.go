@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/config/policydoc"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -106,7 +107,7 @@ func TestGoldenDraftsPassToolgateCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			snap, err := config.CompileSource(golden, text, config.Options{LookupEnv: PlaceholderEnv(draftEnv(text))})
+			snap, err := config.CompileSource(golden, text, config.Options{LookupEnv: policydoc.PlaceholderEnv(draftEnv(text))})
 			if err != nil {
 				t.Fatalf("toolgate check fails on the draft as written:\n%v", err)
 			}
@@ -169,7 +170,7 @@ func TestSuggestionsCompileWhenUncommented(t *testing.T) {
 			if n == 0 {
 				t.Fatal("the draft offers no suggestion to uncomment")
 			}
-			if _, err := config.CompileSource(golden, []byte(accepted), config.Options{LookupEnv: PlaceholderEnv(draftEnv([]byte(accepted)))}); err != nil {
+			if _, err := config.CompileSource(golden, []byte(accepted), config.Options{LookupEnv: policydoc.PlaceholderEnv(draftEnv([]byte(accepted)))}); err != nil {
 				t.Fatalf("the draft with its %d suggestions uncommented does not compile:\n%v", n, err)
 			}
 		})
@@ -299,7 +300,7 @@ func TestOperationsFilterKeepsNamesStable(t *testing.T) {
 			if got := toolNames(d); !slices.Equal(got, c.want) {
 				t.Errorf("tools %v, want %v", got, c.want)
 			}
-			if err := selfCheck("filtered", d.YAML); err != nil {
+			if err := policydoc.Check("filtered", d.YAML); err != nil {
 				t.Error(err)
 			}
 		})
@@ -309,7 +310,7 @@ func TestOperationsFilterKeepsNamesStable(t *testing.T) {
 		if len(d.Tools) != 0 || len(d.Skipped) != 1 || d.Skipped[0].Method != "TRACE" {
 			t.Errorf("tools %v, skipped %+v", toolNames(d), d.Skipped)
 		}
-		if err := selfCheck("empty", d.YAML); err != nil {
+		if err := policydoc.Check("empty", d.YAML); err != nil {
 			t.Errorf("a draft without tools must still compile: %v", err)
 		}
 	})
@@ -383,7 +384,7 @@ func TestDollarBracesInTheDocumentStayLiteral(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := config.CompileSource("x", d.YAML, config.Options{LookupEnv: PlaceholderEnv(d.Env)})
+	snap, err := config.CompileSource("x", d.YAML, config.Options{LookupEnv: policydoc.PlaceholderEnv(d.Env)})
 	if err != nil {
 		t.Fatal(err)
 	}

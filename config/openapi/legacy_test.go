@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/toolgate/toolgate/config/policydoc"
 )
 
 // The drafts of the trimmed public documents use what the policy offers
@@ -57,7 +59,7 @@ func TestLegacyAPIDraftsUseTheirBodiesHeadersAndAuth(t *testing.T) {
 			if len(d.Env) == 0 {
 				t.Error("the draft names no environment variable")
 			}
-			if err := selfCheck("draft", d.YAML); err == nil {
+			if err := policydoc.Check("draft", d.YAML); err == nil {
 				t.Error("the draft compiles without its variables set; the auth block reads none")
 			}
 		})
@@ -226,7 +228,7 @@ func TestResponseSchemaIsTheAnswersSchema(t *testing.T) {
 		"id": {Value: &openapi3.Schema{Type: &openapi3.Types{"string"}, ReadOnly: ro}},
 		"pw": {Value: &openapi3.Schema{Type: &openapi3.Types{"string"}, WriteOnly: wo}},
 	}}
-	got := valueNode(c.convert(&openapi3.SchemaRef{Value: s}), true)
+	got := policydoc.Value(c.convert(&openapi3.SchemaRef{Value: s}), true)
 	if len(got.Content) != 6 || got.Content[5].Content[0].Value != "id" || len(got.Content[5].Content) != 2 || len(got.Content[3].Content) != 1 {
 		t.Errorf("converted %v", got.Content)
 	}

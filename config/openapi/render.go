@@ -1,16 +1,16 @@
 package openapi
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
-	"math"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/config/policydoc"
 )
 
 // maxPolicyBytes is the largest policy file toolgate loads (config's
@@ -34,7 +34,7 @@ func (b *builder) finish(tools []*toolDraft, skipped []Skipped) (*Draft, error) 
 		if len(text) > maxPolicyBytes {
 			return nil, fmt.Errorf("%s: %w: the draft of %d tools is %.1f MiB, over the %d MiB a policy file may have; select fewer operations (-operations)", b.spec, ErrTooLarge, len(tools), float64(len(text))/(1<<20), maxPolicyBytes>>20)
 		}
-		err = selfCheck(fileName, text, b.auth.env...)
+		err = policydoc.Check(fileName, text, b.auth.env...)
 		if err == nil {
 			d := &Draft{YAML: text, Skipped: skipped, Env: b.auth.env}
 			for _, t := range tools {
@@ -42,7 +42,7 @@ func (b *builder) finish(tools []*toolDraft, skipped []Skipped) (*Draft, error) 
 			}
 			return d, nil
 		}
-		kept, dropped, ok := DropUncompiled(tools, func(t *toolDraft) string { return t.name }, err)
+		kept, dropped, ok := policydoc.DropUncompiled(tools, func(t *toolDraft) string { return t.name }, err)
 		if !ok {
 			return nil, fmt.Errorf("%s: the draft does not compile: %w", b.spec, err)
 		}
@@ -59,13 +59,13 @@ func (b *builder) render(tools []*toolDraft, skipped []Skipped) ([]byte, error) 
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	root.HeadComment = b.header()
 
-	root.Content = append(root.Content, str("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
+	root.Content = append(root.Content, policydoc.String("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
 
 	upKey, upVal := b.upstreamNode()
 	upstreams := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{upKey, upVal}}
-	root.Content = append(root.Content, str("upstreams"), upstreams)
+	root.Content = append(root.Content, policydoc.String("upstreams"), upstreams)
 
-	toolsKey := str("tools")
+	toolsKey := policydoc.String("tools")
 	if len(skipped) > 0 {
 		lines := []string{"Not imported:"}
 		for _, s := range skipped {
@@ -75,7 +75,7 @@ func (b *builder) render(tools []*toolDraft, skipped []Skipped) ([]byte, error) 
 			}
 			lines = append(lines, fmt.Sprintf("- %s %s%s: %s", s.Method, s.Path, id, oneLine(s.Reason)))
 		}
-		toolsKey.HeadComment = comment(lines, 0)
+		toolsKey.HeadComment = policydoc.Comment(lines, 0)
 	}
 	toolsVal := &yaml.Node{Kind: yaml.MappingNode}
 	if len(tools) == 0 {
@@ -90,24 +90,19 @@ func (b *builder) render(tools []*toolDraft, skipped []Skipped) ([]byte, error) 
 	if b.auth.block != nil {
 		// toolgate refuses to lend a credential to callers it cannot
 		// identify unless the policy says so (docs/policy.md, access).
-		accessKey := str("access")
-		accessKey.HeadComment = comment([]string{
+		accessKey := policydoc.String("access")
+		accessKey.HeadComment = policydoc.Comment([]string{
 			fmt.Sprintf("toolgate sends the credential of %s in place of any a caller sends, for every caller it serves. TODO: list your callers in access.callers and set access.default: deny, or forward each caller's own credential (forward_headers) instead of auth; until then this line says that anyone who reaches toolgate may use it:", b.upstream),
 		}, 0)
-		shared := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle, Content: []*yaml.Node{str(b.upstream)}}
-		root.Content = append(root.Content, accessKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{str("shared_credentials"), shared}})
+		shared := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle, Content: []*yaml.Node{policydoc.String(b.upstream)}}
+		root.Content = append(root.Content, accessKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{policydoc.String("shared_credentials"), shared}})
 	}
 
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}); err != nil {
-		return nil, fmt.Errorf("%s: writing the draft: %w", b.spec, err)
+	text, err := policydoc.Encode(root)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.spec, err)
 	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("%s: writing the draft: %w", b.spec, err)
-	}
-	return spaceOut(buf.Bytes()), nil
+	return text, nil
 }
 
 func (b *builder) header() string {
@@ -127,14 +122,14 @@ func (b *builder) header() string {
 	if b.auth.block != nil {
 		defines = "It defines upstreams, tools and the credential's access.shared_credentials, so it can join a policy directory whose other files set server, state and the rest of access."
 	}
-	return comment([]string{
+	return policydoc.Comment([]string{
 		fmt.Sprintf("toolgate policy draft imported from %s (%s) by `toolgate import openapi`.", b.spec, about),
 		passes + " " + defines + " To finish it, work through the TODO comments:",
 		"- response: what the agent sees (data) and what counts as nothing found (empty), CEL over status, headers, body and args; the suggestions under each tool compile as they are.",
 		"- errors: rules only where the backend departs from toolgate's default status table, for example a legacy API that answers 200 with an error code:",
-		code("    errors:"),
-		code("      - when: status == 200 && has(body.code) && body.code == \"E_NOPERM\""),
-		code("        status: forbidden"),
+		policydoc.Code("    errors:"),
+		policydoc.Code("      - when: status == 200 && has(body.code) && body.code == \"E_NOPERM\""),
+		policydoc.Code("        status: forbidden"),
 		"- cost and timeout of each tool; timeout, retries, breaker and credentials of the upstream.",
 		"See docs/policy.md for every key.",
 	}, 0)
@@ -143,15 +138,15 @@ func (b *builder) header() string {
 // upstreamNode writes the upstream: servers[0] with its variables' defaults,
 // or a placeholder, and hints for timeouts and credentials.
 func (b *builder) upstreamNode() (*yaml.Node, *yaml.Node) {
-	key := str(b.upstream)
+	key := policydoc.String(b.upstream)
 	u, urlNote, others := b.serverURL()
-	urlKey := str("url")
+	urlKey := policydoc.String("url")
 	lines := []string{"TODO: timeout (default 2s), max_concurrent, retries and breaker: see docs/policy.md."}
 	if len(others) > 0 {
 		lines = append(lines, "The document also lists: "+strings.Join(others, ", "))
 	}
-	urlKey.HeadComment = comment(lines, 4)
-	urlVal := str(escapeEnv(u))
+	urlKey.HeadComment = policydoc.Comment(lines, 4)
+	urlVal := policydoc.String(policydoc.EscapeEnv(u))
 	urlVal.LineComment = urlNote
 	up := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}}
 	a := b.auth
@@ -161,15 +156,15 @@ func (b *builder) upstreamNode() (*yaml.Node, *yaml.Node) {
 			notes = append(notes, fmt.Sprintf("From the security scheme %s. Set %s in the environment (or use the _file form of each secret, see docs/policy.md).", a.scheme, strings.Join(a.env, ", ")))
 		}
 		notes = append(notes, a.notes...)
-		authKey := str("auth")
+		authKey := policydoc.String("auth")
 		if a.block == nil {
 			// Only comments: they go above the next entry or at the end.
 			up.Content[len(up.Content)-1].LineComment = urlNote
-			urlKey.HeadComment = comment(append(lines, notes...), 4)
+			urlKey.HeadComment = policydoc.Comment(append(lines, notes...), 4)
 			return key, up
 		}
-		authKey.HeadComment = comment(notes, 4)
-		up.Content = append(up.Content, authKey, valueNode(a.block, false))
+		authKey.HeadComment = policydoc.Comment(notes, 4)
+		up.Content = append(up.Content, authKey, policydoc.Value(a.block, false))
 	}
 	return key, up
 }
@@ -222,7 +217,7 @@ func (b *builder) serverURL() (u, note string, others []string) {
 }
 
 func (b *builder) toolNode(t *toolDraft) (*yaml.Node, *yaml.Node) {
-	key := str(t.name)
+	key := policydoc.String(t.name)
 	id := "no operationId"
 	if t.op.op.OperationID != "" {
 		id = "operationId " + t.op.op.OperationID
@@ -231,50 +226,50 @@ func (b *builder) toolNode(t *toolDraft) (*yaml.Node, *yaml.Node) {
 	if t.op.op.Deprecated {
 		head = append(head, "The document marks this operation deprecated.")
 	}
-	key.HeadComment = comment(head, 2)
+	key.HeadComment = policydoc.Comment(head, 2)
 
 	m := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(k *yaml.Node, v *yaml.Node) { m.Content = append(m.Content, k, v) }
-	add(str("description"), str(escapeEnv(t.description)))
-	add(str("upstream"), str(b.upstream))
+	add(policydoc.String("description"), policydoc.String(policydoc.EscapeEnv(t.description)))
+	add(policydoc.String("upstream"), policydoc.String(b.upstream))
 	if t.writeSideEff {
 		v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(t.sideEffect)}
 		v.LineComment = t.sideEffectNote
-		add(str("side_effect"), v)
+		add(policydoc.String("side_effect"), v)
 	}
-	argsKey := str("args")
-	argsKey.HeadComment = comment(t.argsNotes, 4)
-	add(argsKey, valueNode(t.args, false))
+	argsKey := policydoc.String("args")
+	argsKey.HeadComment = policydoc.Comment(t.argsNotes, 4)
+	add(argsKey, policydoc.Value(t.args, false))
 
 	req := &yaml.Node{Kind: yaml.MappingNode}
-	req.Content = append(req.Content, str("method"), str(t.method), str("path"), str(escapeEnv(t.path)))
+	req.Content = append(req.Content, policydoc.String("method"), policydoc.String(t.method), policydoc.String("path"), policydoc.String(policydoc.EscapeEnv(t.path)))
 	if t.query.len() > 0 {
-		req.Content = append(req.Content, str("query"), bindingNode(t.query))
+		req.Content = append(req.Content, policydoc.String("query"), bindingNode(t.query))
 	}
 	if t.headers.len() > 0 {
-		req.Content = append(req.Content, str("headers"), bindingNode(t.headers))
+		req.Content = append(req.Content, policydoc.String("headers"), bindingNode(t.headers))
 	}
 	switch {
 	case t.bodyArg != "":
-		req.Content = append(req.Content, str("body"), str(t.bodyArg))
+		req.Content = append(req.Content, policydoc.String("body"), policydoc.String(t.bodyArg))
 	case t.body.len() > 0:
-		req.Content = append(req.Content, str("body"), bindingNode(t.body))
+		req.Content = append(req.Content, policydoc.String("body"), bindingNode(t.body))
 	}
 	if t.encoding != "" && (t.bodyArg != "" || t.body.len() > 0) {
-		req.Content = append(req.Content, str("encoding"), str(t.encoding))
+		req.Content = append(req.Content, policydoc.String("encoding"), policydoc.String(t.encoding))
 	}
-	reqKey := str("request")
-	reqKey.HeadComment = comment(t.requestNotes, 4)
+	reqKey := policydoc.String("request")
+	reqKey.HeadComment = policydoc.Comment(t.requestNotes, 4)
 	add(reqKey, req)
 	last := reqKey
 	if t.responseSchema != nil {
-		schemaKey := str("schema")
-		schemaKey.HeadComment = comment(append(t.dataNotes, "The schema of the answer, from the document: an answer that departs from it counts in toolgate_contract_violations_total."), 6)
-		resKey := str("response")
-		add(resKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{schemaKey, valueNode(t.responseSchema, false)}})
+		schemaKey := policydoc.String("schema")
+		schemaKey.HeadComment = policydoc.Comment(append(t.dataNotes, "The schema of the answer, from the document: an answer that departs from it counts in toolgate_contract_violations_total."), 6)
+		resKey := policydoc.String("response")
+		add(resKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{schemaKey, policydoc.Value(t.responseSchema, false)}})
 		last = resKey
 	}
-	last.FootComment = comment(t.responseNotes, 4)
+	last.FootComment = policydoc.Comment(t.responseNotes, 4)
 	return key, m
 }
 
@@ -287,17 +282,17 @@ func bindingNode(m *omap) *yaml.Node {
 		var v *yaml.Node
 		switch val := m.vals[k].(type) {
 		case string:
-			v = str(val)
+			v = policydoc.String(val)
 			width += len(k) + len(val) + 4
 		case constLeaf:
-			v = &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{str("const"), valueNode(escapeEnvIn(val.v), true)}}
+			v = &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{policydoc.String("const"), policydoc.Value(escapeEnvIn(val.v), true)}}
 			v.Style = yaml.FlowStyle
 			width += len(k) + 12 + len(fmt.Sprint(val.v))
 		case *omap:
 			v = bindingNode(val)
 			width += 1000 // nested shapes read best in block style
 		}
-		n.Content = append(n.Content, str(k), v)
+		n.Content = append(n.Content, policydoc.String(k), v)
 	}
 	if width <= 80 {
 		n.Style = yaml.FlowStyle
@@ -309,7 +304,7 @@ func bindingNode(m *omap) *yaml.Node {
 func escapeEnvIn(v any) any {
 	switch t := v.(type) {
 	case string:
-		return escapeEnv(t)
+		return policydoc.EscapeEnv(t)
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
@@ -324,218 +319,4 @@ func escapeEnvIn(v any) any {
 		return out
 	}
 	return v
-}
-
-// valueNode writes a JSON value. A schema whose values are all scalars (or
-// lists of scalars) and that fits on a line is written in flow style, as a
-// person would write it.
-func valueNode(v any, flowOK bool) *yaml.Node {
-	switch t := v.(type) {
-	case *omap:
-		n := &yaml.Node{Kind: yaml.MappingNode}
-		for _, k := range t.keys {
-			n.Content = append(n.Content, str(k), valueNode(t.vals[k], true))
-		}
-		if flowOK && len(t.keys) > 0 && flatWidth(t) <= 90 {
-			n.Style = yaml.FlowStyle
-		}
-		if len(t.keys) == 0 {
-			n.Style = yaml.FlowStyle
-		}
-		return n
-	case map[string]any:
-		m := newOmap()
-		for _, k := range slices.Sorted(maps.Keys(t)) {
-			m.set(k, t[k])
-		}
-		return valueNode(m, flowOK)
-	case []any:
-		n := &yaml.Node{Kind: yaml.SequenceNode}
-		scalars := true
-		for _, e := range t {
-			c := valueNode(e, true)
-			if c.Kind != yaml.ScalarNode {
-				scalars = false
-			}
-			n.Content = append(n.Content, c)
-		}
-		if scalars {
-			n.Style = yaml.FlowStyle
-		}
-		return n
-	case []string:
-		return valueNode(stringsToAny(t), flowOK)
-	case string:
-		return str(t)
-	case bool:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(t)}
-	case nil:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
-	case float64:
-		return number(t)
-	case float32:
-		return number(float64(t))
-	case int:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(t)}
-	case int64:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(t, 10)}
-	case uint64:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatUint(t, 10)}
-	case fmt.Stringer: // json.Number and the like
-		return str(t.String())
-	}
-	return str(fmt.Sprint(v))
-}
-
-func number(f float64) *yaml.Node {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return str(strconv.FormatFloat(f, 'g', -1, 64))
-	}
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(int64(f), 10)}
-	}
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(f, 'g', -1, 64)}
-}
-
-// flatWidth estimates the one-line width of a schema, or returns a large
-// number when it holds nested objects or strings with line breaks.
-func flatWidth(m *omap) int {
-	w := 2
-	for _, k := range m.keys {
-		w += len(k) + 4
-		switch v := m.vals[k].(type) {
-		case *omap, map[string]any:
-			return math.MaxInt
-		case []any:
-			for _, e := range v {
-				switch e := e.(type) {
-				case *omap, map[string]any, []any:
-					return math.MaxInt
-				case string:
-					if strings.ContainsAny(e, "\n\r") {
-						return math.MaxInt
-					}
-					w += len(e) + 4
-				default:
-					w += len(fmt.Sprint(e)) + 2
-				}
-			}
-		case string:
-			if strings.ContainsAny(v, "\n\r") {
-				return math.MaxInt
-			}
-			w += len(v) + 2
-		default:
-			w += len(fmt.Sprint(v))
-		}
-	}
-	return w
-}
-
-// commentWidth is where prose comment lines are wrapped.
-const commentWidth = 100
-
-// comment joins comment lines for a node at the given indentation: lines
-// marked with code are kept as they are, prose is wrapped at commentWidth.
-func comment(lines []string, indent int) string {
-	var out []string
-	for _, l := range lines {
-		if c, ok := strings.CutPrefix(l, codeMark); ok {
-			out = append(out, c)
-			continue
-		}
-		if item, ok := strings.CutPrefix(l, "- "); ok {
-			// A list item: continuation lines hang under its text.
-			for i, w := range wrap(item, commentWidth-indent-4) {
-				if i == 0 {
-					out = append(out, "- "+w)
-				} else {
-					out = append(out, "  "+w)
-				}
-			}
-			continue
-		}
-		out = append(out, wrap(l, commentWidth-indent-2)...)
-	}
-	return strings.Join(out, "\n")
-}
-
-// wrap breaks prose into lines of at most width bytes at spaces; a word
-// longer than width stays whole.
-func wrap(s string, width int) []string {
-	var out []string
-	line := ""
-	for _, w := range unbreakable(strings.Fields(s)) {
-		switch {
-		case line == "":
-			line = w
-		case len(line)+1+len(w) <= width:
-			line += " " + w
-		default:
-			out = append(out, line)
-			line = w
-		}
-	}
-	if line != "" || len(out) == 0 {
-		out = append(out, line)
-	}
-	return out
-}
-
-// unbreakable joins the words of a `code span` so wrapping keeps it whole.
-func unbreakable(words []string) []string {
-	var out []string
-	open := false
-	for _, w := range words {
-		if open {
-			out[len(out)-1] += " " + w
-		} else {
-			out = append(out, w)
-		}
-		if strings.Count(w, "`")%2 == 1 {
-			open = !open
-		}
-	}
-	return out
-}
-
-func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
-
-// escapeEnv protects "${" in values the policy loader expands: "$${" is a
-// literal "${".
-func escapeEnv(s string) string { return strings.ReplaceAll(s, "${", "$${") }
-
-// spaceOut puts a blank line between top-level sections and between the
-// entries of a section, so the draft reads like a hand-written policy.
-// yaml.v3 writes no blank lines of its own except after foot comments.
-func spaceOut(text []byte) []byte {
-	lines := strings.Split(strings.TrimRight(string(text), "\n"), "\n")
-	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
-	var out []string
-	for i, l := range lines {
-		trimmed := strings.TrimSpace(l)
-		if i > 0 && trimmed != "" && !strings.HasPrefix(trimmed, "#") && indent(l) <= 2 {
-			// The entry starts at the comment block right above its key.
-			start := len(out)
-			for start > 0 && strings.HasPrefix(strings.TrimSpace(out[start-1]), "#") && indent(out[start-1]) == indent(l) {
-				start--
-			}
-			if start > 0 {
-				prev := out[start-1]
-				if strings.TrimSpace(prev) != "" && indent(prev) >= indent(l) {
-					out = append(out[:start], append([]string{""}, out[start:]...)...)
-				}
-			}
-		}
-		out = append(out, l)
-	}
-	// A foot comment followed by the next entry leaves two blank lines.
-	var dedup []string
-	for _, l := range out {
-		if l == "" && len(dedup) > 0 && dedup[len(dedup)-1] == "" {
-			continue
-		}
-		dedup = append(dedup, l)
-	}
-	return []byte(strings.Join(dedup, "\n") + "\n")
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/toolgate/toolgate/config/policydoc"
 )
 
 // omap is a JSON object that keeps its keys in insertion order, so the draft
@@ -28,10 +30,14 @@ func (m *omap) set(k string, v any) {
 	m.vals[k] = v
 }
 
-func (m *omap) get(k string) (any, bool) {
+// Get returns the value of key k; omap is a policydoc.Object.
+func (m *omap) Get(k string) (any, bool) {
 	v, ok := m.vals[k]
 	return v, ok
 }
+
+// Keys returns the keys in insertion order; omap is a policydoc.Object.
+func (m *omap) Keys() []string { return m.keys }
 
 func (m *omap) len() int { return len(m.keys) }
 
@@ -62,7 +68,7 @@ type schemaConverter struct {
 	stack    map[*openapi3.Schema]bool
 	defNames map[*openapi3.Schema]string
 	defOrder []*openapi3.Schema
-	names    *namer
+	names    *policydoc.Namer
 	notes    []string
 	size     int // values produced, to detect schemas that inlining blows up
 	depth    int // current nesting of schemas
@@ -76,7 +82,7 @@ func newSchemaConverter(useDefs bool) *schemaConverter {
 		useDefs:  useDefs,
 		stack:    map[*openapi3.Schema]bool{},
 		defNames: map[*openapi3.Schema]string{},
-		names:    newNamer(),
+		names:    policydoc.NewNamer(),
 	}
 }
 
@@ -127,7 +133,7 @@ func (c *schemaConverter) defName(s *openapi3.Schema, ref string) string {
 	if name, ok := c.defNames[s]; ok {
 		return name
 	}
-	name := c.names.take(componentName(ref), "Schema")
+	name := c.names.Take(componentName(ref), "Schema")
 	c.defNames[s] = name
 	c.defOrder = append(c.defOrder, s)
 	return name

@@ -13,6 +13,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/toolgate/toolgate/config/policydoc"
 	"github.com/toolgate/toolgate/contracts"
 )
 
@@ -97,7 +98,7 @@ func (b *builder) tool(op *operation) *toolDraft {
 		if h := bd.idempotencyHeader; h != "" {
 			t.argsNotes = append(t.argsNotes,
 				fmt.Sprintf("TODO: the operation takes an %s header. If the backend dedupes on it, forward the key, so that a call whose outcome was lost is resent safely:", h),
-				code(fmt.Sprintf("idempotency: {forward_header: %s}", h)))
+				policydoc.Code(fmt.Sprintf("idempotency: {forward_header: %s}", h)))
 		}
 	}
 	t.argsNotes = append(t.argsNotes, bd.argsNotes...)
@@ -212,7 +213,7 @@ func (b *builder) bind(op *operation, sideEffect bool, conv *schemaConverter) *b
 	if sideEffect {
 		reserved = append(reserved, contracts.IdempotencyKeyArg)
 	}
-	names := newNamer(reserved...)
+	names := policydoc.NewNamer(reserved...)
 	props := newOmap()
 	var required []string
 	params := parameters(op)
@@ -344,7 +345,7 @@ func (b *builder) bind(op *operation, sideEffect bool, conv *schemaConverter) *b
 	return bd
 }
 
-func (b *builder) bindBody(op *operation, conv *schemaConverter, names *namer, props *omap, required *[]string, bd *binding) {
+func (b *builder) bindBody(op *operation, conv *schemaConverter, names *policydoc.Namer, props *omap, required *[]string, bd *binding) {
 	if op.op.RequestBody == nil || op.op.RequestBody.Value == nil {
 		return
 	}
@@ -373,7 +374,7 @@ func (b *builder) bindBody(op *operation, conv *schemaConverter, names *namer, p
 			return
 		}
 		// The whole body is one argument.
-		arg := names.take("body", "request_body")
+		arg := names.Take("body", "request_body")
 		props.set(arg, conv.convert(mt.Schema))
 		bd.bodyArg = arg
 		if rb.Required {
@@ -399,7 +400,7 @@ const maxNesting = 2
 type nester struct {
 	b     *builder
 	conv  *schemaConverter
-	names *namer
+	names *policydoc.Namer
 	props *omap
 	bd    *binding
 	stack map[*openapi3.Schema]bool
@@ -458,10 +459,10 @@ func (n *nester) object(shape *omap, fields map[string]*openapi3.SchemaRef, req 
 			continue
 		}
 		cands := []string{prefix + field, "body_" + prefix + field}
-		if sanitize(prefix+field) == "" {
+		if policydoc.Sanitize(prefix+field) == "" {
 			cands = []string{"body"}
 		}
-		arg := n.names.take(cands...)
+		arg := n.names.Take(cands...)
 		n.props.set(arg, n.conv.convert(ref))
 		shape.set(field, arg)
 		out.all = append(out.all, arg)
@@ -581,11 +582,11 @@ func (b *builder) unbindableHeader(p *openapi3.Parameter) string {
 
 // argName names an argument after a parameter or field; on a collision it
 // tries the place as a prefix (query_limit, body_id), then a suffix.
-func argName(names *namer, name, place string) string {
-	if sanitize(name) == "" {
-		return names.take(place)
+func argName(names *policydoc.Namer, name, place string) string {
+	if policydoc.Sanitize(name) == "" {
+		return names.Take(place)
 	}
-	return names.take(name, place+"_"+name)
+	return names.Take(name, place+"_"+name)
 }
 
 // parameters merges the path item's parameters with the operation's; the
@@ -635,7 +636,7 @@ func paramSchema(conv *schemaConverter, p *openapi3.Parameter) any {
 		m.set("description", d)
 	}
 	if p.Example != nil {
-		if _, has := m.get("examples"); !has {
+		if _, has := m.Get("examples"); !has {
 			m.set("examples", []any{p.Example})
 		}
 	}
@@ -817,11 +818,11 @@ func (b *builder) responseHints(op *operation) []string {
 		// goes in it, after the comment that says what it is.
 		out := []string{}
 		for _, l := range lines {
-			if c, ok := strings.CutPrefix(l, codeMark); ok {
+			if c, ok := policydoc.CodeLine(l); ok {
 				if c == "response:" {
 					continue
 				}
-				l = code(strings.TrimPrefix(c, "  "))
+				l = policydoc.Code(strings.TrimPrefix(c, "  "))
 			}
 			out = append(out, l)
 		}
@@ -908,12 +909,12 @@ func (b *builder) dataHints(op *operation) []string {
 	if h.data == "" && h.empty == "" {
 		return []string{text + " By default data is the body as it comes, and null, \"\", [] or {} is empty."}
 	}
-	lines := []string{text + " For example:", code("response:")}
+	lines := []string{text + " For example:", policydoc.Code("response:")}
 	if h.data != "" {
-		lines = append(lines, code("  data: "+singleQuoted(h.data)))
+		lines = append(lines, policydoc.Code("  data: "+singleQuoted(h.data)))
 	}
 	if h.empty != "" {
-		lines = append(lines, code("  empty: "+singleQuoted(h.empty)))
+		lines = append(lines, policydoc.Code("  empty: "+singleQuoted(h.empty)))
 	}
 	return lines
 }
@@ -972,9 +973,9 @@ func suggestResponse(ref *openapi3.SchemaRef) responseHint {
 				if len(itemFields) == 0 {
 					continue
 				}
-				get := celGet("body", list) + ".map(item, " + celObject(itemFields, "item") + ")"
+				get := policydoc.CELGet("body", list) + ".map(item, " + celObject(itemFields, "item") + ")"
 				if !req[list] {
-					get = celHas("body", list) + " ? " + get + " : null"
+					get = policydoc.CELHas("body", list) + " ? " + get + " : null"
 				}
 				h.data = "{" + strconv.Quote(list) + ": " + get
 				if rest := celObject(fields[1:], "body"); rest != "{}" {
@@ -983,9 +984,9 @@ func suggestResponse(ref *openapi3.SchemaRef) responseHint {
 					h.data += "}"
 				}
 			}
-			h.empty = "size(" + celGet("body", list) + ") == 0"
+			h.empty = "size(" + policydoc.CELGet("body", list) + ") == 0"
 			if !req[list] {
-				not := "!" + celHas("body", list)
+				not := "!" + policydoc.CELHas("body", list)
 				if strings.Contains(not, " in ") {
 					not = "!(" + not[1:] + ")"
 				}
@@ -1088,47 +1089,14 @@ func scalarFields(props map[string]*openapi3.SchemaRef, required []string, onlyR
 func celObject(fields []field, v string) string {
 	parts := make([]string, 0, len(fields))
 	for _, f := range fields {
-		get := celGet(v, f.name)
+		get := policydoc.CELGet(v, f.name)
 		if !f.required {
-			get = celHas(v, f.name) + " ? " + get + " : null"
+			get = policydoc.CELHas(v, f.name) + " ? " + get + " : null"
 		}
 		parts = append(parts, strconv.Quote(f.name)+": "+get)
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
 }
-
-var celIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// celReserved are CEL's reserved words, which cannot follow a dot.
-var celReserved = map[string]bool{
-	"as": true, "break": true, "const": true, "continue": true, "else": true, "false": true, "for": true,
-	"function": true, "if": true, "import": true, "in": true, "let": true, "loop": true, "package": true,
-	"namespace": true, "null": true, "return": true, "true": true, "var": true, "void": true, "while": true,
-}
-
-// celGet reads field name of v: v.name, or v["name"] when name is not a CEL
-// identifier.
-func celGet(v, name string) string {
-	if celIdent.MatchString(name) && !celReserved[name] {
-		return v + "." + name
-	}
-	return v + "[" + strconv.Quote(name) + "]"
-}
-
-// celHas tests that v has field name: has(v.name), or "name" in v, since
-// has() takes only the dotted form.
-func celHas(v, name string) string {
-	if celIdent.MatchString(name) && !celReserved[name] {
-		return "has(" + v + "." + name + ")"
-	}
-	return strconv.Quote(name) + " in " + v
-}
-
-// code marks a comment line as YAML or an aligned list, which the renderer
-// writes as is; other comment lines are prose and are wrapped.
-func code(s string) string { return codeMark + s }
-
-const codeMark = "\x01"
 
 func singleQuoted(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
@@ -1167,26 +1135,7 @@ func (b *builder) errorHints(op *operation, sideEffect bool) []string {
 		if desc != "" {
 			line += " " + desc
 		}
-		lines = append(lines, code(line+" -> "+defaultStatus(c, sideEffect)))
+		lines = append(lines, policydoc.Code(line+" -> "+policydoc.DefaultStatus(c, sideEffect)))
 	}
 	return lines
-}
-
-// defaultStatus names the status the default table gives a documented
-// response code ("404", "5XX", "default").
-func defaultStatus(code string, sideEffect bool) string {
-	c := strings.ToUpper(code)
-	if len(c) == 3 && strings.HasSuffix(c, "XX") && c[0] >= '1' && c[0] <= '5' {
-		c = c[:1] + "00"
-	}
-	n, err := strconv.Atoi(c)
-	if err != nil || n < 100 || n > 599 {
-		return "by its HTTP status"
-	}
-	o := contracts.ClassifyHTTP(n, sideEffect, false, 0)
-	out := string(o.Status)
-	if o.Retryable {
-		out += ", retryable"
-	}
-	return out
 }

@@ -38,7 +38,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/toolgate/toolgate/config/openapi"
+	"github.com/toolgate/toolgate/config/policydoc"
 	"github.com/toolgate/toolgate/learn"
 )
 
@@ -83,7 +83,7 @@ func Write(sum *learn.Summary, opts Options) (*Draft, error) {
 	if opts.Source == "" {
 		opts.Source = "the learning summary"
 	}
-	names := openapi.NewNamer()
+	names := policydoc.NewNamer()
 	var tools []*toolDraft
 	var skipped []Skipped
 	for _, r := range sum.Routes {
@@ -106,7 +106,7 @@ func Write(sum *learn.Summary, opts Options) (*Draft, error) {
 			}
 			return d, nil
 		}
-		kept, dropped, ok := openapi.DropUncompiled(tools, func(t *toolDraft) string { return t.name }, err)
+		kept, dropped, ok := policydoc.DropUncompiled(tools, func(t *toolDraft) string { return t.name }, err)
 		if !ok {
 			return nil, fmt.Errorf("the draft does not compile: %w", err)
 		}
@@ -122,16 +122,16 @@ func Write(sum *learn.Summary, opts Options) (*Draft, error) {
 // check compiles the draft as `toolgate check` does, and again in
 // transparent mode, where two tools must not take the same route.
 func check(text []byte) error {
-	if err := openapi.CheckDraft("draft.yaml", text); err != nil {
+	if err := policydoc.Check("draft.yaml", text); err != nil {
 		return err
 	}
-	return openapi.CheckDraft("draft.yaml", append(slices.Clip(text), "server:\n  transparent: true\n"...))
+	return policydoc.Check("draft.yaml", append(slices.Clip(text), "server:\n  transparent: true\n"...))
 }
 
 func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skipped) ([]byte, error) {
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	root.HeadComment = header(sum, opts)
-	root.Content = append(root.Content, openapi.String("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
+	root.Content = append(root.Content, policydoc.String("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
 
 	used := map[string]bool{}
 	for _, t := range tools {
@@ -139,28 +139,28 @@ func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skip
 	}
 	ups := &yaml.Node{Kind: yaml.MappingNode}
 	for _, name := range slices.Sorted(maps.Keys(used)) {
-		urlKey := openapi.String("url")
-		urlKey.HeadComment = openapi.Comment([]string{"TODO: timeout (default 2s), max_concurrent, retries, breaker and credentials (headers): see docs/policy.md."}, 4)
+		urlKey := policydoc.String("url")
+		urlKey.HeadComment = policydoc.Comment([]string{"TODO: timeout (default 2s), max_concurrent, retries, breaker and credentials (headers): see docs/policy.md."}, 4)
 		u, ok := sum.Upstreams[name]
-		urlVal := openapi.String(openapi.EscapeEnv(u))
+		urlVal := policydoc.String(policydoc.EscapeEnv(u))
 		if !ok || u == "" {
-			urlVal = openapi.String(placeholderURL)
+			urlVal = policydoc.String(placeholderURL)
 			urlVal.LineComment = "TODO: the summary does not hold this upstream's URL"
 		}
-		ups.Content = append(ups.Content, openapi.String(name), &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}})
+		ups.Content = append(ups.Content, policydoc.String(name), &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}})
 	}
 	if len(used) == 0 {
 		ups.Style = yaml.FlowStyle
 	}
-	root.Content = append(root.Content, openapi.String("upstreams"), ups)
+	root.Content = append(root.Content, policydoc.String("upstreams"), ups)
 
-	toolsKey := openapi.String("tools")
+	toolsKey := policydoc.String("tools")
 	if len(skipped) > 0 {
 		lines := []string{"Not drafted:"}
 		for _, s := range skipped {
 			lines = append(lines, fmt.Sprintf("- %s %s (%s): %s", s.Method, s.Path, s.Upstream, s.Reason))
 		}
-		toolsKey.HeadComment = openapi.Comment(lines, 0)
+		toolsKey.HeadComment = policydoc.Comment(lines, 0)
 	}
 	toolsVal := &yaml.Node{Kind: yaml.MappingNode}
 	if len(tools) == 0 {
@@ -171,7 +171,7 @@ func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skip
 		toolsVal.Content = append(toolsVal.Content, k, v)
 	}
 	root.Content = append(root.Content, toolsKey, toolsVal)
-	return openapi.Encode(root)
+	return policydoc.Encode(root)
 }
 
 func header(sum *learn.Summary, opts Options) string {
@@ -179,7 +179,7 @@ func header(sum *learn.Summary, opts Options) string {
 	if !sum.EnumValues {
 		values = "No request or answer value was kept (enum_values was off, so error codes are not known either)."
 	}
-	return openapi.Comment([]string{
+	return policydoc.Comment([]string{
 		fmt.Sprintf("toolgate policy draft learned from traffic by `toolgate learn report` (%s: %s).", opts.Source, sum),
 		"It passes `toolgate check` as written, in transparent mode too. It defines only upstreams and tools, so it can join the policy directory whose other files set server, state and access; remove the passthrough prefixes that would take these routes before the tools can. " + values + " To finish it, work through the TODO comments:",
 		"- description: what each tool does and when to use it, for the agent.",

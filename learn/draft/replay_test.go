@@ -17,7 +17,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/coretest"
+	"github.com/toolgate/toolgate/internal/testkit/coretest"
 	"github.com/toolgate/toolgate/learn"
 	"github.com/toolgate/toolgate/learn/draft"
 	"github.com/toolgate/toolgate/policy"

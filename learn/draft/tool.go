@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/toolgate/toolgate/config/openapi"
+	"github.com/toolgate/toolgate/config/policydoc"
 	"github.com/toolgate/toolgate/learn"
 )
 
@@ -115,7 +115,7 @@ func sideEffect(method string) bool {
 	return false
 }
 
-func newTool(r *learn.Route, names *openapi.Namer) *toolDraft {
+func newTool(r *learn.Route, names *policydoc.Namer) *toolDraft {
 	t := &toolDraft{route: r, sideEffect: sideEffect(r.Method), req: &r.Accepted}
 	if r.Accepted.Count == 0 {
 		t.req, t.fromRejected = &r.Rejected, true
@@ -123,7 +123,7 @@ func newTool(r *learn.Route, names *openapi.Namer) *toolDraft {
 	if r.Tool != "" {
 		t.name = names.Take(r.Tool)
 	} else {
-		t.name = names.Take(openapi.DerivedName(r.Method, r.Path))
+		t.name = names.Take(policydoc.DerivedName(r.Method, r.Path))
 	}
 	t.arguments()
 	t.timing()
@@ -139,7 +139,7 @@ func (t *toolDraft) arguments() {
 	if t.sideEffect {
 		reserved = append(reserved, idempotencyKeyArg)
 	}
-	argNames := openapi.NewNamer(reserved...)
+	argNames := policydoc.NewNamer(reserved...)
 	var segs []string
 	for _, seg := range strings.Split(strings.TrimPrefix(t.route.Path, "/"), "/") {
 		if !strings.Contains(seg, "{") {
@@ -189,7 +189,7 @@ func (t *toolDraft) callsWord() string {
 }
 
 // bodyArguments binds the top-level fields of JSON object bodies.
-func (t *toolDraft) bodyArguments(argNames *openapi.Namer) {
+func (t *toolDraft) bodyArguments(argNames *policydoc.Namer) {
 	b := t.req.Body
 	bodies := int64(0)
 	for _, n := range t.req.ContentTypes {
@@ -390,9 +390,9 @@ func (t *toolDraft) response() {
 	}
 	var parts []string
 	for _, name := range slices.Sorted(slices.Values(slices.Concat(always, mostly))) {
-		get := openapi.CELGet("body", name)
+		get := policydoc.CELGet("body", name)
 		if !slices.Contains(always, name) {
-			get = openapi.CELHas("body", name) + " ? " + get + " : null"
+			get = policydoc.CELHas("body", name) + " ? " + get + " : null"
 		}
 		parts = append(parts, strconv.Quote(name)+": "+get)
 	}
@@ -449,11 +449,11 @@ func emptyRule(a *learn.Shape, always, mostly []string) string {
 	if list == "" {
 		return ""
 	}
-	rule := "size(" + openapi.CELGet("body", list) + ") == 0"
+	rule := "size(" + policydoc.CELGet("body", list) + ") == 0"
 	if !slices.Contains(always, list) {
-		rule = "!" + openapi.CELHas("body", list) + " || " + rule
+		rule = "!" + policydoc.CELHas("body", list) + " || " + rule
 		if strings.Contains(rule, " in ") {
-			rule = "!(" + openapi.CELHas("body", list) + ") || size(" + openapi.CELGet("body", list) + ") == 0"
+			rule = "!(" + policydoc.CELHas("body", list) + ") || size(" + policydoc.CELGet("body", list) + ") == 0"
 		}
 	}
 	return rule
@@ -475,8 +475,8 @@ func (t *toolDraft) numericCodes(a *learn.Shape) {
 		}
 		t.errorNotes = append(t.errorNotes,
 			fmt.Sprintf("TODO: errors: body.%s is a number in the successful answers; if some values mean an error (a legacy API's 200 {\"%s\": 40001}), add a rule, e.g.:", name, name),
-			openapi.Code("  - when: "+okStatus(nil)+" && "+openapi.CELHas("body", name)+" && "+openapi.CELGet("body", name)+" != 0"),
-			openapi.Code("    status: upstream"))
+			policydoc.Code("  - when: "+okStatus(nil)+" && "+policydoc.CELHas("body", name)+" && "+policydoc.CELGet("body", name)+" != 0"),
+			policydoc.Code("    status: upstream"))
 	}
 }
 
@@ -484,25 +484,25 @@ func (t *toolDraft) numericCodes(a *learn.Shape) {
 func (t *toolDraft) errorRules() {
 	for _, field := range slices.Sorted(maps.Keys(t.route.ErrorCodes)) {
 		c := t.route.ErrorCodes[field]
-		cond := okStatus(c.Statuses) + " && " + openapi.CELHas("body", field)
+		cond := okStatus(c.Statuses) + " && " + policydoc.CELHas("body", field)
 		if c.Types["string"] < c.Answers {
 			// An error object or flag: its presence is the error.
 			t.errorNotes = append(t.errorNotes,
 				fmt.Sprintf("TODO: errors: %s carried an error in body.%s (%s); if its presence always means an error, add a rule, e.g.:", countWord(c.Answers, "successful answer"), field, strings.Join(byCount(c.Types), ", ")),
-				openapi.Code("  - when: "+cond),
-				openapi.Code("    status: upstream"))
+				policydoc.Code("  - when: "+cond),
+				policydoc.Code("    status: upstream"))
 			continue
 		}
 		if c.ValuesDropped || len(c.Values) == 0 {
 			t.errorNotes = append(t.errorNotes,
 				fmt.Sprintf("TODO: errors: %s carried an error code in body.%s, whose values were not kept (not all code-like, too many, or enum_values off); add a rule per code, e.g.:", countWord(c.Answers, "successful answer"), field),
-				openapi.Code("  - when: "+cond+" && "+openapi.CELGet("body", field)+" == \"E_...\""),
-				openapi.Code("    status: upstream"))
+				policydoc.Code("  - when: "+cond+" && "+policydoc.CELGet("body", field)+" == \"E_...\""),
+				policydoc.Code("    status: upstream"))
 			continue
 		}
 		for _, v := range byCount(c.Values) {
 			status, retryable, why := guessStatus(v)
-			r := rule{when: cond + " && " + openapi.CELGet("body", field) + " == " + strconv.Quote(v), status: status}
+			r := rule{when: cond + " && " + policydoc.CELGet("body", field) + " == " + strconv.Quote(v), status: status}
 			if retryable != (status == "upstream" || status == "timeout") {
 				r.retryable = &retryable
 			}
@@ -516,7 +516,7 @@ func (t *toolDraft) errorRules() {
 		if code >= 200 && code < 300 {
 			continue
 		}
-		lines = append(lines, openapi.Code(fmt.Sprintf("  %d ×%d -> %s", code, t.route.Statuses[code], openapi.DefaultStatus(strconv.Itoa(code), t.sideEffect))))
+		lines = append(lines, policydoc.Code(fmt.Sprintf("  %d ×%d -> %s", code, t.route.Statuses[code], policydoc.DefaultStatus(strconv.Itoa(code), t.sideEffect))))
 	}
 	if len(lines) > 0 {
 		t.errorNotes = append([]string{"Error answers seen, and the status toolgate's default table gives them (add rules only where it is wrong):"}, append(lines, t.errorNotes...)...)
@@ -567,8 +567,8 @@ func guessStatus(code string) (status string, retryable bool, why string) {
 
 // node writes the tool.
 func (t *toolDraft) node() (*yaml.Node, *yaml.Node) {
-	key := openapi.String(t.name)
-	key.HeadComment = openapi.Comment(t.observed(), 2)
+	key := policydoc.String(t.name)
+	key.HeadComment = policydoc.Comment(t.observed(), 2)
 
 	m := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(k, v *yaml.Node) { m.Content = append(m.Content, k, v) }
@@ -576,55 +576,55 @@ func (t *toolDraft) node() (*yaml.Node, *yaml.Node) {
 	if t.route.Tool != "" {
 		desc = fmt.Sprintf("TODO: the description of tool %s, learned anew from its backend calls.", t.route.Tool)
 	}
-	add(openapi.String("description"), openapi.String(openapi.EscapeEnv(desc)))
-	add(openapi.String("upstream"), openapi.String(t.route.Upstream))
+	add(policydoc.String("description"), policydoc.String(policydoc.EscapeEnv(desc)))
+	add(policydoc.String("upstream"), policydoc.String(t.route.Upstream))
 	if t.sideEffect {
-		k := openapi.String("side_effect")
+		k := policydoc.String("side_effect")
 		v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 		v.LineComment = t.route.Method + ": not safe to repeat, so toolgate requires an idempotency key"
 		if t.req.IdempotencyKey > 0 {
-			k.HeadComment = openapi.Comment([]string{
+			k.HeadComment = policydoc.Comment([]string{
 				fmt.Sprintf("TODO: %s of the calls carried an Idempotency-Key. If the backend dedupes on it, say so, and toolgate forwards its own key (and may then resend a call whose outcome was lost):", percent(ratio(t.req.IdempotencyKey, t.req.Count))),
-				openapi.Code("idempotency: {forward_header: Idempotency-Key}"),
+				policydoc.Code("idempotency: {forward_header: Idempotency-Key}"),
 			}, 4)
 		}
 		add(k, v)
 	}
 	if t.timeout > 0 {
-		v := openapi.String(t.timeout.String())
+		v := policydoc.String(t.timeout.String())
 		v.LineComment = t.timeoutNote
-		add(openapi.String("timeout"), v)
+		add(policydoc.String("timeout"), v)
 	}
-	argsKey := openapi.String("args")
+	argsKey := policydoc.String("args")
 	if t.fromRejected {
-		argsKey.HeadComment = openapi.Comment([]string{"TODO: the backend accepted no call (2xx); these arguments are learned from the calls it refused."}, 4)
+		argsKey.HeadComment = policydoc.Comment([]string{"TODO: the backend accepted no call (2xx); these arguments are learned from the calls it refused."}, 4)
 	}
 	add(argsKey, t.schemaNode())
 
 	req := &yaml.Node{Kind: yaml.MappingNode}
-	req.Content = append(req.Content, openapi.String("method"), openapi.String(t.route.Method), openapi.String("path"), openapi.String(openapi.EscapeEnv(t.path)))
+	req.Content = append(req.Content, policydoc.String("method"), policydoc.String(t.route.Method), policydoc.String("path"), policydoc.String(policydoc.EscapeEnv(t.path)))
 	if len(t.query) > 0 {
-		req.Content = append(req.Content, openapi.String("query"), pairsNode(t.query))
+		req.Content = append(req.Content, policydoc.String("query"), pairsNode(t.query))
 	}
 	if len(t.body) > 0 {
-		req.Content = append(req.Content, openapi.String("body"), pairsNode(t.body))
+		req.Content = append(req.Content, policydoc.String("body"), pairsNode(t.body))
 	}
-	reqKey := openapi.String("request")
+	reqKey := policydoc.String("request")
 	if t.bodyNote != "" {
-		reqKey.HeadComment = openapi.Comment([]string{t.bodyNote}, 4)
+		reqKey.HeadComment = policydoc.Comment([]string{t.bodyNote}, 4)
 	}
 	add(reqKey, req)
 
 	if t.data != "" || t.empty != "" {
 		resp := &yaml.Node{Kind: yaml.MappingNode}
 		if t.data != "" {
-			resp.Content = append(resp.Content, openapi.String("data"), openapi.String(t.data))
+			resp.Content = append(resp.Content, policydoc.String("data"), policydoc.String(t.data))
 		}
 		if t.empty != "" {
-			resp.Content = append(resp.Content, openapi.String("empty"), openapi.String(t.empty))
+			resp.Content = append(resp.Content, policydoc.String("empty"), policydoc.String(t.empty))
 		}
-		k := openapi.String("response")
-		k.HeadComment = openapi.Comment([]string{"TODO: response: keep what the agent needs; these fields were present in at least 99% of the successful answers."}, 4)
+		k := policydoc.String("response")
+		k.HeadComment = policydoc.Comment([]string{"TODO: response: keep what the agent needs; these fields were present in at least 99% of the successful answers."}, 4)
 		add(k, resp)
 	}
 	notes := append(append([]string(nil), t.responseNotes...), t.errorNotes...)
@@ -632,19 +632,19 @@ func (t *toolDraft) node() (*yaml.Node, *yaml.Node) {
 		list := &yaml.Node{Kind: yaml.SequenceNode}
 		for _, r := range t.errors {
 			item := &yaml.Node{Kind: yaml.MappingNode}
-			item.HeadComment = openapi.Comment([]string{r.note}, 6)
-			item.Content = append(item.Content, openapi.String("when"), openapi.String(r.when), openapi.String("status"), openapi.String(r.status))
+			item.HeadComment = policydoc.Comment([]string{r.note}, 6)
+			item.Content = append(item.Content, policydoc.String("when"), policydoc.String(r.when), policydoc.String("status"), policydoc.String(r.status))
 			if r.retryable != nil {
-				item.Content = append(item.Content, openapi.String("retryable"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(*r.retryable)})
+				item.Content = append(item.Content, policydoc.String("retryable"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(*r.retryable)})
 			}
 			list.Content = append(list.Content, item)
 		}
-		k := openapi.String("errors")
-		k.FootComment = openapi.Comment(notes, 4)
+		k := policydoc.String("errors")
+		k.FootComment = policydoc.Comment(notes, 4)
 		add(k, list)
 	} else if len(notes) > 0 {
 		key := m.Content[len(m.Content)-2]
-		key.FootComment = openapi.Comment(notes, 4)
+		key.FootComment = policydoc.Comment(notes, 4)
 	}
 	return key, m
 }
@@ -652,7 +652,7 @@ func (t *toolDraft) node() (*yaml.Node, *yaml.Node) {
 // schemaNode writes the argument schema in the order a person would.
 func (t *toolDraft) schemaNode() *yaml.Node {
 	n := &yaml.Node{Kind: yaml.MappingNode}
-	n.Content = append(n.Content, openapi.String("type"), openapi.String("object"))
+	n.Content = append(n.Content, policydoc.String("type"), policydoc.String("object"))
 	var req []any
 	for _, a := range t.args {
 		if a.required {
@@ -660,19 +660,19 @@ func (t *toolDraft) schemaNode() *yaml.Node {
 		}
 	}
 	if len(req) > 0 {
-		n.Content = append(n.Content, openapi.String("required"), openapi.Value(req, true))
+		n.Content = append(n.Content, policydoc.String("required"), policydoc.Value(req, true))
 	}
-	n.Content = append(n.Content, openapi.String("additionalProperties"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "false"})
+	n.Content = append(n.Content, policydoc.String("additionalProperties"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "false"})
 	props := &yaml.Node{Kind: yaml.MappingNode}
 	for _, a := range t.args {
-		v := openapi.Value(a.schema, true)
+		v := policydoc.Value(a.schema, true)
 		v.LineComment = a.note
-		props.Content = append(props.Content, openapi.String(a.name), v)
+		props.Content = append(props.Content, policydoc.String(a.name), v)
 	}
 	if len(t.args) == 0 {
 		props.Style = yaml.FlowStyle
 	}
-	n.Content = append(n.Content, openapi.String("properties"), props)
+	n.Content = append(n.Content, policydoc.String("properties"), props)
 	return n
 }
 
@@ -681,7 +681,7 @@ func pairsNode(pairs [][2]string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.MappingNode}
 	width := 0
 	for _, p := range pairs {
-		n.Content = append(n.Content, openapi.String(p[0]), openapi.String(p[1]))
+		n.Content = append(n.Content, policydoc.String(p[0]), policydoc.String(p[1]))
 		width += len(p[0]) + len(p[1]) + 4
 	}
 	if width <= 80 {

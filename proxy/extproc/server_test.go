@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/internal/proxytest"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 const htmlError = "<html>java.lang.IllegalStateException at db-7.internal:5432</html>"

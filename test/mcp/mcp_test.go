@@ -7,7 +7,8 @@
 // against it.
 //
 // Without node and npm on PATH the tests skip, unless TOOLGATE_REQUIRE_NODE
-// is set (make test sets it), in which case they fail.
+// is set (make test sets it), in which case they fail. Under -short (make
+// quick) they skip.
 package mcp_test
 
 import (
@@ -26,7 +27,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/coretest"
+	"github.com/toolgate/toolgate/internal/testkit/coretest"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 )
@@ -41,6 +42,9 @@ var (
 // sure node_modules matches package-lock.json.
 func requireNode(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs Node.js clients")
+	}
 	for _, bin := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			if os.Getenv("TOOLGATE_REQUIRE_NODE") != "" {

@@ -29,7 +29,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
-	"github.com/toolgate/toolgate/internal/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
 )
@@ -311,9 +311,28 @@ func (r *run) violate(format string, args ...any) {
 	}
 }
 
+// shortSoak is the memory run's length under -short (make quick) when
+// -soak.duration is not given: long enough for every fault kind of the
+// schedule to come up, short enough for the quick tier.
+const shortSoak = 3 * time.Second
+
+// memoryDuration is how long the memory run lasts: -soak.duration, or
+// shortSoak under -short unless the flag is given.
+func memoryDuration() time.Duration {
+	if !testing.Short() {
+		return *soakDuration
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "soak.duration" })
+	if given {
+		return *soakDuration
+	}
+	return shortSoak
+}
+
 func TestSoak(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
-		soak(t, "memory", *soakDuration, func(*testing.T) policy.IdempotencyStore { return nil })
+		soak(t, "memory", memoryDuration(), func(*testing.T) policy.IdempotencyStore { return nil })
 	})
 	if *soakRedis <= 0 {
 		return

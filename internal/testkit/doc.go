@@ -1,0 +1,15 @@
+// Package testkit is the home of the test kits, and holds nothing itself.
+// Its packages are test support only, as their path says (grpc-go keeps
+// its kits under internal/testutils for the same reason):
+//
+//   - coretest serves a proxy.Core on a loopback test server;
+//   - proxytest holds what the tests of the fronts share (backends, policies);
+//   - policytest writes policy files the ways real writers do;
+//   - redistest runs redis-server, Cluster and Sentinel topologies, and a
+//     fault proxy;
+//   - sidecartest checks an injected toolgate sidecar.
+//
+// Only tests import them, and they may import any package of the module:
+// they stand outside the package order of docs/design.md.
+// TestOnlyTestsImportTheKits keeps shipped code off them.
+package testkit
