@@ -271,11 +271,28 @@ func headingBefore(text string, offset int) string {
 var shownStatus = regexp.MustCompile(`"status":"([a-z_]+)"`)
 var shownHeader = regexp.MustCompile(`(?m)^([A-Z][A-Za-z-]+): (.+)$`)
 
+// shownMessage is the message of an envelope a page shows, as a JSON
+// string literal.
+var shownMessage = regexp.MustCompile(`"message":("(?:[^"\\]|\\.)*")`)
+
+// envelopeMessage is the message of the envelope body.
+func envelopeMessage(t *testing.T, line string, body []byte) string {
+	t.Helper()
+	var env struct {
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatalf("%s: not an envelope: %s", line, body)
+	}
+	return env.Message
+}
+
 // TestREADMECommandsRunAgainstTheDemo runs every curl command of README.md
 // and of docs/ that calls the demo's ports, in order, against the demo
 // the README starts for it (`make demo`; `toolgate demo -transparent` in
 // the transparent-mode and learning sections), and checks the envelope
-// status (and headers, for -i) the page shows after it.
+// status, the message where README's tour quotes it, and the headers (for -i)
+// the page shows after it.
 func TestREADMECommandsRunAgainstTheDemo(t *testing.T) {
 	plain := startDemo(t, demoOptions{})
 	transparent := startDemo(t, demoOptions{transparent: true})
@@ -300,6 +317,17 @@ func TestREADMECommandsRunAgainstTheDemo(t *testing.T) {
 			if m := shownStatus.FindStringSubmatch(shown); m != nil {
 				if got := envelopeStatus(t, line, body); got != m[1] {
 					t.Errorf("%s\nanswers %s, %s shows %s: %s", line, got, ex.file, m[1], body)
+				}
+			}
+			// The tour's messages are the demo's own; docs/ pages may show
+			// another policy's language.
+			if m := shownMessage.FindStringSubmatch(shown); m != nil && ex.file == "README.md" {
+				var want string
+				if err := json.Unmarshal([]byte(m[1]), &want); err != nil {
+					t.Fatalf("%s shows a message that is not a JSON string: %s", ex.file, m[1])
+				}
+				if got := envelopeMessage(t, line, body); got != want {
+					t.Errorf("%s\nanswers the message %q, %s shows %q", line, got, ex.file, want)
 				}
 			}
 			if c.withHead {
