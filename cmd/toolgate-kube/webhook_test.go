@@ -498,7 +498,7 @@ func TestWebhookAnnotationsAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{annotationInject, annotationPolicy, annotationContainer, annotationPort} {
+	for _, a := range annotations() {
 		if !strings.Contains(string(data), a) {
 			t.Errorf("docs/kubernetes.md does not document the annotation %s", a)
 		}
