@@ -420,7 +420,8 @@ func (o *object) String() string { return fmt.Sprintf("%s: %s/%s", o.file.name, 
 // decodeNode reads an object (or a part of one) into a typed value as the
 // API server does without strict field validation: field names match
 // case-sensitively, duplicate keys are errors, unknown fields are ignored
-// (the input is the user's, possibly of a newer API).
+// (the input is the user's, possibly of a newer API). Aliases and merge
+// keys read as kubectl reads them.
 func decodeNode(n *yaml.Node, v any) error {
 	// An alias inside the node may name an anchor outside it: read a
 	// copy with the aliases spelled out.
@@ -428,6 +429,7 @@ func decodeNode(n *yaml.Node, v any) error {
 	if !ok {
 		return fmt.Errorf("YAML aliases that expand to more than %d nodes", maxExpandedNodes)
 	}
+	flattenMerges(n)
 	y, err := yaml.Marshal(n)
 	if err != nil {
 		return err

@@ -211,6 +211,17 @@ func decodeObject(t *testing.T, js []byte, objs *outputObjects) {
 		var p corev1.Pod
 		unmarshalStrict(t, js, &p)
 		objs.templates["Pod/"+p.Name] = corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}
+	case "apps/v1 ReplicaSet":
+		var r appsv1.ReplicaSet
+		unmarshalStrict(t, js, &r)
+		objs.templates["ReplicaSet/"+r.Name] = r.Spec.Template
+	case "v1 ReplicationController":
+		var r corev1.ReplicationController
+		unmarshalStrict(t, js, &r)
+		objs.templates["ReplicationController/"+r.Name] = *r.Spec.Template
+	case "v1 ServiceAccount":
+		var a corev1.ServiceAccount
+		unmarshalStrict(t, js, &a)
 	case "v1 Service":
 		var s corev1.Service
 		unmarshalStrict(t, js, &s)

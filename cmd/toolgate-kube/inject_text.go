@@ -477,6 +477,50 @@ func expand(n *yaml.Node) (*yaml.Node, bool) {
 	return c, c != nil
 }
 
+// flattenMerges rewrites, in a tree without aliases (expand's), every
+// mapping with merge keys as the mapping a YAML reader sees: its own keys,
+// then the merged keys it does not set itself. Strict readers then see a
+// key a mapping overrides once, as the merge means it.
+func flattenMerges(n *yaml.Node) {
+	for _, c := range n.Content {
+		flattenMerges(c)
+	}
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	var own, merged []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Tag != "!!merge" {
+			own = append(own, n.Content[i], n.Content[i+1])
+			continue
+		}
+		src := n.Content[i+1]
+		sources := []*yaml.Node{src}
+		if src.Kind == yaml.SequenceNode {
+			sources = src.Content
+		}
+		for _, s := range sources {
+			if s.Kind == yaml.MappingNode {
+				merged = append(merged, s.Content...)
+			}
+		}
+	}
+	if merged == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(own); i += 2 {
+		seen[own[i].Value] = true
+	}
+	for i := 0; i+1 < len(merged); i += 2 {
+		if !seen[merged[i].Value] {
+			seen[merged[i].Value] = true
+			own = append(own, merged[i], merged[i+1])
+		}
+	}
+	n.Content = own
+}
+
 // unalias replaces every alias of the document by a copy of what it
 // names, before inject edits anything in it: an edit of an anchored node
 // must not reach the places that name it, and an edit through an alias

@@ -132,7 +132,9 @@ func startWebhook(t *testing.T, ca *testCA) *webhookServer {
 	done := make(chan error, 1)
 	o := webhookOptions{
 		listen: "127.0.0.1:0", certFile: w.certFile, keyFile: w.keyFile,
-		opts: injectOptions{image: testImage, agentPort: defaultAgentPort, adminPort: defaultAdminPort},
+		// As the webhook's flags set them: defaults under the pods'
+		// annotations.
+		opts: injectOptions{image: testImage},
 	}
 	go func() { done <- serveWebhook(ctx, o, slog.New(slog.DiscardHandler), ready) }()
 	t.Cleanup(func() {
