@@ -29,7 +29,7 @@ import (
 func networkPolicy(w *object, tmpl *corev1.PodTemplateSpec, app appPort, agentPort, adminPort int32) (*networkingv1.NetworkPolicy, error) {
 	selector := podSelector(w, tmpl)
 	if len(selector) == 0 {
-		return nil, errors.New("-network-policy: the pods have no labels to select them by")
+		return nil, errors.New("-network-policy: the pods have no labels to select them by; give its pod template labels, or leave it out of this run with -only (or run without -network-policy)")
 	}
 	tcp := corev1.ProtocolTCP
 	port := func(n int32, proto corev1.Protocol) networkingv1.NetworkPolicyPort {

@@ -341,6 +341,7 @@ func TestInjectRealManifests(t *testing.T) {
 			args: []string{"-container", "hello", "-port", "8000"},
 			check: func(t *testing.T, out string, objs *outputObjects) {
 				spec := objs.templates["Deployment/hello"].Spec
+				sidecartest.Check(t, spec, sidecartest.Want{Image: testImage, Policy: defaultPolicy, AgentPort: 8080, AdminPort: 9090, AppPort: 8000})
 				// 10 s of preStop, 10 for the application to stop, toolgate's
 				// 5 s drain and 20 s grace, 5 s of margin.
 				if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != 50 {
