@@ -16,11 +16,16 @@ import (
 // repoRoot is the repository, from this package's directory.
 const repoRoot = "../.."
 
-// kubernetesDocs is the page whose commands the tests walk.
-var kubernetesDocs = filepath.Join(repoRoot, "docs", "kubernetes.md")
+// kubernetesDocs is the page whose commands the tests walk; operationsDocs
+// holds a shorter way into Kubernetes, walked too.
+var (
+	kubernetesDocs = filepath.Join(repoRoot, "docs", "kubernetes.md")
+	operationsDocs = filepath.Join(repoRoot, "docs", "operations.md")
+)
 
 // shellBlock is a ```sh block of a Markdown page: its commands, in order.
 type shellBlock struct {
+	file    string // the page, from the repository's root
 	line    int    // where the block starts in the page
 	section string // the heading above it
 	script  string
@@ -56,7 +61,8 @@ func shellBlocks(t *testing.T, file string) []shellBlock {
 			script.WriteString(strings.TrimPrefix(line, indent))
 			script.WriteString("\n")
 		}
-		b := shellBlock{line: strings.Count(text[:m[0]], "\n") + 1, script: script.String()}
+		rel, _ := filepath.Rel(repoRoot, file)
+		b := shellBlock{file: rel, line: strings.Count(text[:m[0]], "\n") + 1, script: script.String()}
 		if hs := heading.FindAllStringSubmatch(text[:m[0]], -1); len(hs) > 0 {
 			b.section = hs[len(hs)-1][1]
 		}
@@ -103,9 +109,9 @@ func (w *walker) run(t *testing.T, b shellBlock) string {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("docs/kubernetes.md:%d (%s): %v\n%s\nstdout:\n%s\nstderr:\n%s", b.line, b.section, err, b.script, stdout.String(), stderr.String())
+		t.Fatalf("%s:%d (%s): %v\n%s\nstdout:\n%s\nstderr:\n%s", b.file, b.line, b.section, err, b.script, stdout.String(), stderr.String())
 	}
-	t.Logf("docs/kubernetes.md:%d (%s): ran in %v", b.line, b.section, time.Since(start).Round(time.Millisecond))
+	t.Logf("%s:%d (%s): ran in %v", b.file, b.line, b.section, time.Since(start).Round(time.Millisecond))
 	return stdout.String()
 }
 

@@ -123,6 +123,13 @@ func TestKubernetesEndToEnd(t *testing.T) {
 		c.must(t, "", "wait", "--for=condition=Established", "crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io")
 		w := newWalker(t, tl.bin, "KUBECONFIG="+c.kubeconfig)
 		blocks := shellBlocks(t, kubernetesDocs)
+		// operations.md's way into Kubernetes, after the page it points
+		// to (its other blocks build images and call a running toolgate).
+		for _, b := range shellBlocks(t, operationsDocs) {
+			if strings.Contains(b.script, "toolgate-kube") {
+				blocks = append(blocks, b)
+			}
+		}
 		n := 0
 		for _, b := range blocks {
 			w.run(t, b)
@@ -130,8 +137,8 @@ func TestKubernetesEndToEnd(t *testing.T) {
 				n++
 			}
 		}
-		if n < 3 {
-			t.Errorf("walked %d blocks with kubectl, want the page's inject, pipe, webhook and certificate blocks", n)
+		if n < 5 {
+			t.Errorf("walked %d blocks with kubectl, want kubernetes.md's inject, pipe, webhook and certificate blocks and operations.md's", n)
 		}
 		var d appsv1.Deployment
 		if err := json.Unmarshal([]byte(c.must(t, "", "-n", "shop", "get", "deployment", "orders-api", "-o", "json")), &d); err != nil {
