@@ -138,12 +138,14 @@ func (d *document) above(n, stop int) int {
 // line start, at column col: the lines after it that are indented deeper
 // belong to it (and with dashes, lines starting with "-" at col itself:
 // the items of a sequence written at its key's indentation). Blank lines
-// and comments at col or less that follow belong to what comes next.
+// and comments neither end the block (a comment may sit between two
+// items) nor belong to its end: those after its last line go with what
+// comes next.
 func (d *document) blockEnd(start, col int, dashes bool) int {
 	end := d.lineEnd(start)
 	for l := start + 1; l <= d.lineCount(); l++ {
 		s := d.line(l)
-		if isBlank(s) {
+		if isBlank(s) || isComment(s) {
 			continue
 		}
 		ind := indentation(s)
