@@ -81,6 +81,9 @@ func checkTypedParity(t *testing.T, args []string, in string, out *outputObjects
 	t.Helper()
 	before := decodeOutput(t, in)
 	opts := injectOptionsFromArgs(t, args)
+	// Whether a port may be fronted is inject's decision, from what the
+	// input holds; the pod it makes of it is the same.
+	opts.anyProtocol = true
 	for key, tmpl := range out.templates {
 		old, ok := before.templates[key]
 		if !ok || hasSidecar(&old.Spec) || !hasSidecar(&tmpl.Spec) {
@@ -249,6 +252,32 @@ func TestInjectRealManifests(t *testing.T) {
 				}
 				if l := linesKept(annotateTemplate(t, boutique, "loadgenerator", `toolgate.dev/inject: "false"`), out); l != "" {
 					t.Errorf("the output lost or re-indented the line %q", l)
+				}
+			},
+		},
+		{
+			name: "microservices-demo's adservice speaks gRPC, and the policy of the input calls its port: it is fronted as the policy says, its gRPC Service stays",
+			in: annotateTemplate(t, boutique, "loadgenerator", `toolgate.dev/inject: "false"`) + `---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: toolgate-policy}
+data:
+  policy.yaml: |
+    version: 1
+    upstreams:
+      ads: {url: "http://127.0.0.1:9555"}
+`,
+			args: []string{"-only", "adservice", "-service"},
+			notes: []string{
+				"Deployment/adservice: fronts container server port 9555, which speaks gRPC (its readiness probe is a gRPC health check), as the policy in ConfigMap toolgate-policy says: it calls http://127.0.0.1:9555",
+				`Service/adservice: port grpc (9555) leads to the application's container server port 9555 and stays so: it speaks gRPC (its name "grpc")`,
+			},
+			check: func(t *testing.T, out string, objs *outputObjects) {
+				if got := injected(objs); !slices.Equal(got, []string{"Deployment/adservice"}) {
+					t.Errorf("injected %v, want adservice alone", got)
+				}
+				if got := serviceTarget(t, objs, "adservice", "grpc"); got.IntValue() != 9555 {
+					t.Errorf("the gRPC Service leads to %s", got.String())
 				}
 			},
 		},
