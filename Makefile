@@ -87,7 +87,8 @@ full: test fuzz-full soak bench-smoke
 # commands, the webhook behind the API server. test/kube/build.sh builds
 # kube-apiserver, kubectl and etcd through the Go module proxy into
 # ~/.cache/toolgate once (about 15 minutes on two cores), and does
-# nothing when they are there. Not part of make test.
+# nothing when they are there. Needs Go, bash and openssl (the docs'
+# certificate steps). Not part of make test.
 e2e-kube:
 	@mkdir -p bin; bin=$$(bash test/kube/build.sh) && \
 	  TOOLGATE_KUBE_BIN=$$bin $(GO) test -count=1 -v -timeout 20m -run '^TestKubernetes' ./test/kube/ 2>&1 | tee bin/e2e-kube.log; \
