@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,8 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	sigsjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/internal/testkit/sidecartest"
@@ -119,4 +124,40 @@ func names(cs []corev1.Container) []string {
 		out = append(out, c.Name)
 	}
 	return slices.Clip(out)
+}
+
+// TestBaseRunsTheComponentsSidecar keeps the toolgate container of
+// deploy/base (and of the overlays built on it) the very container of
+// components/sidecar/sidecar.yaml, which toolgate-kube inject and the
+// webhook add: the base is the complete example, so it must not be a
+// variant of it.
+func TestBaseRunsTheComponentsSidecar(t *testing.T) {
+	js, err := sigsyaml.YAMLToJSONStrict(Sidecar())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patch appsv1.Deployment
+	strict, err := sigsjson.UnmarshalStrict(js, &patch)
+	if err == nil {
+		err = errors.Join(strict...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, wantVolume := patch.Spec.Template.Spec.InitContainers[0], patch.Spec.Template.Spec.Volumes[0]
+	for _, dir := range []string{"base", "overlays/single", "overlays/replicated"} {
+		t.Run(dir, func(t *testing.T) {
+			spec := render(t, dir).deployments["legacy-tools"].Spec.Template.Spec
+			got := sidecar(t, spec)
+			w := *want.DeepCopy()
+			w.Image = got.Image
+			if !equality.Semantic.DeepEqual(got, w) {
+				t.Errorf("the toolgate container differs from the component's:\n got %+v\nwant %+v", got, w)
+			}
+			i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == wantVolume.Name })
+			if i < 0 || !equality.Semantic.DeepEqual(spec.Volumes[i], wantVolume) {
+				t.Errorf("no volume %+v, the component's", wantVolume)
+			}
+		})
+	}
 }

@@ -407,7 +407,7 @@ func serveFlags(t *testing.T, args []string) map[string]string {
 		i++
 	}
 	for name := range flags {
-		if !slices.Contains([]string{"config", "log-level", "drain-delay", "grace"}, name) {
+		if !slices.Contains([]string{"config", "listen", "admin", "log-level", "drain-delay", "grace"}, name) {
 			t.Errorf("toolgate serve has no flag -%s", name)
 		}
 	}
@@ -454,7 +454,14 @@ func checkPolicyConfigMap(t *testing.T, r *rendered, d *appsv1.Deployment) *poli
 			t.Fatal(err)
 		}
 	}
-	snap, err := config.Load(dir, config.Options{LookupEnv: func(string) (string, bool) { return "", false }})
+	// Loaded as the sidecar loads it: its -listen and -admin, when it has
+	// them, in place of the policy's addresses.
+	flags := serveFlags(t, tg.Args)
+	snap, err := config.Load(dir, config.Options{
+		LookupEnv:   func(string) (string, bool) { return "", false },
+		Listen:      flags["listen"],
+		AdminListen: flags["admin"],
+	})
 	if err != nil {
 		t.Fatalf("the ConfigMap's policy fails toolgate check:\n%v", err)
 	}
@@ -545,7 +552,7 @@ func checkSidecar(t *testing.T, r *rendered, d *appsv1.Deployment, snap *policy.
 	if len(spec.Containers) == 0 {
 		t.Fatal("no legacy container next to toolgate")
 	}
-	agent, admin := containerPort(t, tg, "agent"), containerPort(t, tg, "admin")
+	agent, admin := containerPort(t, tg, "toolgate"), containerPort(t, tg, "toolgate-admin")
 	if want := listenPort(t, snap.Server.Listen); agent != want {
 		t.Errorf("agent containerPort %d, but server.listen is %s", agent, snap.Server.Listen)
 	}
@@ -695,12 +702,12 @@ func checkServices(t *testing.T, r *rendered, d *appsv1.Deployment, snap *policy
 	if !selects(svc.Spec.Selector, labels) {
 		t.Errorf("Service %s does not select the pods", svc.Name)
 	}
-	agent := containerPort(t, tg, "agent")
+	agent := containerPort(t, tg, "toolgate")
 	if len(svc.Spec.Ports) != 1 || resolvePort(t, tg, svc.Spec.Ports[0].TargetPort) != agent {
 		t.Errorf("Service %s must expose exactly toolgate's agent port %d: %+v", svc.Name, agent, svc.Spec.Ports)
 	}
 
-	admin := containerPort(t, tg, "admin")
+	admin := containerPort(t, tg, "toolgate-admin")
 	if len(r.monitors) != 1 {
 		t.Fatalf("%d ServiceMonitors, want 1", len(r.monitors))
 	}

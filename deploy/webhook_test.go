@@ -1,14 +1,17 @@
 package deploy
 
 import (
+	"encoding/json"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"cel.dev/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestWebhookManifestsFitTogether renders deploy/webhook and checks what
@@ -57,9 +60,10 @@ func TestWebhookManifestsFitTogether(t *testing.T) {
 	if wh.NamespaceSelector == nil || wh.NamespaceSelector.MatchLabels["toolgate.dev/inject"] != "enabled" {
 		t.Error("no namespaceSelector on toolgate.dev/inject=enabled: every namespace would depend on the webhook")
 	}
-	if wh.TimeoutSeconds == nil || *wh.TimeoutSeconds > 10 {
-		t.Error("timeoutSeconds should be short (the API server waits for it on every pod)")
+	if wh.TimeoutSeconds == nil || *wh.TimeoutSeconds > 3 {
+		t.Error("timeoutSeconds should be short: a pod that asks for toolgate waits that long for a hung webhook")
 	}
+	checkMatchConditions(t, wh.MatchConditions)
 	if len(wh.Rules) != 1 || !slices.Equal(wh.Rules[0].Resources, []string{"pods"}) ||
 		!slices.Equal(wh.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) {
 		t.Errorf("rules %+v, want pods on CREATE only", wh.Rules)
@@ -125,5 +129,66 @@ func TestWebhookManifestsFitTogether(t *testing.T) {
 	}
 	if len(r.pdbs) != 1 || !selects(r.pdbs[0].Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 		t.Error("no PodDisruptionBudget keeps a replica through node drains")
+	}
+}
+
+// checkMatchConditions evaluates the webhook's matchConditions with CEL,
+// as the API server does (object is the pod being created): the API
+// server must call the webhook for the pods that ask for toolgate and for
+// no other, so that a webhook that is down or hung blocks nothing else.
+// The end-to-end test (make e2e-kube) runs them in a real API server.
+func checkMatchConditions(t *testing.T, conds []admissionregistrationv1.MatchCondition) {
+	t.Helper()
+	if len(conds) == 0 {
+		t.Fatal("no matchConditions: with the webhook down, every pod of an opted-in namespace would be refused")
+	}
+	env, err := cel.NewEnv(cel.Variable("object", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var programs []cel.Program
+	for _, c := range conds {
+		ast, iss := env.Compile(c.Expression)
+		if iss.Err() != nil {
+			t.Fatalf("matchCondition %s: %v", c.Name, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		programs = append(programs, prg)
+	}
+	for _, c := range []struct {
+		name        string
+		annotations map[string]string
+		want        bool
+	}{
+		{"a pod that asks for toolgate", map[string]string{"toolgate.dev/inject": "true"}, true},
+		{"a pod without annotations", nil, false},
+		{"a pod with other annotations", map[string]string{"prometheus.io/scrape": "true"}, false},
+		{"a pod that says false", map[string]string{"toolgate.dev/inject": "false"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "app-", Annotations: c.annotations}}
+			js, err := json.Marshal(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var object map[string]any
+			if err := json.Unmarshal(js, &object); err != nil {
+				t.Fatal(err)
+			}
+			all := true
+			for i, prg := range programs {
+				out, _, err := prg.Eval(map[string]any{"object": object})
+				if err != nil {
+					t.Fatalf("matchCondition %s: %v", conds[i].Name, err)
+				}
+				all = all && out.Value() == true
+			}
+			if all != c.want {
+				t.Errorf("the webhook is called: %v, want %v", all, c.want)
+			}
+		})
 	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -30,7 +33,21 @@ const (
 	annotationContainer = "toolgate.dev/container"
 	// annotationPort names the application port (name or number).
 	annotationPort = "toolgate.dev/port"
+	// annotationAgentPort and annotationAdminPort are toolgate's own
+	// ports in the pod, for an application that uses the defaults.
+	annotationAgentPort = "toolgate.dev/agent-port"
+	annotationAdminPort = "toolgate.dev/admin-port"
+	// annotationEnvSecret names a Secret whose keys become toolgate's
+	// environment; annotationFileSecret one mounted at secretFilesDir.
+	annotationEnvSecret  = "toolgate.dev/env-secret"
+	annotationFileSecret = "toolgate.dev/file-secret"
 )
+
+// annotations lists the annotations toolgate reads, for the docs' test.
+func annotations() []string {
+	return []string{annotationInject, annotationPolicy, annotationContainer, annotationPort,
+		annotationAgentPort, annotationAdminPort, annotationEnvSecret, annotationFileSecret}
+}
 
 // The sidecar's names, as in deploy/components/sidecar/sidecar.yaml.
 const (
@@ -62,30 +79,88 @@ type injectOptions struct {
 	adminPort  int32  // toolgate's admin port (its -admin)
 	envSecret  string // a Secret whose keys become toolgate's environment (for ${VAR})
 	fileSecret string // a Secret mounted as files at secretFilesDir
+
+	// webhook words the errors for the webhook, which reads annotations
+	// and has no flags; otherwise they name inject's flags.
+	webhook bool
+	// several: inject's input holds more than one workload, so a flag
+	// would apply to all of them and the advice names the annotations.
+	several bool
+	// portChosen: the application port was named (a flag or an
+	// annotation), not found.
+	portChosen bool
+	// anyProtocol fronts a port that looks like it speaks something
+	// other than plain HTTP/1: the policy says how toolgate calls it.
+	anyProtocol bool
+	// fallback holds the values used when neither the options nor the
+	// annotations give one (the webhook's flags); zero values mean the
+	// defaults above.
+	fallback struct {
+		policy               string
+		agentPort, adminPort int32
+	}
 }
 
 // withAnnotations fills the options not given from the pod's annotations,
 // then from the defaults.
-func (o injectOptions) withAnnotations(ann map[string]string) injectOptions {
-	if o.policy == "" {
-		o.policy = ann[annotationPolicy]
+func (o injectOptions) withAnnotations(ann map[string]string) (injectOptions, error) {
+	o.portChosen = o.port != "" || ann[annotationPort] != ""
+	for _, f := range []struct {
+		v   *string
+		ann string
+	}{
+		{&o.policy, annotationPolicy}, {&o.container, annotationContainer}, {&o.port, annotationPort},
+		{&o.envSecret, annotationEnvSecret}, {&o.fileSecret, annotationFileSecret},
+	} {
+		if *f.v == "" {
+			*f.v = ann[f.ann]
+		}
 	}
-	if o.container == "" {
-		o.container = ann[annotationContainer]
+	for _, f := range []struct {
+		v   *int32
+		ann string
+		def int32
+	}{
+		{&o.agentPort, annotationAgentPort, cmp.Or(o.fallback.agentPort, defaultAgentPort)},
+		{&o.adminPort, annotationAdminPort, cmp.Or(o.fallback.adminPort, defaultAdminPort)},
+	} {
+		if *f.v != 0 {
+			continue
+		}
+		*f.v = f.def
+		if a, ok := ann[f.ann]; ok {
+			n, err := strconv.ParseInt(a, 10, 32)
+			if err != nil || n < 1 || n > 65535 {
+				return o, fmt.Errorf("the annotation %s: %q is not a port number (1-65535)", f.ann, a)
+			}
+			*f.v = int32(n)
+		}
 	}
-	if o.port == "" {
-		o.port = ann[annotationPort]
+	o.policy = cmp.Or(o.policy, o.fallback.policy, defaultPolicy)
+	return o, nil
+}
+
+// how says how a person sets an option of one workload: inject's flag,
+// or the annotation on its pod template (when the input holds several
+// workloads, which the flag would all change), or the pod's annotation
+// for the webhook.
+func (o injectOptions) how(flagName, annotation string) string {
+	switch {
+	case o.webhook:
+		return "the pod annotation " + annotation
+	case o.several:
+		return fmt.Sprintf("the annotation %s on its pod template (-%s would apply to every workload)", annotation, flagName)
 	}
-	if o.policy == "" {
-		o.policy = defaultPolicy
+	return fmt.Sprintf("-%s (or the annotation %s)", flagName, annotation)
+}
+
+// orSkip is the advice for a workload that should not have toolgate at
+// all: with inject, skip it; with the webhook, do not ask.
+func (o injectOptions) orSkip() string {
+	if o.webhook {
+		return fmt.Sprintf(`; or, if it serves no HTTP for agents, remove the annotation %s: "true"`, annotationInject)
 	}
-	if o.agentPort == 0 {
-		o.agentPort = defaultAgentPort
-	}
-	if o.adminPort == 0 {
-		o.adminPort = defaultAdminPort
-	}
-	return o
+	return fmt.Sprintf(`; or, if it serves no HTTP for agents, skip it with the annotation %s: "false" (or pick workloads with -only)`, annotationInject)
 }
 
 // appPort is the application port toolgate fronts.
@@ -115,6 +190,23 @@ type sidecarPlan struct {
 
 // errAlreadyInjected is returned for a pod spec that has the sidecar.
 var errAlreadyInjected = errors.New("already has a toolgate container")
+
+// protocolError refuses an application port that does not speak plain
+// HTTP/1.
+type protocolError struct {
+	app   appPort
+	proto portProtocol
+	opts  injectOptions
+}
+
+func (e *protocolError) Error() string {
+	via := "put an upstream http://127.0.0.1:" + strconv.Itoa(int(e.app.number)) + " for it in the policy ConfigMap of the input"
+	if e.opts.webhook {
+		via = "name the port http (its ports[].name)"
+	}
+	return fmt.Sprintf("%s speaks %s; toolgate fronts plain HTTP/1 only. Name the application's HTTP port with %s; if this one does serve HTTP/1, %s%s",
+		e.app, e.proto, e.opts.how("port", annotationPort), via, e.opts.orSkip())
+}
 
 // sidecarTemplate decodes the embedded sidecar patch (the component's
 // sidecar.yaml) strictly.
@@ -158,37 +250,95 @@ func sidecarTemplateNodes() (container, volume *yaml.Node, err error) {
 	return inits.Content[0], vols.Content[0], nil
 }
 
-// hasSidecar reports whether a pod spec runs toolgate already, as a native
-// sidecar or as an ordinary container.
+// hasSidecar reports whether a pod spec runs toolgate already.
 func hasSidecar(spec *corev1.PodSpec) bool {
-	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+	c, err := findSidecar(spec, injectOptions{})
+	return c != nil && err == nil
+}
+
+// findSidecar returns toolgate's native sidecar in a pod spec: an init
+// container named toolgate with restartPolicy Always. Any other
+// container of that name is an error: it is not toolgate's sidecar, and
+// the sidecar needs the name.
+func findSidecar(spec *corev1.PodSpec, o injectOptions) (*corev1.Container, error) {
+	for i, c := range spec.InitContainers {
 		if c.Name == sidecarName {
-			return true
+			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				return &spec.InitContainers[i], nil
+			}
+			return nil, fmt.Errorf("init container %s is not a native sidecar (restartPolicy: Always), so it is not toolgate's, and toolgate's sidecar needs the name: rename it%s", sidecarName, o.orSkip())
 		}
 	}
-	return false
+	for _, c := range spec.Containers {
+		if c.Name == sidecarName {
+			return nil, fmt.Errorf("container %s (image %s) is an ordinary container, not toolgate's native sidecar, and the sidecar needs the name: rename it; if it is a toolgate you added by hand, make it an init container with restartPolicy: Always (deploy/components/sidecar/sidecar.yaml)%s", sidecarName, c.Image, o.orSkip())
+		}
+	}
+	return nil, nil
+}
+
+// sidecarPorts returns the agent and admin ports of an existing toolgate
+// sidecar: its ports named toolgate and toolgate-admin (agent and admin
+// when added by hand), else its -listen and -admin arguments.
+func sidecarPorts(c *corev1.Container) (agent, admin int32) {
+	for _, p := range c.Ports {
+		switch p.Name {
+		case agentPortName, "agent":
+			agent = p.ContainerPort
+		case adminPortName, "admin":
+			admin = p.ContainerPort
+		}
+	}
+	for _, a := range c.Args {
+		for name, port := range map[string]*int32{"listen": &agent, "admin": &admin} {
+			if v, ok := cutFlag(a, name); ok && *port == 0 {
+				if i := strings.LastIndex(v, ":"); i >= 0 {
+					if n, err := strconv.ParseInt(v[i+1:], 10, 32); err == nil {
+						*port = int32(n)
+					}
+				}
+			}
+		}
+	}
+	if agent == 0 {
+		agent = defaultAgentPort
+	}
+	if admin == 0 {
+		admin = defaultAdminPort
+	}
+	return agent, admin
 }
 
 // planSidecar works out the sidecar for a pod spec: which application port
 // it fronts, its ports, the volumes and the grace period. It changes
 // nothing; errAlreadyInjected means there is nothing to do.
 func planSidecar(spec *corev1.PodSpec, ann map[string]string, opts injectOptions) (*sidecarPlan, error) {
-	if hasSidecar(spec) {
+	existing, err := findSidecar(spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	if existing != nil {
 		return nil, errAlreadyInjected
 	}
-	opts = opts.withAnnotations(ann)
+	opts, err = opts.withAnnotations(ann)
+	if err != nil {
+		return nil, err
+	}
 	if opts.image == "" {
 		return nil, errors.New("no image for the toolgate container (-image)")
 	}
 	if spec.HostNetwork {
-		return nil, errors.New("the pod uses the host's network: toolgate's ports would be the node's, and loopback the node's loopback")
+		return nil, fmt.Errorf("the pod uses the host's network: toolgate's ports would be the node's, and loopback the node's loopback%s", opts.orSkip())
 	}
-	app, err := findAppPort(spec, opts.container, opts.port)
+	app, err := findAppPort(spec, opts)
 	if err != nil {
 		return nil, err
 	}
 	if app.number < 1 || app.number > 65535 {
 		return nil, fmt.Errorf("%s is not a port number", app)
+	}
+	if proto := containerPortProtocol(spec, app); !proto.plain() && !opts.anyProtocol {
+		return nil, &protocolError{app: app, proto: proto, opts: opts}
 	}
 	if err := checkFree(spec, app, opts); err != nil {
 		return nil, err
@@ -259,7 +409,8 @@ func (p *sidecarPlan) apply(spec *corev1.PodSpec) {
 // findAppPort finds the application container and port toolgate fronts:
 // the named container (or the only one, or the one declaring the port),
 // and the named port (or the container's only TCP port).
-func findAppPort(spec *corev1.PodSpec, container, port string) (appPort, error) {
+func findAppPort(spec *corev1.PodSpec, opts injectOptions) (appPort, error) {
+	container, port := opts.container, opts.port
 	var candidates []corev1.Container
 	for _, c := range spec.Containers {
 		if container != "" && c.Name != container {
@@ -274,11 +425,11 @@ func findAppPort(spec *corev1.PodSpec, container, port string) (appPort, error) 
 	}
 	switch {
 	case len(candidates) == 0 && container != "":
-		return appPort{}, fmt.Errorf("no container %q", container)
+		return appPort{}, fmt.Errorf("no container %q; name the application's with %s", container, opts.how("container", annotationContainer))
 	case len(candidates) == 0:
-		return appPort{}, fmt.Errorf("no container declares port %s; name the container with -container (or the annotation %s)", port, annotationContainer)
+		return appPort{}, fmt.Errorf("no container declares port %s; name the container with %s", port, opts.how("container", annotationContainer))
 	case len(candidates) > 1:
-		return appPort{}, fmt.Errorf("%d containers could be the application; name one with -container (or the annotation %s)", len(candidates), annotationContainer)
+		return appPort{}, fmt.Errorf("%d containers could be the application; name one with %s%s", len(candidates), opts.how("container", annotationContainer), opts.orSkip())
 	}
 	c := candidates[0]
 	if port == "" {
@@ -289,7 +440,7 @@ func findAppPort(spec *corev1.PodSpec, container, port string) (appPort, error) 
 			}
 		}
 		if len(tcp) != 1 {
-			return appPort{}, fmt.Errorf("container %s declares %d TCP ports; name the application's with -port (or the annotation %s)", c.Name, len(tcp), annotationPort)
+			return appPort{}, fmt.Errorf("container %s declares %d TCP ports; name the application's HTTP port with %s%s", c.Name, len(tcp), opts.how("port", annotationPort), opts.orSkip())
 		}
 		return appPort{container: c.Name, name: tcp[0].Name, number: tcp[0].ContainerPort}, nil
 	}
@@ -301,7 +452,7 @@ func findAppPort(spec *corev1.PodSpec, container, port string) (appPort, error) 
 	}
 	n, err := strconv.ParseInt(port, 10, 32)
 	if err != nil || n < 1 || n > 65535 {
-		return appPort{}, fmt.Errorf("container %s has no port named %q", c.Name, port)
+		return appPort{}, fmt.Errorf("container %s has no port named %q; name one it declares, or a number, with %s", c.Name, port, opts.how("port", annotationPort))
 	}
 	// A port the container does not declare: declaring is optional, the
 	// application listens where it listens.
@@ -329,13 +480,13 @@ func checkFree(spec *corev1.PodSpec, app appPort, opts injectOptions) error {
 			return fmt.Errorf("port %d is out of range", port)
 		}
 		if port == app.number {
-			return fmt.Errorf("port %d is the application's own (%s); toolgate needs ports of its own: -agent-port or -admin-port %d, say", port, app, freePort(spec, app, opts, port))
+			return fmt.Errorf("port %d is the application's own (%s); toolgate needs ports of its own: move its %s to %d, say, with %s", port, app, opts.portRole(port), freePort(spec, app, opts, port), opts.portsHow(port))
 		}
 	}
 	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
 		for _, p := range c.Ports {
 			if p.ContainerPort == opts.agentPort || p.ContainerPort == opts.adminPort {
-				return fmt.Errorf("container %s uses port %d already; choose another with -agent-port or -admin-port (%d is free)", c.Name, p.ContainerPort, freePort(spec, app, opts, p.ContainerPort))
+				return fmt.Errorf("container %s uses port %d already; move toolgate's %s to %d, say, with %s", c.Name, p.ContainerPort, opts.portRole(p.ContainerPort), freePort(spec, app, opts, p.ContainerPort), opts.portsHow(p.ContainerPort))
 			}
 			if p.Name == agentPortName || p.Name == adminPortName {
 				return fmt.Errorf("container %s has a port named %s already", c.Name, p.Name)
@@ -348,6 +499,22 @@ func checkFree(spec *corev1.PodSpec, app appPort, opts injectOptions) error {
 		}
 	}
 	return nil
+}
+
+// portRole names toolgate's port p: its agent port or its admin port.
+func (o injectOptions) portRole(p int32) string {
+	if p == o.adminPort {
+		return "admin port"
+	}
+	return "agent port"
+}
+
+// portsHow names the flag or annotation that moves toolgate's port p.
+func (o injectOptions) portsHow(p int32) string {
+	if p == o.adminPort {
+		return o.how("admin-port", annotationAdminPort)
+	}
+	return o.how("agent-port", annotationAgentPort)
 }
 
 // freePort suggests a port above from that no container of the pod, the
@@ -380,12 +547,40 @@ const graceMargin = 5 * time.Second
 func graceNeeded(spec *corev1.PodSpec, sidecar corev1.Container) int64 {
 	var preStop time.Duration
 	for _, c := range spec.Containers {
-		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
-			preStop = max(preStop, time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second)
-		}
+		preStop = max(preStop, preStopDuration(c))
 	}
 	drain, grace := sidecarDurations(sidecar)
 	return int64((preStop + appShutdownAllowance + drain + grace + graceMargin) / time.Second)
+}
+
+// sleepCommand finds the sleeps of a preStop command: "sleep 5" as the
+// command itself, or inside a shell's script ("sh -c 'sleep 5 && nginx
+// -s quit'"), in seconds (an "s" suffix is allowed, as GNU sleep takes).
+var sleepCommand = regexp.MustCompile(`(?:^|[\s;&|(])(?:/usr)?(?:/bin/)?sleep\s+([0-9]+(?:\.[0-9]+)?)s?(?:$|[\s;&|)])`)
+
+// preStopDuration is how long a container's preStop hook holds its
+// shutdown: the sleep action's seconds, or the sleeps of an exec hook's
+// command (added up, as a script runs them one after the other). An
+// httpGet hook, or a command that does not sleep, counts as nothing: the
+// application's shutdown allowance covers it.
+func preStopDuration(c corev1.Container) time.Duration {
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+		return 0
+	}
+	h := c.Lifecycle.PreStop
+	if h.Sleep != nil {
+		return time.Duration(h.Sleep.Seconds) * time.Second
+	}
+	if h.Exec == nil {
+		return 0
+	}
+	var total time.Duration
+	for _, m := range sleepCommand.FindAllStringSubmatch(strings.Join(h.Exec.Command, " "), -1) {
+		if s, err := strconv.ParseFloat(m[1], 64); err == nil && s < 24*3600 {
+			total += time.Duration(s * float64(time.Second))
+		}
+	}
+	return total.Round(time.Second)
 }
 
 // sidecarDurations reads -drain-delay and -grace from the sidecar's

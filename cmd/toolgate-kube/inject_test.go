@@ -211,6 +211,17 @@ func decodeObject(t *testing.T, js []byte, objs *outputObjects) {
 		var p corev1.Pod
 		unmarshalStrict(t, js, &p)
 		objs.templates["Pod/"+p.Name] = corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}
+	case "apps/v1 ReplicaSet":
+		var r appsv1.ReplicaSet
+		unmarshalStrict(t, js, &r)
+		objs.templates["ReplicaSet/"+r.Name] = r.Spec.Template
+	case "v1 ReplicationController":
+		var r corev1.ReplicationController
+		unmarshalStrict(t, js, &r)
+		objs.templates["ReplicationController/"+r.Name] = *r.Spec.Template
+	case "v1 ServiceAccount":
+		var a corev1.ServiceAccount
+		unmarshalStrict(t, js, &a)
 	case "v1 Service":
 		var s corev1.Service
 		unmarshalStrict(t, js, &s)
@@ -415,8 +426,8 @@ func TestInjectRefusesWhatCannotWork(t *testing.T) {
 		{"when it cannot tell the application container", []string{"-image", testImage}, twoContainers, 1, "2 containers could be the application; name one with -container"},
 		{"an unknown container", []string{"-image", testImage, "-container", "c"}, twoContainers, 1, `no container "c"`},
 		{"an unknown port name", []string{"-image", testImage, "-port", "grpc"}, oneContainer, 1, `no port named "grpc"`},
-		{"an agent port the application uses", []string{"-image", testImage, "-agent-port", "8000"}, oneContainer, 1, "port 8000 is the application's own (container a port http (8000)); toolgate needs ports of its own: -agent-port or -admin-port 8001"},
-		{"an admin port another container uses", []string{"-image", testImage, "-container", "a", "-admin-port", "8001"}, twoContainers, 1, "container b uses port 8001 already; choose another with -agent-port or -admin-port (8002 is free)"},
+		{"an agent port the application uses", []string{"-image", testImage, "-agent-port", "8000"}, oneContainer, 1, "port 8000 is the application's own (container a port http (8000)); toolgate needs ports of its own: move its agent port to 8001, say, with -agent-port (or the annotation toolgate.dev/agent-port)"},
+		{"an admin port another container uses", []string{"-image", testImage, "-container", "a", "-admin-port", "8001"}, twoContainers, 1, "container b uses port 8001 already; move toolgate's admin port to 8002, say, with -admin-port (or the annotation toolgate.dev/admin-port)"},
 		{"a pod on the host's network", []string{"-image", testImage}, deployment("      hostNetwork: true\n      containers:\n        - {name: a, image: a, ports: [{containerPort: 8000}]}\n"), 1, "uses the host's network"},
 		{"a policy that calls another port", []string{"-image", testImage}, oneContainer + policy("    server: {listen: \":8080\", admin_listen: \":9090\"}\n", "http://127.0.0.1:9000"), 1, "no upstream url is http://127.0.0.1:8000"},
 		{"a document that is not YAML", []string{"-image", testImage}, "a: [b\n", 1, "stdin: document 1"},

@@ -44,11 +44,12 @@ func runWebhook(args []string, stdout, stderr io.Writer) int {
 
 A mutating admission webhook (admission.k8s.io/v1, POST /mutate over TLS) that adds the toolgate
 sidecar, as toolgate-kube inject does, to every pod created with the annotation
-toolgate.dev/inject: "true". The annotations toolgate.dev/policy, /container and /port choose per
-pod; the flags below are their defaults. A pod that asks for toolgate and cannot get it (no such
-port, a port taken) is refused with the reason. The certificate and key are read again when their
-files change (a mounted Secret). GET /healthz answers on the same port. deploy/webhook holds the
-manifests.
+toolgate.dev/inject: "true". The annotations toolgate.dev/policy, /container, /port, /agent-port,
+/admin-port, /env-secret and /file-secret choose per pod; -policy, -agent-port and -admin-port are
+the defaults of theirs. A pod that asks for toolgate and cannot get it (no such port, a port taken,
+a port that speaks gRPC or TLS) is refused with the reason and what to change. The certificate and
+key are read again when their files change (a mounted Secret). GET /healthz answers on the same
+port. deploy/webhook holds the manifests.
 
 `)
 		fs.PrintDefaults()
@@ -59,16 +60,16 @@ manifests.
 	fs.StringVar(&o.keyFile, "tls-key", "/etc/toolgate-webhook/tls.key", "private key file (PEM), re-read when it changes")
 	fs.StringVar(&o.level, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.opts.image, "image", "", "toolgate's image for the sidecars (required)")
-	fs.StringVar(&o.opts.policy, "policy", "", "policy ConfigMap of pods without "+annotationPolicy+" (default "+defaultPolicy+")")
-	agent := fs.Int("agent-port", defaultAgentPort, "toolgate's agent port in the pods")
-	admin := fs.Int("admin-port", defaultAdminPort, "toolgate's admin port in the pods")
+	fs.StringVar(&o.opts.fallback.policy, "policy", "", "policy ConfigMap of pods without "+annotationPolicy+" (default "+defaultPolicy+")")
+	agent := fs.Int("agent-port", defaultAgentPort, "toolgate's agent port in pods without "+annotationAgentPort)
+	admin := fs.Int("admin-port", defaultAdminPort, "toolgate's admin port in pods without "+annotationAdminPort)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	o.opts.agentPort, o.opts.adminPort = int32(*agent), int32(*admin)
+	o.opts.fallback.agentPort, o.opts.fallback.adminPort = int32(*agent), int32(*admin)
 	if o.opts.image == "" {
 		fmt.Fprintln(stderr, "toolgate-kube webhook: -image is required")
 		return 2
@@ -178,7 +179,9 @@ func (h *admissionHandler) review(req *admissionv1.AdmissionRequest) *admissionv
 		log.Debug("not asked for toolgate")
 		return allow
 	}
-	plan, err := planSidecar(&pod.Spec, pod.Annotations, h.opts)
+	opts := h.opts
+	opts.webhook = true
+	plan, err := planSidecar(&pod.Spec, pod.Annotations, opts)
 	if errors.Is(err, errAlreadyInjected) {
 		log.Info("pod has toolgate already")
 		return allow

@@ -132,7 +132,9 @@ func startWebhook(t *testing.T, ca *testCA) *webhookServer {
 	done := make(chan error, 1)
 	o := webhookOptions{
 		listen: "127.0.0.1:0", certFile: w.certFile, keyFile: w.keyFile,
-		opts: injectOptions{image: testImage, agentPort: defaultAgentPort, adminPort: defaultAdminPort},
+		// As the webhook's flags set them: defaults under the pods'
+		// annotations.
+		opts: injectOptions{image: testImage},
 	}
 	go func() { done <- serveWebhook(ctx, o, slog.New(slog.DiscardHandler), ready) }()
 	t.Cleanup(func() {
@@ -498,7 +500,7 @@ func TestWebhookAnnotationsAreDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{annotationInject, annotationPolicy, annotationContainer, annotationPort} {
+	for _, a := range annotations() {
 		if !strings.Contains(string(data), a) {
 			t.Errorf("docs/kubernetes.md does not document the annotation %s", a)
 		}

@@ -245,7 +245,8 @@ func checkPolicyMount(t testing.TB, spec corev1.PodSpec, c corev1.Container, pol
 
 // checkGrace: a native sidecar gets SIGTERM after the application's
 // containers have exited; the pod's grace period must hold their preStop
-// and toolgate's drain and grace.
+// (a sleep action, or the sleeps of an exec hook) and toolgate's drain and
+// grace.
 func checkGrace(t testing.TB, spec corev1.PodSpec, c corev1.Container) {
 	t.Helper()
 	dur := func(name string, def time.Duration) time.Duration {
@@ -260,8 +261,13 @@ func checkGrace(t testing.TB, spec corev1.PodSpec, c corev1.Container) {
 	}
 	var preStop time.Duration
 	for _, ac := range spec.Containers {
-		if ac.Lifecycle != nil && ac.Lifecycle.PreStop != nil && ac.Lifecycle.PreStop.Sleep != nil {
-			preStop = max(preStop, time.Duration(ac.Lifecycle.PreStop.Sleep.Seconds)*time.Second)
+		if ac.Lifecycle == nil || ac.Lifecycle.PreStop == nil {
+			continue
+		}
+		if h := ac.Lifecycle.PreStop; h.Sleep != nil {
+			preStop = max(preStop, time.Duration(h.Sleep.Seconds)*time.Second)
+		} else if h.Exec != nil {
+			preStop = max(preStop, execSleeps(t, h.Exec.Command))
 		}
 	}
 	grace := 30 * time.Second
@@ -271,6 +277,23 @@ func checkGrace(t testing.TB, spec corev1.PodSpec, c corev1.Container) {
 	if need := preStop + dur("drain-delay", 5*time.Second) + dur("grace", 30*time.Second); grace <= need {
 		t.Errorf("terminationGracePeriodSeconds %v does not cover preStop %v, toolgate's drain and grace (%v)", grace, preStop, need)
 	}
+}
+
+// execSleeps adds up the "sleep N" of an exec hook's command: the
+// command itself, or the commands of a shell's script.
+func execSleeps(t testing.TB, command []string) time.Duration {
+	t.Helper()
+	var total time.Duration
+	words := strings.Fields(strings.NewReplacer(";", " ", "&", " ", "|", " ").Replace(strings.Join(command, " ")))
+	for i, w := range words {
+		if (w == "sleep" || strings.HasSuffix(w, "/sleep")) && i+1 < len(words) {
+			s, err := strconv.ParseFloat(strings.TrimSuffix(words[i+1], "s"), 64)
+			if err == nil {
+				total += time.Duration(s * float64(time.Second))
+			}
+		}
+	}
+	return total
 }
 
 // AppPortClosed checks that other pods reach the application's port only
