@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -320,7 +321,7 @@ func TestBudgetsSharedByTwoInstancesOnOneRedis(t *testing.T) {
 	newBudgets := func() policy.BudgetStore {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		t.Cleanup(func() { client.Close() })
-		return policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
+		return redisstate.NewBudgets(client, redisstate.BudgetOptions{})
 	}
 	a := newAccessHarness(t, "header", "deny", newBudgets(), backend.URL)
 	b := newAccessHarness(t, "header", "deny", newBudgets(), backend.URL)

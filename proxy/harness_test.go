@@ -27,6 +27,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 )
 
 // secretHost appears in every test backend's error bodies; no envelope may
@@ -686,8 +687,8 @@ func (h *idemHarness) send(t *testing.T, tool, key, args string) (*http.Response
 	return postCall(t, h.front, tool, args, hdr)
 }
 
-func newRedisStore(t *testing.T, srv *redistest.Server) *policy.RedisStore {
+func newRedisStore(t *testing.T, srv *redistest.Server) *redisstate.Store {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialerRetries: 1, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	return policy.NewRedisStore(client, policy.RedisOptions{})
+	return redisstate.NewStore(client, redisstate.StoreOptions{})
 }

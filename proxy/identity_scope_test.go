@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -162,13 +163,13 @@ func shopReplica(t *testing.T, backendURL, doc string, store policy.IdempotencyS
 }
 
 // newShopRedisStore is a Redis store on srv, as toolgate serves with.
-func newShopRedisStore(t *testing.T, srv *redistest.Server) *policy.RedisStore {
+func newShopRedisStore(t *testing.T, srv *redistest.Server) *redisstate.Store {
 	t.Helper()
-	opts, err := policy.RedisClientOptions("redis://" + srv.Addr())
+	opts, err := redisstate.ClientOptions("redis://" + srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return policy.NewRedisStore(redis.NewClient(opts), policy.RedisOptions{})
+	return redisstate.NewStore(redis.NewClient(opts), redisstate.StoreOptions{})
 }
 
 // TestForwardedIdentityScopesTheIdempotencyKey: two end users behind one

@@ -7,6 +7,8 @@
 //   - policytest writes policy files the ways real writers do;
 //   - redistest runs redis-server, Cluster and Sentinel topologies, and a
 //     fault proxy;
+//   - statetest is the conformance suites of policy's state stores, which
+//     the memory and the Redis stores both pass;
 //   - sidecartest checks an injected toolgate sidecar.
 //
 // Only tests import them, and they may import any package of the module:

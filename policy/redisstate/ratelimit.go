@@ -1,46 +1,38 @@
-package policy
+package redisstate
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/toolgate/toolgate/policy"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultRedisRatePrefix is the key prefix of RedisRateLimiters when
-// RedisRateOptions.Prefix is not set.
-const DefaultRedisRatePrefix = "toolgate:rate:"
+// DefaultRatePrefix is the key prefix of RateLimiters when
+// RateOptions.Prefix is not set.
+const DefaultRatePrefix = "toolgate:rate:"
 
-// The values of RedisRateOptions.OnError (state.on_error).
-const (
-	// OnErrorOpen: a rate check that cannot reach Redis falls back to this
-	// replica's own bucket, as with the memory backend.
-	OnErrorOpen = "open"
-	// OnErrorClosed: a rate check that cannot reach Redis refuses the call.
-	OnErrorClosed = "closed"
-)
-
-// RedisRateOptions configures RedisRateLimiters. The zero value is usable.
-type RedisRateOptions struct {
-	// Prefix is prepended to every key. Empty means DefaultRedisRatePrefix.
+// RateOptions configures RateLimiters. The zero value is usable.
+type RateOptions struct {
+	// Prefix is prepended to every key. Empty means DefaultRatePrefix.
 	Prefix string
-	// OnError says what a rate check does when Redis fails: OnErrorOpen
-	// (the default, also for an empty value) or OnErrorClosed.
+	// OnError says what a rate check does when Redis fails: policy.OnErrorOpen
+	// (the default, also for an empty value) or policy.OnErrorClosed.
 	OnError string
-	// Now is the clock of the fallback buckets (OnErrorOpen). Nil means
+	// Now is the clock of the fallback buckets (policy.OnErrorOpen). Nil means
 	// time.Now. The shared buckets read the Redis server's clock.
 	Now func() time.Time
 }
 
-// RedisRateLimiters is a RateLimiter in Redis (5 or newer, standalone,
+// RateLimiters is a policy.RateLimiter in Redis (5 or newer, standalone,
 // Sentinel or Cluster), shared by the replicas of a service: n replicas
 // together allow a caller its rate, not n times it.
 //
-// It picks the bucket as RateLimiters does (the caller's override for the
+// It picks the bucket as policy.RateLimiters does (the caller's override for the
 // tool, else the caller's own rate, else no limit) and runs GCRA, the
 // generic cell rate algorithm, in one Lua script: a bucket is one key,
 //
@@ -53,7 +45,7 @@ type RedisRateOptions struct {
 // clean themselves up. That is the memory limiter's token bucket: it starts
 // full with burst tokens and refills at rps; a refused call takes nothing.
 // The caller's hash in braces is the Cluster hash tag, the same as its
-// budget keys (RedisBudgets), so a caller's keys share a slot.
+// budget keys (Budgets), so a caller's keys share a slot.
 //
 // Every check is one script call: one round trip. The script is not
 // idempotent: a reply that is lost and retried by the client takes two
@@ -62,34 +54,34 @@ type RedisRateOptions struct {
 // debt it had, measured in time.
 //
 // When Redis fails (unreachable, out of memory, a timeout), Take returns
-// the error along with the verdict of OnError: with OnErrorOpen the call is
+// the error along with the verdict of OnError: with policy.OnErrorOpen the call is
 // checked against this replica's own bucket instead, as the memory backend
 // would (the limit then holds per replica, so n replicas allow n times the
-// rate while Redis is down); with OnErrorClosed it is refused.
-type RedisRateLimiters struct {
+// rate while Redis is down); with policy.OnErrorClosed it is refused.
+type RateLimiters struct {
 	client redis.UniversalClient
 	prefix string
 	closed bool
-	local  *RateLimiters // the fallback of OnErrorOpen
+	local  *policy.RateLimiters // the fallback of policy.OnErrorOpen
 }
 
-// NewRedisRateLimiters returns limiters over client. It does not take
+// NewRateLimiters returns limiters over client. It does not take
 // ownership: whoever created the client closes it. An OnError other than
-// OnErrorOpen, OnErrorClosed or empty is an error.
-func NewRedisRateLimiters(client redis.UniversalClient, opts RedisRateOptions) (*RedisRateLimiters, error) {
+// policy.OnErrorOpen, policy.OnErrorClosed or empty is an error.
+func NewRateLimiters(client redis.UniversalClient, opts RateOptions) (*RateLimiters, error) {
 	if opts.Prefix == "" {
-		opts.Prefix = DefaultRedisRatePrefix
+		opts.Prefix = DefaultRatePrefix
 	}
 	switch opts.OnError {
-	case "", OnErrorOpen, OnErrorClosed:
+	case "", policy.OnErrorOpen, policy.OnErrorClosed:
 	default:
 		return nil, fmt.Errorf("redis rate limits: on_error %q is not valid (want open or closed)", opts.OnError)
 	}
-	return &RedisRateLimiters{
+	return &RateLimiters{
 		client: client,
 		prefix: opts.Prefix,
-		closed: opts.OnError == OnErrorClosed,
-		local:  NewRateLimiters(opts.Now),
+		closed: opts.OnError == policy.OnErrorClosed,
+		local:  policy.NewRateLimiters(opts.Now),
 	}, nil
 }
 
@@ -115,13 +107,13 @@ redis.call('SET', KEYS[1], string.format('%.17g', next), 'PX', math.max(1, math.
 return {1, 0}
 `)
 
-// Take implements RateLimiter.
-func (r *RedisRateLimiters) Take(ctx context.Context, caller *Caller, tool string) (bool, time.Duration, error) {
-	s, k, limited := rateFor(caller, tool)
+// Take implements policy.RateLimiter.
+func (r *RateLimiters) Take(ctx context.Context, caller *policy.Caller, tool string) (bool, time.Duration, error) {
+	s, k, limited := policy.RateFor(caller, tool)
 	if !limited {
 		return true, 0, nil
 	}
-	if !s.valid() {
+	if !s.Valid() {
 		return false, 0, nil
 	}
 	interval := 1e6 / s.RPS
@@ -140,27 +132,27 @@ func (r *RedisRateLimiters) Take(ctx context.Context, caller *Caller, tool strin
 	if res[0] == 1 {
 		return true, 0, nil
 	}
-	return false, waitMillis(float64(res[1]) / 1e6), nil
+	return false, policy.WaitMillis(float64(res[1]) / 1e6), nil
 }
 
-// Retain implements RateLimiter. The shared buckets expire by themselves;
-// the fallback buckets of this replica are dropped as RateLimiters drops
+// Retain implements policy.RateLimiter. The shared buckets expire by themselves;
+// the fallback buckets of this replica are dropped as policy.RateLimiters drops
 // them.
-func (r *RedisRateLimiters) Retain(callers map[string]*Caller) { r.local.Retain(callers) }
+func (r *RateLimiters) Retain(callers map[string]*policy.Caller) { r.local.Retain(callers) }
 
 // key returns the Redis key of bucket k. Caller and tool are hashed so the
 // key's length is bounded and its characters plain.
-func (r *RedisRateLimiters) key(k rateKey) string {
-	caller := sha256.Sum256([]byte(k.caller))
+func (r *RateLimiters) key(k policy.RateKey) string {
+	caller := sha256.Sum256([]byte(k.Caller))
 	buf := make([]byte, 0, len(r.prefix)+2*sha256.Size+3+2*sha256.Size)
 	buf = append(buf, r.prefix...)
 	buf = append(buf, '{')
 	buf = hex.AppendEncode(buf, caller[:])
 	buf = append(buf, '}', ':')
-	if k.tool == rateAllTools {
-		buf = append(buf, rateAllTools...)
+	if k.Tool == policy.RateAllTools {
+		buf = append(buf, policy.RateAllTools...)
 	} else {
-		tool := sha256.Sum256([]byte(k.tool))
+		tool := sha256.Sum256([]byte(k.Tool))
 		buf = hex.AppendEncode(buf, tool[:])
 	}
 	return string(buf)

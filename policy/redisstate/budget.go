@@ -1,4 +1,4 @@
-package policy
+package redisstate
 
 import (
 	"context"
@@ -7,15 +7,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/policy"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultRedisBudgetPrefix is the key prefix of RedisBudgets when
-// RedisBudgetOptions.Prefix is not set.
-const DefaultRedisBudgetPrefix = "toolgate:budget:"
+// DefaultBudgetPrefix is the key prefix of Budgets when
+// BudgetOptions.Prefix is not set.
+const DefaultBudgetPrefix = "toolgate:budget:"
 
 // budgetKeyGrace is how long a window's key outlives the window: long enough
 // for a replica whose clock runs behind to still find the window's total,
@@ -24,15 +25,15 @@ const DefaultRedisBudgetPrefix = "toolgate:budget:"
 // refund at the end of the call finds it.
 const budgetKeyGrace = time.Minute
 
-// RedisBudgetOptions configures RedisBudgets. The zero value is usable.
-type RedisBudgetOptions struct {
-	// Prefix is prepended to every key. Empty means DefaultRedisBudgetPrefix.
+// BudgetOptions configures Budgets. The zero value is usable.
+type BudgetOptions struct {
+	// Prefix is prepended to every key. Empty means DefaultBudgetPrefix.
 	Prefix string
 	// Now is the clock that places a call in its window. Nil means time.Now.
 	Now func() time.Time
 }
 
-// RedisBudgets is a BudgetStore in Redis (5 or newer, standalone, Sentinel or
+// Budgets is a policy.BudgetStore in Redis (5 or newer, standalone, Sentinel or
 // Cluster: the keys of one caller share a hash slot), shared by the replicas
 // of a service.
 //
@@ -65,25 +66,25 @@ type RedisBudgetOptions struct {
 // marked refunded otherwise, so that it charges nothing should it arrive
 // later. If that fails too, the charge may stay: the caller pays for a call
 // that did not happen, never the reverse.
-type RedisBudgets struct {
+type Budgets struct {
 	client redis.UniversalClient
 	prefix string
 	now    func() time.Time
 }
 
-var _ BudgetStore = (*RedisBudgets)(nil)
+var _ policy.BudgetStore = (*Budgets)(nil)
 
-// NewRedisBudgets returns a store over client. It does not take ownership:
+// NewBudgets returns a store over client. It does not take ownership:
 // whoever created the client (usually shared with the idempotency store)
 // closes it.
-func NewRedisBudgets(client redis.UniversalClient, opts RedisBudgetOptions) *RedisBudgets {
+func NewBudgets(client redis.UniversalClient, opts BudgetOptions) *Budgets {
 	if opts.Prefix == "" {
-		opts.Prefix = DefaultRedisBudgetPrefix
+		opts.Prefix = DefaultBudgetPrefix
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &RedisBudgets{client: client, prefix: opts.Prefix, now: opts.Now}
+	return &Budgets{client: client, prefix: opts.Prefix, now: opts.Now}
 }
 
 var (
@@ -128,14 +129,14 @@ return 1
 // single Spend cannot see.
 var errChargeWithdrawn = errors.New("charge withdrawn before it ran")
 
-// Spend implements BudgetStore.
-func (s *RedisBudgets) Spend(ctx context.Context, caller string, cost float64, b BudgetSettings) (BudgetCharge, error) {
-	ch, units, limit, start, err := prepareSpend(caller, cost, b, s.now())
+// Spend implements policy.BudgetStore.
+func (s *Budgets) Spend(ctx context.Context, caller string, cost float64, b policy.BudgetSettings) (policy.BudgetCharge, error) {
+	ch, units, limit, start, err := policy.PrepareSpend(caller, cost, b, s.now())
 	if err != nil || units == 0 {
 		return ch, err
 	}
 	if err := ctx.Err(); err != nil {
-		return BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", err) // nothing was sent
+		return policy.BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", err) // nothing was sent
 	}
 	windowTTL := ch.ResetIn + budgetKeyGrace
 	tokenTTL := windowTTL
@@ -148,9 +149,9 @@ func (s *RedisBudgets) Spend(ctx context.Context, caller string, cost float64, b
 	n, err := redisBudgetSpend.Run(ctx, s.client, keys, units, limit, millis(windowTTL), millis(tokenTTL)).Int64()
 	switch {
 	case err != nil:
-		return BudgetCharge{}, s.withdraw(ctx, keys, units, tokenTTL, err)
+		return policy.BudgetCharge{}, s.withdraw(ctx, keys, units, tokenTTL, err)
 	case n == 2:
-		return BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", errChargeWithdrawn)
+		return policy.BudgetCharge{}, fmt.Errorf("redis budgets: spend: %w", errChargeWithdrawn)
 	case n != 1:
 		ch.OK, ch.Token = false, ""
 		return ch, nil
@@ -161,7 +162,7 @@ func (s *RedisBudgets) Spend(ctx context.Context, caller string, cost float64, b
 
 // withdraw refunds a charge whose script call failed with err: it may have
 // run, or may still run. It returns err, noting a failed withdrawal.
-func (s *RedisBudgets) withdraw(ctx context.Context, keys []string, units int64, tokenTTL time.Duration, err error) error {
+func (s *Budgets) withdraw(ctx context.Context, keys []string, units int64, tokenTTL time.Duration, err error) error {
 	if neverSent(err) {
 		return fmt.Errorf("redis budgets: spend: %w", err)
 	}
@@ -173,11 +174,11 @@ func (s *RedisBudgets) withdraw(ctx context.Context, keys []string, units int64,
 	return fmt.Errorf("redis budgets: spend: %w", err)
 }
 
-// Refund implements BudgetStore. A charge is refunded at most once, however
+// Refund implements policy.BudgetStore. A charge is refunded at most once, however
 // often Refund runs for it; a charge without a token (not made by Spend) is
 // an error.
-func (s *RedisBudgets) Refund(ctx context.Context, c BudgetCharge) error {
-	units := budgetUnits(c.Cost)
+func (s *Budgets) Refund(ctx context.Context, c policy.BudgetCharge) error {
+	units := policy.BudgetUnits(c.Cost)
 	if !c.OK || c.Window.IsZero() || units == 0 {
 		return nil
 	}
@@ -195,7 +196,7 @@ func (s *RedisBudgets) Refund(ctx context.Context, c BudgetCharge) error {
 // length is bounded and its characters are plain; braces make the hash the
 // Cluster hash tag, so a caller's keys share a slot and one script may touch
 // two of them.
-func (s *RedisBudgets) callerPrefix(caller string) []byte {
+func (s *Budgets) callerPrefix(caller string) []byte {
 	sum := sha256.Sum256([]byte(caller))
 	buf := make([]byte, 0, len(s.prefix)+2*len(sum)+64)
 	buf = append(buf, s.prefix...)
@@ -205,11 +206,11 @@ func (s *RedisBudgets) callerPrefix(caller string) []byte {
 }
 
 // windowKey returns the Redis key of caller's window starting at start.
-func (s *RedisBudgets) windowKey(caller string, start time.Time) string {
+func (s *Budgets) windowKey(caller string, start time.Time) string {
 	return string(strconv.AppendInt(s.callerPrefix(caller), start.UnixMilli(), 10))
 }
 
 // chargeKey returns the Redis key of the charge with token.
-func (s *RedisBudgets) chargeKey(caller, token string) string {
+func (s *Budgets) chargeKey(caller, token string) string {
 	return string(append(append(s.callerPrefix(caller), "charge:"...), token...))
 }

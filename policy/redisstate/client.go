@@ -1,18 +1,19 @@
-package policy
+package redisstate
 
 import (
 	"crypto/tls"
 	"errors"
+	"github.com/toolgate/toolgate/policy"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// NewRedisClient returns the client of the state store st names: a single
-// server (st.RedisURL, see RedisClientOptions), a Redis Cluster
+// NewClient returns the client of the state store st names: a single
+// server (st.RedisURL, see ClientOptions), a Redis Cluster
 // (st.Redis.Cluster) or a primary found through Sentinels
-// (st.Redis.SentinelMaster). Every kind gets the options RedisClientOptions
+// (st.Redis.SentinelMaster). Every kind gets the options ClientOptions
 // documents: commands bounded by their context, three retries of a lost
 // reply (every script of the stores tolerates them), one dial retry and a
 // dial timeout of 1s, so calls fail closed quickly while Redis is down.
@@ -22,7 +23,7 @@ import (
 // invisible to the stores, whose scripts keep all their keys in one slot.
 // The Sentinel client asks the Sentinels for the primary, and reconnects to
 // the new one after a failover.
-func NewRedisClient(st State) (redis.UniversalClient, error) {
+func NewClient(st policy.State) (redis.UniversalClient, error) {
 	r := st.Redis
 	var tlsConfig *tls.Config
 	if r.TLS {
@@ -32,7 +33,7 @@ func NewRedisClient(st State) (redis.UniversalClient, error) {
 		if st.RedisURL == "" {
 			return nil, errors.New("no redis named: set a url, a cluster or a sentinel")
 		}
-		opts, err := RedisClientOptions(st.RedisURL)
+		opts, err := ClientOptions(st.RedisURL)
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +63,7 @@ func NewRedisClient(st State) (redis.UniversalClient, error) {
 	return redis.NewUniversalClient(opts), nil
 }
 
-// splitAddrs splits a comma-separated address list, as State keeps it.
+// splitAddrs splits a comma-separated address list, as policy.State keeps it.
 func splitAddrs(s string) []string {
 	var addrs []string
 	for a := range strings.SplitSeq(s, ",") {

@@ -1,4 +1,4 @@
-package policy
+package redisstate
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/toolgate/toolgate/policy"
 	"net"
 	"strconv"
 	"strings"
@@ -18,23 +19,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultRedisPrefix is the Redis store's key prefix when RedisOptions.Prefix
+// DefaultPrefix is the Redis store's key prefix when StoreOptions.Prefix
 // is not set.
-const DefaultRedisPrefix = "toolgate:idem:"
+const DefaultPrefix = "toolgate:idem:"
 
 // ProbeKeyPrefix starts the key Ping writes to see whether Redis accepts
 // writes; a random suffix per store keeps replicas apart.
 const ProbeKeyPrefix = "toolgate:probe:"
 
 // Wait's polling interval starts at minWaitPoll and doubles up to
-// RedisOptions.MaxWaitPoll, by default defaultMaxWaitPoll.
+// StoreOptions.MaxWaitPoll, by default defaultMaxWaitPoll.
 const (
 	minWaitPoll        = 5 * time.Millisecond
 	defaultMaxWaitPoll = 100 * time.Millisecond
 )
 
 // withdrawTimeout bounds the release that withdraws a claim whose reply
-// never came (see RedisStore). It runs after the call's own deadline, so it
+// never came (see Store). It runs after the call's own deadline, so it
 // adds to how late a call answers when Redis stalls.
 const withdrawTimeout = 500 * time.Millisecond
 
@@ -51,42 +52,39 @@ const maxBackgroundWithdrawals = 1024
 // probeTTL is how long the key Ping writes lives.
 const probeTTL = 5 * time.Second
 
-// RedisOptions configures a RedisStore. The zero value is usable.
-type RedisOptions struct {
-	// Prefix is prepended to every key. Empty means DefaultRedisPrefix.
+// StoreOptions configures a Store. The zero value is usable.
+type StoreOptions struct {
+	// Prefix is prepended to every key. Empty means DefaultPrefix.
 	Prefix string
 	// MaxWaitPoll caps the interval at which Wait re-reads an in-flight
 	// record; polls start at 5ms and double. Zero or less means 100ms.
 	MaxWaitPoll time.Duration
 	// ConfirmReplicas, when positive, makes Claim and Reclaim report a
 	// claim owned only once that many replicas of the key's primary hold
-	// it (WAIT); see RedisStore. Zero or less reports it at once.
+	// it (WAIT); see Store. Zero or less reports it at once.
 	ConfirmReplicas int
 	// ConfirmTimeout bounds that wait (and the call's context bounds it
 	// too). Zero or less means 500ms.
 	ConfirmTimeout time.Duration
 	// Now is the clock that times the checks of the scope key (see
-	// RedisStore). Nil means time.Now.
+	// Store). Nil means time.Now.
 	Now func() time.Time
 }
 
 // ScopeKeyName is the name, after the prefix, of the Redis key that holds
-// the store's scope key (see RedisStore).
+// the store's scope key (see Store).
 const ScopeKeyName = "scope-key"
 
 // scopeKeyCheck is how often a store checks the scope key it holds against
 // Redis.
 const scopeKeyCheck = 10 * time.Second
 
-// DefaultConfirmTimeout is RedisOptions.ConfirmTimeout when it is not set.
-const DefaultConfirmTimeout = 500 * time.Millisecond
-
 // ErrUnconfirmed means a claim was not confirmed by enough replicas in
-// time (RedisOptions.ConfirmReplicas): it was withdrawn and nothing may be
+// time (StoreOptions.ConfirmReplicas): it was withdrawn and nothing may be
 // sent.
 var ErrUnconfirmed = errors.New("claim not confirmed by enough replicas")
 
-// RedisStore is an IdempotencyStore in Redis (5 or newer, standalone,
+// Store is a policy.IdempotencyStore in Redis (5 or newer, standalone,
 // Sentinel or Cluster: every operation touches one key), shared by the
 // replicas of a service.
 //
@@ -129,7 +127,7 @@ var ErrUnconfirmed = errors.New("claim not confirmed by enough replicas")
 // memory, a read-only replica) is withdrawn once, not in the background.
 //
 // Every command is bounded by its context when the client is built with
-// ContextTimeoutEnabled, as RedisClientOptions does: a stalled Redis holds
+// ContextTimeoutEnabled, as ClientOptions does: a stalled Redis holds
 // no call past its deadline (plus the withdrawal).
 //
 // Wait polls, starting at 5ms and doubling up to MaxWaitPoll, bounded by its
@@ -179,7 +177,7 @@ var ErrUnconfirmed = errors.New("claim not confirmed by enough replicas")
 // token only ever finishes a record that holds it, so an owner whose
 // claim was lost, or taken over after its lease, completes nothing on the
 // new primary.
-type RedisStore struct {
+type Store struct {
 	client   redis.UniversalClient
 	scripts  redisScripts
 	prefix   string
@@ -203,25 +201,25 @@ type RedisStore struct {
 	bgSlots chan struct{}
 }
 
-var _ IdempotencyStore = (*RedisStore)(nil)
+var _ policy.IdempotencyStore = (*Store)(nil)
 
-// NewRedisStore returns a store over client and takes ownership of it: Close
+// NewStore returns a store over client and takes ownership of it: Close
 // closes the client.
-func NewRedisStore(client redis.UniversalClient, opts RedisOptions) *RedisStore {
+func NewStore(client redis.UniversalClient, opts StoreOptions) *Store {
 	if opts.Prefix == "" {
-		opts.Prefix = DefaultRedisPrefix
+		opts.Prefix = DefaultPrefix
 	}
 	if opts.MaxWaitPoll <= 0 {
 		opts.MaxWaitPoll = defaultMaxWaitPoll
 	}
 	if opts.ConfirmTimeout <= 0 {
-		opts.ConfirmTimeout = DefaultConfirmTimeout
+		opts.ConfirmTimeout = policy.DefaultConfirmTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	life, stop := context.WithCancel(context.Background())
-	return &RedisStore{
+	return &Store{
 		client:    client,
 		scripts:   newRedisScripts(),
 		prefix:    opts.Prefix,
@@ -230,24 +228,24 @@ func NewRedisStore(client redis.UniversalClient, opts RedisOptions) *RedisStore 
 		replicas:  max(opts.ConfirmReplicas, 0),
 		confirmT:  opts.ConfirmTimeout,
 		now:       opts.Now,
-		scopeDraw: newScopeKey(),
+		scopeDraw: policy.NewScopeKey(),
 		life:      life,
 		stop:      stop,
 		bgSlots:   make(chan struct{}, maxBackgroundWithdrawals),
 	}
 }
 
-// RedisClientOptions parses a redis://, rediss:// or unix:// URL into the
+// ClientOptions parses a redis://, rediss:// or unix:// URL into the
 // client options toolgate's stores expect:
 //
 //   - ContextTimeoutEnabled: every command is bounded by its context, the
 //     call's deadline, not only by the client's 3s read timeout;
 //   - MaxRetries 3: a command whose reply was lost (EOF) is sent again,
-//     which every script of the stores tolerates (see RedisStore);
+//     which every script of the stores tolerates (see Store);
 //   - DialerRetries 1 and a dial timeout of at most 1s: while Redis is
 //     down, side-effecting calls fail closed quickly instead of hanging on
 //     reconnects.
-func RedisClientOptions(rawURL string) (*redis.Options, error) {
+func ClientOptions(rawURL string) (*redis.Options, error) {
 	opts, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, err
@@ -442,22 +440,22 @@ func newRedisScripts() redisScripts {
 	}
 }
 
-// Claim implements IdempotencyStore.
-func (s *RedisStore) Claim(ctx context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error) {
+// Claim implements policy.IdempotencyStore.
+func (s *Store) Claim(ctx context.Context, k policy.IdempotencyKey, fp policy.Fingerprint, lease, ttl time.Duration) (policy.Claim, error) {
 	return s.claim(ctx, s.scripts.claim, "claim", k, fp, lease, ttl)
 }
 
-// Reclaim implements IdempotencyStore.
-func (s *RedisStore) Reclaim(ctx context.Context, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error) {
+// Reclaim implements policy.IdempotencyStore.
+func (s *Store) Reclaim(ctx context.Context, k policy.IdempotencyKey, fp policy.Fingerprint, lease, ttl time.Duration) (policy.Claim, error) {
 	return s.claim(ctx, s.scripts.reclaim, "reclaim", k, fp, lease, ttl)
 }
 
-func (s *RedisStore) claim(ctx context.Context, script *redis.Script, op string, k IdempotencyKey, fp Fingerprint, lease, ttl time.Duration) (Claim, error) {
-	if err := checkDurations(lease, ttl); err != nil {
-		return Claim{}, err
+func (s *Store) claim(ctx context.Context, script *redis.Script, op string, k policy.IdempotencyKey, fp policy.Fingerprint, lease, ttl time.Duration) (policy.Claim, error) {
+	if err := policy.CheckDurations(lease, ttl); err != nil {
+		return policy.Claim{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Claim{}, redisError(op, err) // nothing was sent
+		return policy.Claim{}, redisError(op, err) // nothing was sent
 	}
 	// Drawn before the first try: a retry of the script carries it too, and
 	// finds the record its first run created as its own.
@@ -470,31 +468,31 @@ func (s *RedisStore) claim(ctx context.Context, script *redis.Script, op string,
 		created, value, err = claimReply(res)
 	}
 	if err != nil {
-		return Claim{}, s.withdraw(ctx, op, key, token, lease, err)
+		return policy.Claim{}, s.withdraw(ctx, op, key, token, lease, err)
 	}
 	r, released, ok := decodeRedisRecord(value)
 	switch {
 	case !ok:
-		return Claim{Outcome: ClaimUnknown, Record: r}, nil
+		return policy.Claim{Outcome: policy.ClaimUnknown, Record: r}, nil
 	case released:
 		// Only this token's own tombstone is reported: the claim ran after
 		// it was withdrawn, which a single Claim cannot see.
-		return Claim{}, redisError(op, ErrLostClaim)
+		return policy.Claim{}, redisError(op, policy.ErrLostClaim)
 	case created && r.Token == token:
 		if s.replicas > 0 {
 			if err := s.confirm(ctx, key, token); err != nil {
-				return Claim{}, s.withdrawUnconfirmed(ctx, op, key, token, lease, err)
+				return policy.Claim{}, s.withdrawUnconfirmed(ctx, op, key, token, lease, err)
 			}
 		}
-		return Claim{Outcome: ClaimOwned, Token: token, Record: r}, nil
+		return policy.Claim{Outcome: policy.ClaimOwned, Token: token, Record: r}, nil
 	}
-	return claimFor(r), nil
+	return policy.ClaimFor(r), nil
 }
 
 // withdraw releases the claim of token after its script call failed with
 // err: the claim may have run, or may still run. It returns err, noting a
 // failed withdrawal.
-func (s *RedisStore) withdraw(ctx context.Context, op, key, token string, lease time.Duration, err error) error {
+func (s *Store) withdraw(ctx context.Context, op, key, token string, lease time.Duration, err error) error {
 	if neverSent(err) {
 		return redisError(op, err)
 	}
@@ -506,7 +504,7 @@ func (s *RedisStore) withdraw(ctx context.Context, op, key, token string, lease 
 // release releases the claim of token after err, and returns err, noting
 // a release that failed too; with retry, a failed release is tried again
 // in the background.
-func (s *RedisStore) release(ctx context.Context, op, key, token string, lease time.Duration, err error, retry bool) error {
+func (s *Store) release(ctx context.Context, op, key, token string, lease time.Duration, err error, retry bool) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
 	defer cancel()
 	werr := s.scripts.release.Run(wctx, s.client, []string{key}, token, millis(lease)).Err()
@@ -522,7 +520,7 @@ func (s *RedisStore) release(ctx context.Context, op, key, token string, lease t
 // withdrawLater keeps trying to release the claim of token until that
 // succeeds, its lease is over or the store closes. It reports false when
 // too many withdrawals are pending already.
-func (s *RedisStore) withdrawLater(key, token string, lease time.Duration) bool {
+func (s *Store) withdrawLater(key, token string, lease time.Duration) bool {
 	select {
 	case s.bgSlots <- struct{}{}:
 	default:
@@ -569,22 +567,22 @@ func answered(err error) bool {
 	return errors.As(err, &answer)
 }
 
-// Complete implements IdempotencyStore.
-func (s *RedisStore) Complete(ctx context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error {
+// Complete implements policy.IdempotencyStore.
+func (s *Store) Complete(ctx context.Context, k policy.IdempotencyKey, token string, envelope []byte, ttl time.Duration) error {
 	return s.finish(ctx, "complete", k, token, "C", envelope, ttl)
 }
 
-// MarkUnknown implements IdempotencyStore.
-func (s *RedisStore) MarkUnknown(ctx context.Context, k IdempotencyKey, token string, envelope []byte, ttl time.Duration) error {
+// MarkUnknown implements policy.IdempotencyStore.
+func (s *Store) MarkUnknown(ctx context.Context, k policy.IdempotencyKey, token string, envelope []byte, ttl time.Duration) error {
 	return s.finish(ctx, "mark unknown", k, token, "U", envelope, ttl)
 }
 
-func (s *RedisStore) finish(ctx context.Context, op string, k IdempotencyKey, token, state string, envelope []byte, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
+func (s *Store) finish(ctx context.Context, op string, k policy.IdempotencyKey, token, state string, envelope []byte, ttl time.Duration) error {
+	if err := policy.CheckTTL(ttl); err != nil {
 		return err
 	}
 	if token == "" {
-		return ErrLostClaim
+		return policy.ErrLostClaim
 	}
 	if envelope == nil {
 		envelope = []byte{}
@@ -594,15 +592,15 @@ func (s *RedisStore) finish(ctx context.Context, op string, k IdempotencyKey, to
 		return redisError(op, err)
 	}
 	if n != 1 {
-		return ErrLostClaim
+		return policy.ErrLostClaim
 	}
 	return nil
 }
 
-// Release implements IdempotencyStore.
-func (s *RedisStore) Release(ctx context.Context, k IdempotencyKey, token string) error {
+// Release implements policy.IdempotencyStore.
+func (s *Store) Release(ctx context.Context, k policy.IdempotencyKey, token string) error {
 	if token == "" {
-		return ErrLostClaim
+		return policy.ErrLostClaim
 	}
 	key := s.key(k)
 	n, err := s.scripts.release.Run(ctx, s.client, []string{key}, token, 0).Int()
@@ -616,37 +614,37 @@ func (s *RedisStore) Release(ctx context.Context, k IdempotencyKey, token string
 		return redisError("release", err)
 	}
 	if n != 1 {
-		return ErrLostClaim
+		return policy.ErrLostClaim
 	}
 	return nil
 }
 
-// Get implements IdempotencyStore.
-func (s *RedisStore) Get(ctx context.Context, k IdempotencyKey) (Record, bool, error) {
+// Get implements policy.IdempotencyStore.
+func (s *Store) Get(ctx context.Context, k policy.IdempotencyKey) (policy.Record, bool, error) {
 	r, ok, err := s.get(ctx, s.key(k))
 	if err != nil {
-		return Record{}, false, redisError("get", err)
+		return policy.Record{}, false, redisError("get", err)
 	}
 	return r, ok, nil
 }
 
-func (s *RedisStore) get(ctx context.Context, key string) (Record, bool, error) {
+func (s *Store) get(ctx context.Context, key string) (policy.Record, bool, error) {
 	value, err := s.scripts.get.Run(ctx, s.client, []string{key}).Text()
 	if errors.Is(err, redis.Nil) {
-		return Record{}, false, nil
+		return policy.Record{}, false, nil
 	}
 	if err != nil {
-		return Record{}, false, err
+		return policy.Record{}, false, err
 	}
 	r, released, _ := decodeRedisRecord(value)
 	if released {
-		return Record{}, false, nil
+		return policy.Record{}, false, nil
 	}
 	return r, true, nil
 }
 
-// Wait implements IdempotencyStore by polling.
-func (s *RedisStore) Wait(ctx context.Context, k IdempotencyKey) (Record, error) {
+// Wait implements policy.IdempotencyStore by polling.
+func (s *Store) Wait(ctx context.Context, k policy.IdempotencyKey) (policy.Record, error) {
 	key := s.key(k)
 	delay := minWaitPoll
 	var timer *time.Timer
@@ -659,12 +657,12 @@ func (s *RedisStore) Wait(ctx context.Context, k IdempotencyKey) (Record, error)
 		r, ok, err := s.get(ctx, key)
 		switch {
 		case ctx.Err() != nil:
-			return Record{}, ctx.Err()
+			return policy.Record{}, ctx.Err()
 		case err != nil:
-			return Record{}, redisError("wait", err)
+			return policy.Record{}, redisError("wait", err)
 		case !ok:
-			return Record{}, ErrNoRecord
-		case r.State != RecordInFlight:
+			return policy.Record{}, policy.ErrNoRecord
+		case r.State != policy.RecordInFlight:
 			return r, nil
 		}
 		if timer == nil {
@@ -675,16 +673,16 @@ func (s *RedisStore) Wait(ctx context.Context, k IdempotencyKey) (Record, error)
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return Record{}, ctx.Err()
+			return policy.Record{}, ctx.Err()
 		}
 		delay = min(2*delay, s.maxPoll)
 	}
 }
 
-// Ping implements IdempotencyStore with a write: a Redis that answers but
+// Ping implements policy.IdempotencyStore with a write: a Redis that answers but
 // refuses writes (out of memory, a read-only replica) fails every claim, so
 // it is not ready either.
-func (s *RedisStore) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) error {
 	if err := s.client.Set(ctx, s.probeKey, "1", probeTTL).Err(); err != nil {
 		return redisError("write probe", err)
 	}
@@ -697,11 +695,11 @@ type scopeKeyRead struct {
 	at  time.Time
 }
 
-// ScopeKey implements IdempotencyStore: the key in Redis (see RedisStore).
+// ScopeKey implements policy.IdempotencyStore: the key in Redis (see Store).
 // A store that holds a key uses it while a check is due or under way, and
 // keeps it when a check fails (the call's own store commands then say
 // whether Redis answers); one that holds none yet fails when Redis does.
-func (s *RedisStore) ScopeKey(ctx context.Context) ([]byte, error) {
+func (s *Store) ScopeKey(ctx context.Context) ([]byte, error) {
 	cur := s.scope.Load()
 	now := s.now()
 	if cur != nil && now.Sub(cur.at) < scopeKeyCheck {
@@ -716,8 +714,8 @@ func (s *RedisStore) ScopeKey(ctx context.Context) ([]byte, error) {
 		propose = string(cur.key)
 	}
 	v, err := s.scripts.scopeKey.Run(ctx, s.client, []string{s.prefix + ScopeKeyName}, propose).Text()
-	if err == nil && len(v) < MinScopeKeyLen {
-		err = fmt.Errorf("the key %s holds %d bytes, fewer than %d", s.prefix+ScopeKeyName, len(v), MinScopeKeyLen)
+	if err == nil && len(v) < policy.MinScopeKeyLen {
+		err = fmt.Errorf("the key %s holds %d bytes, fewer than %d", s.prefix+ScopeKeyName, len(v), policy.MinScopeKeyLen)
 	}
 	if err != nil {
 		if cur != nil {
@@ -736,7 +734,7 @@ func (s *RedisStore) ScopeKey(ctx context.Context) ([]byte, error) {
 }
 
 // Close stops the background withdrawals and closes the Redis client.
-func (s *RedisStore) Close() error {
+func (s *Store) Close() error {
 	s.stop()
 	s.bg.Wait()
 	return s.client.Close()
@@ -744,14 +742,14 @@ func (s *RedisStore) Close() error {
 
 // Key returns the Redis key that holds k's record: for operators reading
 // Redis, and for tests that need to know its hash slot.
-func (s *RedisStore) Key(k IdempotencyKey) string { return s.key(k) }
+func (s *Store) Key(k policy.IdempotencyKey) string { return s.key(k) }
 
 // key returns the Redis key of k. Each part is hashed with its length in
 // front, so no choice of caller, tool, key and scope can collide with
 // another. A key without a scope hashes its three parts only, as before
 // scopes existed, so records written then are still found; three parts
 // can never read as four, since the lengths delimit them.
-func (s *RedisStore) key(k IdempotencyKey) string {
+func (s *Store) key(k policy.IdempotencyKey) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	parts := [...]string{k.Caller, k.Tool, k.Key, k.Scope}
@@ -783,21 +781,21 @@ func claimReply(res []any) (created bool, value string, err error) {
 // decodeRedisRecord decodes a record value. released reports a tombstone,
 // which stands for no record; its Token is the releasing token. A value it
 // cannot read gives an unknown record with a zero fingerprint and ok=false.
-// Record.Token is set for in-flight records only, as IdempotencyStore
+// policy.Record.Token is set for in-flight records only, as policy.IdempotencyStore
 // promises; the token that finished a record stays in Redis.
-func decodeRedisRecord(v string) (r Record, released, ok bool) {
-	unreadable := Record{State: RecordUnknown}
+func decodeRedisRecord(v string) (r policy.Record, released, ok bool) {
+	unreadable := policy.Record{State: policy.RecordUnknown}
 	f := strings.SplitN(v, ":", 8)
 	if len(f) != 8 || f[0] != "1" {
 		return unreadable, false, false
 	}
 	switch f[1] {
 	case "F":
-		r.State = RecordInFlight
+		r.State = policy.RecordInFlight
 	case "C":
-		r.State = RecordCompleted
+		r.State = policy.RecordCompleted
 	case "U":
-		r.State = RecordUnknown
+		r.State = policy.RecordUnknown
 	case "R":
 		released = true
 	default:
@@ -809,7 +807,7 @@ func decodeRedisRecord(v string) (r Record, released, ok bool) {
 	if _, err := hex.Decode(r.Fingerprint[:], []byte(f[2])); err != nil {
 		return unreadable, false, false
 	}
-	if !isAlphanumeric(f[3]) || (r.State == RecordInFlight || released) && f[3] == "" {
+	if !isAlphanumeric(f[3]) || (r.State == policy.RecordInFlight || released) && f[3] == "" {
 		return unreadable, false, false
 	}
 	lease, ok1 := parseMillis(f[4])
@@ -819,10 +817,10 @@ func decodeRedisRecord(v string) (r Record, released, ok bool) {
 		return unreadable, false, false
 	}
 	if released {
-		return Record{Token: f[3]}, true, true
+		return policy.Record{Token: f[3]}, true, true
 	}
 	r.UpdatedAt = time.UnixMilli(updated)
-	if r.State == RecordInFlight {
+	if r.State == policy.RecordInFlight {
 		r.Token = f[3]
 		r.LeaseUntil = time.UnixMilli(lease)
 	}

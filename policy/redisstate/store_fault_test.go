@@ -1,4 +1,4 @@
-package policy
+package redisstate
 
 import (
 	"context"
@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/policy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/statetest"
 )
 
 // faultyClient returns a client with toolgate's options that reaches srv
@@ -16,7 +19,7 @@ import (
 func faultyClient(t *testing.T, srv *redistest.Server) (*redistest.FaultProxy, *redis.Client, *redis.Client) {
 	t.Helper()
 	p := redistest.StartFaultProxy(t, srv.Addr())
-	opts, err := RedisClientOptions("redis://" + p.Addr() + "/0")
+	opts, err := ClientOptions("redis://" + p.Addr() + "/0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +33,8 @@ func faultyClient(t *testing.T, srv *redistest.Server) (*redistest.FaultProxy, *
 }
 
 // newFaultyStore returns a store over client, closed when the test ends.
-func newFaultyStore(t *testing.T, client *redis.Client) *RedisStore {
-	s := NewRedisStore(client, RedisOptions{Prefix: "test:" + t.Name() + ":"})
+func newFaultyStore(t *testing.T, client *redis.Client) *Store {
+	s := NewStore(client, StoreOptions{Prefix: "test:" + t.Name() + ":"})
 	t.Cleanup(func() {
 		s.stop()
 		s.bg.Wait()
@@ -45,7 +48,7 @@ func scriptOf(name string) func(redistest.Command) bool {
 }
 
 func TestRedisClientOptions(t *testing.T) {
-	opts, err := RedisClientOptions("redis://user:secret@127.0.0.1:6390/3?dial_timeout=5s")
+	opts, err := ClientOptions("redis://user:secret@127.0.0.1:6390/3?dial_timeout=5s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +56,14 @@ func TestRedisClientOptions(t *testing.T) {
 		opts.Addr != "127.0.0.1:6390" || opts.DB != 3 || opts.Password != "secret" {
 		t.Fatalf("options = %+v", opts)
 	}
-	if _, err := RedisClientOptions("http://127.0.0.1"); err == nil {
+	if _, err := ClientOptions("http://127.0.0.1"); err == nil {
 		t.Fatal("an http:// URL was accepted")
 	}
 }
 
 func TestRedisStoreLostReplies(t *testing.T) {
 	srv := redistest.Start(t)
-	fp := Fingerprint{1}
+	fp := policy.Fingerprint{1}
 	const envelope = `{"status":"ok"}`
 	for _, fault := range []redistest.Fault{redistest.CutReply, redistest.CutRequest} {
 		lost := map[redistest.Fault]string{redistest.CutReply: "reply", redistest.CutRequest: "request"}[fault]
@@ -69,27 +72,27 @@ func TestRedisStoreLostReplies(t *testing.T) {
 			p, client, _ := faultyClient(t, srv)
 			s := newFaultyStore(t, client)
 			in := p.Add(redistest.Rule{Match: scriptOf("idempotency: claim"), Fault: fault, Times: 1})
-			token := mustClaim(t, s, idemKey("k"), fp, time.Minute, time.Minute)
+			token := statetest.MustClaim(t, s, statetest.Key("k"), fp, time.Minute, time.Minute)
 			if p.Applied(in) != 1 {
 				t.Fatal("the fault was not injected")
 			}
-			if err := s.Complete(t.Context(), idemKey("k"), token, []byte(envelope), time.Minute); err != nil {
+			if err := s.Complete(t.Context(), statetest.Key("k"), token, []byte(envelope), time.Minute); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
-			expectClaim(t, s, idemKey("k"), fp, ClaimCompleted, envelope)
+			statetest.ExpectClaim(t, s, statetest.Key("k"), fp, policy.ClaimCompleted, envelope)
 		})
 
 		t.Run("a reclaim whose "+lost+" is lost is owned by the client's retry", func(t *testing.T) {
 			p, client, _ := faultyClient(t, srv)
 			s := newFaultyStore(t, client)
-			k := idemKey("k")
-			old := mustClaim(t, s, k, fp, time.Minute, time.Minute)
+			k := statetest.Key("k")
+			old := statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 			if err := s.MarkUnknown(t.Context(), k, old, nil, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			in := p.Add(redistest.Rule{Match: scriptOf("idempotency: reclaim"), Fault: fault, Times: 1})
 			c, err := s.Reclaim(t.Context(), k, fp, time.Minute, time.Minute)
-			if err != nil || c.Outcome != ClaimOwned || p.Applied(in) != 1 {
+			if err != nil || c.Outcome != policy.ClaimOwned || p.Applied(in) != 1 {
 				t.Fatalf("Reclaim = %v, %v (fault applied %d times); want owned", c.Outcome, err, p.Applied(in))
 			}
 			if err := s.Complete(t.Context(), k, c.Token, []byte(envelope), time.Minute); err != nil {
@@ -99,21 +102,21 @@ func TestRedisStoreLostReplies(t *testing.T) {
 
 		for _, finish := range []struct {
 			name  string
-			state RecordState
-			call  func(s *RedisStore, k IdempotencyKey, token string) error
+			state policy.RecordState
+			call  func(s *Store, k policy.IdempotencyKey, token string) error
 		}{
-			{"complete", RecordCompleted, func(s *RedisStore, k IdempotencyKey, token string) error {
+			{"complete", policy.RecordCompleted, func(s *Store, k policy.IdempotencyKey, token string) error {
 				return s.Complete(t.Context(), k, token, []byte(envelope), time.Minute)
 			}},
-			{"mark unknown", RecordUnknown, func(s *RedisStore, k IdempotencyKey, token string) error {
+			{"mark unknown", policy.RecordUnknown, func(s *Store, k policy.IdempotencyKey, token string) error {
 				return s.MarkUnknown(t.Context(), k, token, []byte(envelope), time.Minute)
 			}},
 		} {
 			t.Run("a "+finish.name+" whose "+lost+" is lost succeeds on the client's retry", func(t *testing.T) {
 				p, client, _ := faultyClient(t, srv)
 				s := newFaultyStore(t, client)
-				k := idemKey("k")
-				token := mustClaim(t, s, k, fp, time.Minute, time.Minute)
+				k := statetest.Key("k")
+				token := statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 				in := p.Add(redistest.Rule{Match: scriptOf("idempotency: finish"), Fault: fault, Times: 1})
 				if err := finish.call(s, k, token); err != nil || p.Applied(in) != 1 {
 					t.Fatalf("%s = %v (fault applied %d times); want success", finish.name, err, p.Applied(in))
@@ -128,26 +131,26 @@ func TestRedisStoreLostReplies(t *testing.T) {
 		t.Run("a release whose "+lost+" is lost succeeds on the client's retry and frees the key", func(t *testing.T) {
 			p, client, _ := faultyClient(t, srv)
 			s := newFaultyStore(t, client)
-			k := idemKey("k")
-			token := mustClaim(t, s, k, fp, time.Minute, time.Minute)
+			k := statetest.Key("k")
+			token := statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 			in := p.Add(redistest.Rule{Match: scriptOf("idempotency: release"), Fault: fault, Times: 1})
 			if err := s.Release(t.Context(), k, token); err != nil || p.Applied(in) != 1 {
 				t.Fatalf("Release = %v (fault applied %d times); want success", err, p.Applied(in))
 			}
-			expectAbsent(t, s, k)
-			mustClaim(t, s, k, fp, time.Minute, time.Minute)
+			statetest.ExpectAbsent(t, s, k)
+			statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 		})
 	}
 }
 
 func TestRedisStoreWithdrawsAClaimThatFailed(t *testing.T) {
 	srv := redistest.Start(t)
-	fp := Fingerprint{1}
+	fp := policy.Fingerprint{1}
 
 	t.Run("a claim whose reply comes after the deadline is withdrawn", func(t *testing.T) {
 		p, client, direct := faultyClient(t, srv)
 		s := newFaultyStore(t, client)
-		k := idemKey("k")
+		k := statetest.Key("k")
 		p.Add(redistest.Rule{Match: scriptOf("idempotency: claim"), Fault: redistest.DelayReply, Delay: 2 * time.Second, Times: 1})
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
@@ -159,14 +162,14 @@ func TestRedisStoreWithdrawsAClaimThatFailed(t *testing.T) {
 		if _, released, _ := decodeRedisRecord(raw); !released {
 			t.Fatalf("value = %q, want a tombstone", raw)
 		}
-		expectAbsent(t, s, k)
-		mustClaim(t, s, k, fp, time.Minute, time.Minute)
+		statetest.ExpectAbsent(t, s, k)
+		statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 	})
 
 	t.Run("a claim held by a stalled Redis leaves no record in flight", func(t *testing.T) {
 		p, client, _ := faultyClient(t, srv)
 		s := newFaultyStore(t, client)
-		k := idemKey("k")
+		k := statetest.Key("k")
 		if err := s.Ping(t.Context()); err != nil { // connections exist before the stall
 			t.Fatal(err)
 		}
@@ -192,14 +195,14 @@ func TestRedisStoreWithdrawsAClaimThatFailed(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		mustClaim(t, s, k, fp, time.Minute, time.Minute)
+		statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 	})
 
 	t.Run("a release that fails against a stalled Redis is tried again until it frees the key", func(t *testing.T) {
 		p, client, _ := faultyClient(t, srv)
 		s := newFaultyStore(t, client)
-		k := idemKey("k")
-		token := mustClaim(t, s, k, fp, time.Minute, time.Minute)
+		k := statetest.Key("k")
+		token := statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 		p.Stall()
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
@@ -218,13 +221,13 @@ func TestRedisStoreWithdrawsAClaimThatFailed(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		mustClaim(t, s, k, fp, time.Minute, time.Minute)
+		statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 	})
 
 	t.Run("a claim that reaches Redis after its withdrawal creates nothing", func(t *testing.T) {
 		s, client := newTestRedisStore(t, srv)
 		ctx := t.Context()
-		key := s.key(idemKey("k"))
+		key := s.key(statetest.Key("k"))
 		const token = "LATECLAIM"
 		if err := s.scripts.release.Run(ctx, client, []string{key}, token, 60_000).Err(); err != nil {
 			t.Fatal(err)
@@ -244,15 +247,15 @@ func TestRedisStoreWithdrawsAClaimThatFailed(t *testing.T) {
 		if created, _, _ := claimReply(res); created {
 			t.Fatal("a late reclaim created a record")
 		}
-		expectAbsent(t, s, idemKey("k"))
-		mustClaim(t, s, idemKey("k"), fp, time.Minute, time.Minute) // any other token claims over it
+		statetest.ExpectAbsent(t, s, statetest.Key("k"))
+		statetest.MustClaim(t, s, statetest.Key("k"), fp, time.Minute, time.Minute) // any other token claims over it
 	})
 }
 
 func TestRedisBudgetsLostReplies(t *testing.T) {
 	srv := redistest.Start(t)
-	b := BudgetSettings{Cost: 1, Per: time.Hour}
-	window := func(t *testing.T, direct *redis.Client, s *RedisBudgets, ch BudgetCharge) string {
+	b := policy.BudgetSettings{Cost: 1, Per: time.Hour}
+	window := func(t *testing.T, direct *redis.Client, s *Budgets, ch policy.BudgetCharge) string {
 		t.Helper()
 		return direct.Get(t.Context(), s.windowKey(ch.Caller, ch.Window)).Val()
 	}
@@ -261,9 +264,9 @@ func TestRedisBudgetsLostReplies(t *testing.T) {
 
 		t.Run("a spend whose "+lost+" is lost charges once", func(t *testing.T) {
 			p, client, direct := faultyClient(t, srv)
-			s := NewRedisBudgets(client, RedisBudgetOptions{Prefix: budgetPrefix(t)})
+			s := NewBudgets(client, BudgetOptions{Prefix: budgetPrefix(t)})
 			in := p.Add(redistest.Rule{Match: scriptOf("budget: spend"), Fault: fault, Times: 1})
-			ch := mustSpend(t, s, "ops-agent", 0.4, b)
+			ch := statetest.MustSpend(t, s, "ops-agent", 0.4, b)
 			if !ch.OK || p.Applied(in) != 1 {
 				t.Fatalf("Spend = %+v (fault applied %d times); want ok", ch, p.Applied(in))
 			}
@@ -274,22 +277,22 @@ func TestRedisBudgetsLostReplies(t *testing.T) {
 
 		t.Run("a refund whose "+lost+" is lost gives back once", func(t *testing.T) {
 			p, client, direct := faultyClient(t, srv)
-			s := NewRedisBudgets(client, RedisBudgetOptions{Prefix: budgetPrefix(t)})
-			kept := mustSpend(t, s, "ops-agent", 0.6, b)
-			refunded := mustSpend(t, s, "ops-agent", 0.4, b)
+			s := NewBudgets(client, BudgetOptions{Prefix: budgetPrefix(t)})
+			kept := statetest.MustSpend(t, s, "ops-agent", 0.6, b)
+			refunded := statetest.MustSpend(t, s, "ops-agent", 0.4, b)
 			in := p.Add(redistest.Rule{Match: scriptOf("budget: refund"), Fault: fault, Times: 1})
-			mustRefund(t, s, refunded)
+			statetest.MustRefund(t, s, refunded)
 			if p.Applied(in) != 1 {
 				t.Fatal("the fault was not injected")
 			}
-			mustRefund(t, s, refunded) // a second refund of the same charge gives nothing either
+			statetest.MustRefund(t, s, refunded) // a second refund of the same charge gives nothing either
 			if got := window(t, direct, s, kept); got != "600000" {
 				t.Fatalf("window holds %s micro-units, want 600000", got)
 			}
-			if ch := mustSpend(t, s, "ops-agent", 0.4, b); !ch.OK {
+			if ch := statetest.MustSpend(t, s, "ops-agent", 0.4, b); !ch.OK {
 				t.Fatal("the refunded room is missing")
 			}
-			if ch := mustSpend(t, s, "ops-agent", 0.1, b); ch.OK {
+			if ch := statetest.MustSpend(t, s, "ops-agent", 0.1, b); ch.OK {
 				t.Fatal("the caller spent past its budget")
 			}
 		})
@@ -297,8 +300,8 @@ func TestRedisBudgetsLostReplies(t *testing.T) {
 
 	t.Run("a spend whose reply comes after the deadline is withdrawn", func(t *testing.T) {
 		p, client, direct := faultyClient(t, srv)
-		s := NewRedisBudgets(client, RedisBudgetOptions{Prefix: budgetPrefix(t)})
-		kept := mustSpend(t, s, "ops-agent", 0.25, b)
+		s := NewBudgets(client, BudgetOptions{Prefix: budgetPrefix(t)})
+		kept := statetest.MustSpend(t, s, "ops-agent", 0.25, b)
 		p.Add(redistest.Rule{Match: scriptOf("budget: spend"), Fault: redistest.DelayReply, Delay: 2 * time.Second, Times: 1})
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
@@ -313,7 +316,7 @@ func TestRedisBudgetsLostReplies(t *testing.T) {
 	t.Run("a spend that reaches Redis after its withdrawal takes nothing", func(t *testing.T) {
 		s, client := newTestRedisBudgets(t, srv, budgetPrefix(t), nil)
 		ctx := t.Context()
-		start, _ := budgetWindow(time.Now(), b.Per)
+		_, _, _, start, _ := policy.PrepareSpend("ops-agent", 1, b, time.Now())
 		keys := []string{s.windowKey("ops-agent", start), s.chargeKey("ops-agent", "LATESPEND")}
 		if err := redisBudgetRefund.Run(ctx, client, keys, 500_000, 60_000).Err(); err != nil {
 			t.Fatal(err)
@@ -329,7 +332,7 @@ func TestRedisBudgetsLostReplies(t *testing.T) {
 
 	t.Run("a charge without a token is not refunded", func(t *testing.T) {
 		s, _ := newTestRedisBudgets(t, srv, budgetPrefix(t), nil)
-		ch := mustSpend(t, s, "ops-agent", 0.5, b)
+		ch := statetest.MustSpend(t, s, "ops-agent", 0.5, b)
 		ch.Token = ""
 		if err := s.Refund(t.Context(), ch); err == nil || errors.Is(err, context.Canceled) {
 			t.Fatalf("Refund without a token = %v, want an error", err)

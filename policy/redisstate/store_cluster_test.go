@@ -1,4 +1,4 @@
-package policy
+package redisstate
 
 import (
 	"context"
@@ -9,21 +9,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/policy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/statetest"
 )
 
 // clusterClient returns a client of toolgate's options on c, closed when
 // the test ends.
 func clusterClient(t testing.TB, c *redistest.Cluster) redis.UniversalClient {
 	t.Helper()
-	client, err := NewRedisClient(State{Redis: RedisSettings{Cluster: joinAddrs(c.Addrs())}})
+	client, err := NewClient(policy.State{Redis: policy.RedisSettings{Cluster: joinAddrs(c.Addrs())}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := client.(*redis.ClusterClient); !ok {
-		t.Fatalf("NewRedisClient made a %T, want a cluster client", client)
+		t.Fatalf("NewClient made a %T, want a cluster client", client)
 	}
 	t.Cleanup(func() { _ = client.Close() })
 	return client
@@ -47,42 +50,42 @@ func TestRedisCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 
 	t.Run("the idempotency store passes the conformance suite", func(t *testing.T) {
-		testStoreConformance(t, func(t *testing.T) storeTarget {
-			s := NewRedisStore(clusterClient(t, cluster), RedisOptions{Prefix: "test:" + t.Name() + ":"})
-			return storeTarget{store: s, advance: time.Sleep}
+		statetest.RunIdempotencyStoreTests(t, func(t *testing.T) statetest.StoreTarget {
+			s := NewStore(clusterClient(t, cluster), StoreOptions{Prefix: "test:" + t.Name() + ":"})
+			return statetest.StoreTarget{Store: s, Advance: time.Sleep}
 		})
 	})
 
 	t.Run("budgets pass the conformance suite", func(t *testing.T) {
-		testBudgetConformance(t, func(t *testing.T) budgetTarget {
-			clock := newManualClock(budgetT0)
-			return budgetTarget{store: NewRedisBudgets(clusterClient(t, cluster), RedisBudgetOptions{Prefix: budgetPrefix(t), Now: clock.Now}), clock: clock}
+		statetest.RunBudgetStoreTests(t, func(t *testing.T) statetest.BudgetTarget {
+			clock := statetest.NewManualClock(statetest.BudgetT0)
+			return statetest.BudgetTarget{Store: NewBudgets(clusterClient(t, cluster), BudgetOptions{Prefix: budgetPrefix(t), Now: clock.Now}), Clock: clock}
 		})
 	})
 
 	t.Run("the readiness probe writes", func(t *testing.T) {
-		s := NewRedisStore(clusterClient(t, cluster), RedisOptions{})
+		s := NewStore(clusterClient(t, cluster), StoreOptions{})
 		if err := s.Ping(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	})
 
 	t.Run("a claim on a node without replicas is not confirmed", func(t *testing.T) {
-		s := NewRedisStore(clusterClient(t, cluster), RedisOptions{Prefix: "test:" + t.Name() + ":", ConfirmReplicas: 1, ConfirmTimeout: 20 * time.Millisecond})
+		s := NewStore(clusterClient(t, cluster), StoreOptions{Prefix: "test:" + t.Name() + ":", ConfirmReplicas: 1, ConfirmTimeout: 20 * time.Millisecond})
 		for i := range 6 { // keys on every node, most likely
-			k := idemKey("k" + strconv.Itoa(i))
-			if _, err := s.Claim(t.Context(), k, Fingerprint{1}, time.Minute, time.Minute); !errors.Is(err, ErrUnconfirmed) {
+			k := statetest.Key("k" + strconv.Itoa(i))
+			if _, err := s.Claim(t.Context(), k, policy.Fingerprint{1}, time.Minute, time.Minute); !errors.Is(err, ErrUnconfirmed) {
 				t.Fatalf("Claim = %v; want ErrUnconfirmed", err)
 			}
-			expectAbsent(t, s, k)
+			statetest.ExpectAbsent(t, s, k)
 		}
 	})
 
 	t.Run("claims on hot keys run once each while their slot moves", func(t *testing.T) {
 		prefix := "test:" + t.Name() + ":"
-		stores := []*RedisStore{
-			NewRedisStore(clusterClient(t, cluster), RedisOptions{Prefix: prefix}),
-			NewRedisStore(clusterClient(t, cluster), RedisOptions{Prefix: prefix}),
+		stores := []*Store{
+			NewStore(clusterClient(t, cluster), StoreOptions{Prefix: prefix}),
+			NewStore(clusterClient(t, cluster), StoreOptions{Prefix: prefix}),
 		}
 		keys := sameSlotKeys(stores[0], 6)
 		owned := make([]atomic.Int32, len(keys))
@@ -95,12 +98,12 @@ func TestRedisCluster(t *testing.T) {
 				for m.running(3) {
 					for i, k := range keys {
 						claims.Add(1)
-						c, err := s.Claim(context.Background(), k, Fingerprint{1}, time.Minute, time.Minute)
+						c, err := s.Claim(context.Background(), k, policy.Fingerprint{1}, time.Minute, time.Minute)
 						if err != nil {
 							errs.Add(1)
 							continue
 						}
-						if c.Outcome == ClaimOwned {
+						if c.Outcome == policy.ClaimOwned {
 							owned[i].Add(1)
 							if err := s.Complete(context.Background(), k, c.Token, []byte(`{}`), time.Minute); err != nil {
 								t.Errorf("Complete %v: %v", k, err)
@@ -121,9 +124,9 @@ func TestRedisCluster(t *testing.T) {
 	})
 
 	t.Run("spends never pass the budget while its slot moves", func(t *testing.T) {
-		b := NewRedisBudgets(clusterClient(t, cluster), RedisBudgetOptions{Prefix: budgetPrefix(t)})
+		b := NewBudgets(clusterClient(t, cluster), BudgetOptions{Prefix: budgetPrefix(t)})
 		m := migrate(t, cluster, redistest.Slot(b.windowKey("ops-agent", time.Unix(0, 0))))
-		settings := BudgetSettings{Cost: 5, Per: time.Hour}
+		settings := policy.BudgetSettings{Cost: 5, Per: time.Hour}
 		var spent, errs atomic.Int64
 		var wg sync.WaitGroup
 		for range 8 {
@@ -148,16 +151,16 @@ func TestRedisCluster(t *testing.T) {
 	})
 
 	t.Run("rate checks never pass the burst while their slot moves", func(t *testing.T) {
-		var rs []*RedisRateLimiters
+		var rs []*RateLimiters
 		for range 2 {
-			r, err := NewRedisRateLimiters(clusterClient(t, cluster), RedisRateOptions{Prefix: budgetPrefix(t), OnError: OnErrorClosed})
+			r, err := NewRateLimiters(clusterClient(t, cluster), RateOptions{Prefix: budgetPrefix(t), OnError: policy.OnErrorClosed})
 			if err != nil {
 				t.Fatal(err)
 			}
 			rs = append(rs, r)
 		}
-		m := migrate(t, cluster, redistest.Slot(rs[0].key(rateKey{caller: "ops-agent", tool: rateAllTools})))
-		c := rateCaller("ops-agent", &RateSettings{RPS: slow, Burst: 20}, nil)
+		m := migrate(t, cluster, redistest.Slot(rs[0].key(policy.RateKey{Caller: "ops-agent", Tool: policy.RateAllTools})))
+		c := statetest.RateCaller("ops-agent", &policy.RateSettings{RPS: slow, Burst: 20}, nil)
 		var allowed, errs atomic.Int64
 		var wg sync.WaitGroup
 		for i := range 8 {
@@ -234,11 +237,11 @@ func (m *migration) end() int32 {
 
 // sameSlotKeys returns n idempotency keys whose records share the slot of
 // the first, so a slot move carries several live records.
-func sameSlotKeys(s *RedisStore, n int) []IdempotencyKey {
-	keys := []IdempotencyKey{idemKey("hot")}
+func sameSlotKeys(s *Store, n int) []policy.IdempotencyKey {
+	keys := []policy.IdempotencyKey{statetest.Key("hot")}
 	slot := redistest.Slot(s.key(keys[0]))
 	for i := 0; len(keys) < n; i++ {
-		if k := idemKey("k" + strconv.Itoa(i)); redistest.Slot(s.key(k)) == slot {
+		if k := statetest.Key("k" + strconv.Itoa(i)); redistest.Slot(s.key(k)) == slot {
 			keys = append(keys, k)
 		}
 	}

@@ -1,4 +1,4 @@
-package policy
+package redisstate
 
 import (
 	"context"
@@ -14,9 +14,9 @@ type pipeliner interface {
 }
 
 // confirm waits until s.replicas replicas hold the claim of token on key
-// (see RedisStore): the confirm script and WAIT go to the key's primary in
+// (see Store): the confirm script and WAIT go to the key's primary in
 // one pipeline, on one connection, as WAIT requires.
-func (s *RedisStore) confirm(ctx context.Context, key, token string) error {
+func (s *Store) confirm(ctx context.Context, key, token string) error {
 	primary, err := s.primaryFor(ctx, key)
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (s *RedisStore) confirm(ctx context.Context, key, token string) error {
 // primaryFor returns a client of the primary that holds key: the client
 // itself for a single server or a Sentinel's primary, the node that owns
 // the key's slot in a Cluster.
-func (s *RedisStore) primaryFor(ctx context.Context, key string) (pipeliner, error) {
+func (s *Store) primaryFor(ctx context.Context, key string) (pipeliner, error) {
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
 		return c.MasterForKey(ctx, key)
@@ -76,6 +76,6 @@ func (s *RedisStore) primaryFor(ctx context.Context, key string) (pipeliner, err
 // withdrawUnconfirmed releases a claim that ran but was not confirmed, and
 // returns err. Unlike withdraw, it knows the claim exists, so a release that
 // fails is tried again in the background whatever the error.
-func (s *RedisStore) withdrawUnconfirmed(ctx context.Context, op, key, token string, lease time.Duration, err error) error {
+func (s *Store) withdrawUnconfirmed(ctx context.Context, op, key, token string, lease time.Duration, err error) error {
 	return s.release(ctx, op, key, token, lease, err, true)
 }

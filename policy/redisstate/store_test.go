@@ -1,6 +1,7 @@
-package policy
+package redisstate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strconv"
@@ -8,34 +9,37 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/policy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/statetest"
 )
 
 // newTestRedisStore returns a store on srv whose keys no other test shares.
-func newTestRedisStore(t testing.TB, srv *redistest.Server) (*RedisStore, *redis.Client) {
+func newTestRedisStore(t testing.TB, srv *redistest.Server) (*Store, *redis.Client) {
 	return newTestRedisStoreWith(t, &redis.Options{Addr: srv.Addr()})
 }
 
-func newTestRedisStoreWith(t testing.TB, opts *redis.Options) (*RedisStore, *redis.Client) {
+func newTestRedisStoreWith(t testing.TB, opts *redis.Options) (*Store, *redis.Client) {
 	client := redis.NewClient(opts)
-	s := NewRedisStore(client, RedisOptions{Prefix: "test:" + t.Name() + ":"})
+	s := NewStore(client, StoreOptions{Prefix: "test:" + t.Name() + ":"})
 	t.Cleanup(func() { _ = s.Close() })
 	return s, client
 }
 
 func TestRedisStore(t *testing.T) {
 	srv := redistest.Start(t)
-	testStoreConformance(t, func(t *testing.T) storeTarget {
+	statetest.RunIdempotencyStoreTests(t, func(t *testing.T) statetest.StoreTarget {
 		s, _ := newTestRedisStore(t, srv)
-		return storeTarget{store: s, advance: time.Sleep}
+		return statetest.StoreTarget{Store: s, Advance: time.Sleep}
 	})
 }
 
 func TestRedisStoreUndecodableValues(t *testing.T) {
 	srv := redistest.Start(t)
-	fp := Fingerprint{1}
+	fp := policy.Fingerprint{1}
 	hexFP := fp.String()
 	for _, tc := range []struct {
 		name  string
@@ -54,30 +58,30 @@ func TestRedisStoreUndecodableValues(t *testing.T) {
 		t.Run(tc.name+" is reported as unknown and owned by nobody", func(t *testing.T) {
 			s, client := newTestRedisStore(t, srv)
 			ctx := t.Context()
-			k := idemKey("k1")
+			k := statetest.Key("k1")
 			if err := client.Set(ctx, s.key(k), tc.value, time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
 			c, err := s.Claim(ctx, k, fp, time.Minute, time.Minute)
-			if err != nil || c.Outcome != ClaimUnknown || c.Token != "" || !c.Record.Fingerprint.IsZero() || !c.Record.Matches(fp) {
+			if err != nil || c.Outcome != policy.ClaimUnknown || c.Token != "" || !c.Record.Fingerprint.IsZero() || !c.Record.Matches(fp) {
 				t.Fatalf("Claim = %+v, %v; want unknown with a zero fingerprint", c, err)
 			}
 			r, ok, err := s.Get(ctx, k)
-			if err != nil || !ok || r.State != RecordUnknown {
+			if err != nil || !ok || r.State != policy.RecordUnknown {
 				t.Fatalf("Get = %+v, %v, %v; want unknown", r, ok, err)
 			}
-			if r, err := s.Wait(ctx, k); err != nil || r.State != RecordUnknown {
+			if r, err := s.Wait(ctx, k); err != nil || r.State != policy.RecordUnknown {
 				t.Fatalf("Wait = %+v, %v; want unknown at once", r, err)
 			}
 			for _, token := range []string{"", "ANY"} {
-				expectLost(t, "Complete", s.Complete(ctx, k, token, []byte(`{}`), time.Minute))
-				expectLost(t, "Release", s.Release(ctx, k, token))
+				statetest.ExpectLost(t, "Complete", s.Complete(ctx, k, token, []byte(`{}`), time.Minute))
+				statetest.ExpectLost(t, "Release", s.Release(ctx, k, token))
 			}
 			if got, _ := client.Get(ctx, s.key(k)).Result(); got != tc.value {
 				t.Fatalf("the value changed to %q", got)
 			}
 			// A backend that dedupes on the forwarded key may take it over.
-			if c, err := s.Reclaim(ctx, k, fp, time.Minute, time.Minute); err != nil || c.Outcome != ClaimOwned {
+			if c, err := s.Reclaim(ctx, k, fp, time.Minute, time.Minute); err != nil || c.Outcome != policy.ClaimOwned {
 				t.Fatalf("Reclaim = %v, %v; want owned", c.Outcome, err)
 			}
 		})
@@ -88,10 +92,10 @@ func TestRedisStoreEncoding(t *testing.T) {
 	srv := redistest.Start(t)
 	s, client := newTestRedisStore(t, srv)
 	ctx := t.Context()
-	k := idemKey("k1")
-	fp := idemFingerprint(t, `{"text":"hi"}`)
+	k := statetest.Key("k1")
+	fp := statetest.FingerprintOf(t, `{"text":"hi"}`)
 	c, err := s.Claim(ctx, k, fp, 2*time.Second, time.Hour)
-	if err != nil || c.Outcome != ClaimOwned {
+	if err != nil || c.Outcome != policy.ClaimOwned {
 		t.Fatalf("Claim = %v, %v", c.Outcome, err)
 	}
 
@@ -125,9 +129,9 @@ func TestRedisStoreEncoding(t *testing.T) {
 	})
 
 	t.Run("a released key is a tombstone for the claim's lease, read as no record", func(t *testing.T) {
-		k := idemKey("k2")
+		k := statetest.Key("k2")
 		c, err := s.Claim(ctx, k, fp, 3*time.Second, time.Hour)
-		if err != nil || c.Outcome != ClaimOwned {
+		if err != nil || c.Outcome != policy.ClaimOwned {
 			t.Fatalf("Claim = %v, %v", c.Outcome, err)
 		}
 		if err := s.Release(ctx, k, c.Token); err != nil {
@@ -140,17 +144,17 @@ func TestRedisStoreEncoding(t *testing.T) {
 		if pttl := client.PTTL(ctx, s.key(k)).Val(); pttl <= 2*time.Second || pttl > 3*time.Second {
 			t.Fatalf("PTTL = %v, want the lease", pttl)
 		}
-		expectAbsent(t, s, k)
+		statetest.ExpectAbsent(t, s, k)
 	})
 
 	t.Run("keys have a bounded length and do not collide", func(t *testing.T) {
-		long := s.key(IdempotencyKey{Caller: strings.Repeat("c", 10000), Tool: "t", Key: strings.Repeat("k", 255)})
+		long := s.key(policy.IdempotencyKey{Caller: strings.Repeat("c", 10000), Tool: "t", Key: strings.Repeat("k", 255)})
 		if want := len(s.prefix) + 64; len(long) != want {
 			t.Fatalf("key length %d, want %d", len(long), want)
 		}
-		a := s.key(IdempotencyKey{Caller: "a", Tool: "bc", Key: "d"})
-		b := s.key(IdempotencyKey{Caller: "ab", Tool: "c", Key: "d"})
-		z := s.key(IdempotencyKey{Caller: "a\x00", Tool: "bc", Key: "d"})
+		a := s.key(policy.IdempotencyKey{Caller: "a", Tool: "bc", Key: "d"})
+		b := s.key(policy.IdempotencyKey{Caller: "ab", Tool: "c", Key: "d"})
+		z := s.key(policy.IdempotencyKey{Caller: "a\x00", Tool: "bc", Key: "d"})
 		if a == b || a == z || b == z {
 			t.Fatal("distinct keys share a Redis key")
 		}
@@ -160,9 +164,9 @@ func TestRedisStoreEncoding(t *testing.T) {
 	})
 
 	t.Run("the default prefix applies", func(t *testing.T) {
-		d := NewRedisStore(client, RedisOptions{})
-		if key := d.key(k); !strings.HasPrefix(key, DefaultRedisPrefix) {
-			t.Fatalf("key %q, want prefix %q", key, DefaultRedisPrefix)
+		d := NewStore(client, StoreOptions{})
+		if key := d.key(k); !strings.HasPrefix(key, DefaultPrefix) {
+			t.Fatalf("key %q, want prefix %q", key, DefaultPrefix)
 		}
 	})
 }
@@ -172,25 +176,25 @@ func TestRedisStoreSurvivesRestart(t *testing.T) {
 	// go-redis retries a refused dial five times and a failed command three
 	// times by default (about 1.7s); a store that fails closed wants it fast.
 	s, _ := newTestRedisStoreWith(t, &redis.Options{Addr: srv.Addr(), DialerRetries: 1, MaxRetries: -1})
-	fp := Fingerprint{1}
-	mustClaim(t, s, idemKey("before"), fp, time.Minute, time.Minute)
+	fp := policy.Fingerprint{1}
+	statetest.MustClaim(t, s, statetest.Key("before"), fp, time.Minute, time.Minute)
 
 	srv.Stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if _, err := s.Claim(ctx, idemKey("down"), fp, time.Minute, time.Minute); err == nil {
+	if _, err := s.Claim(ctx, statetest.Key("down"), fp, time.Minute, time.Minute); err == nil {
 		t.Fatal("Claim succeeded while Redis was down")
 	}
-	if err := s.Complete(ctx, idemKey("before"), "ANY", []byte(`{}`), time.Minute); err == nil || errors.Is(err, ErrLostClaim) {
+	if err := s.Complete(ctx, statetest.Key("before"), "ANY", []byte(`{}`), time.Minute); err == nil || errors.Is(err, policy.ErrLostClaim) {
 		t.Fatalf("Complete while Redis was down = %v, want a store error", err)
 	}
-	if _, _, err := s.Get(ctx, idemKey("before")); err == nil {
+	if _, _, err := s.Get(ctx, statetest.Key("before")); err == nil {
 		t.Fatal("Get succeeded while Redis was down")
 	}
 	if err := s.Ping(ctx); err == nil {
 		t.Fatal("Ping succeeded while Redis was down")
 	}
-	if _, err := s.Wait(ctx, idemKey("before")); err == nil || errors.Is(err, ErrNoRecord) || ctx.Err() != nil {
+	if _, err := s.Wait(ctx, statetest.Key("before")); err == nil || errors.Is(err, policy.ErrNoRecord) || ctx.Err() != nil {
 		t.Fatalf("Wait while Redis was down = %v, want a store error", err)
 	}
 
@@ -202,10 +206,13 @@ func TestRedisStoreSurvivesRestart(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	mustClaim(t, s, idemKey("after"), fp, time.Minute, time.Minute)
+	statetest.MustClaim(t, s, statetest.Key("after"), fp, time.Minute, time.Minute)
 	// Without persistence the restarted server forgot every record.
-	mustClaim(t, s, idemKey("before"), fp, time.Minute, time.Minute)
+	statetest.MustClaim(t, s, statetest.Key("before"), fp, time.Minute, time.Minute)
 }
+
+// benchEnvelope is a 1 KiB envelope, as the memory store's benchmark stores.
+var benchEnvelope = bytes.Repeat([]byte("x"), 1024)
 
 func BenchmarkRedisStoreClaimComplete(b *testing.B) {
 	srv := redistest.Start(b)
@@ -215,9 +222,9 @@ func BenchmarkRedisStoreClaimComplete(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		k := idemKey(prefix + strconv.Itoa(i))
-		c, err := s.Claim(ctx, k, Fingerprint{1}, time.Minute, time.Minute)
-		if err != nil || c.Outcome != ClaimOwned {
+		k := statetest.Key(prefix + strconv.Itoa(i))
+		c, err := s.Claim(ctx, k, policy.Fingerprint{1}, time.Minute, time.Minute)
+		if err != nil || c.Outcome != policy.ClaimOwned {
 			b.Fatalf("Claim = %v, %v", c.Outcome, err)
 		}
 		if err := s.Complete(ctx, k, c.Token, benchEnvelope, time.Minute); err != nil {
@@ -233,8 +240,8 @@ func BenchmarkRedisStoreClaimComplete(b *testing.B) {
 func TestRedisStoreScopeKey(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := "test:" + t.Name() + ":"
-	newStore := func(now func() time.Time) *RedisStore {
-		s := NewRedisStore(redis.NewClient(&redis.Options{Addr: srv.Addr()}), RedisOptions{Prefix: prefix, Now: now})
+	newStore := func(now func() time.Time) *Store {
+		s := NewStore(redis.NewClient(&redis.Options{Addr: srv.Addr()}), StoreOptions{Prefix: prefix, Now: now})
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
@@ -298,14 +305,14 @@ func TestRedisStoreScopeKey(t *testing.T) {
 // holds only hashes; a key without one is the key records had before
 // scopes existed.
 func TestRedisStoreKeyOfAScope(t *testing.T) {
-	s := NewRedisStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), RedisOptions{})
+	s := NewStore(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), StoreOptions{})
 	t.Cleanup(func() { _ = s.Close() })
-	k := IdempotencyKey{Caller: "ops", Tool: "send", Key: "k-1"}
+	k := policy.IdempotencyKey{Caller: "ops", Tool: "send", Key: "k-1"}
 	scoped := k
-	scoped.Scope = IdentityScope([]byte(strings.Repeat("k", 32)), []string{"Authorization"}, map[string][]string{"Authorization": {"Bearer alice-secret"}})
+	scoped.Scope = policy.IdentityScope([]byte(strings.Repeat("k", 32)), []string{"Authorization"}, map[string][]string{"Authorization": {"Bearer alice-secret"}})
 	// The key as it was computed before scopes existed: SHA-256 of the
 	// length-prefixed caller, tool and key.
-	const unscoped = DefaultRedisPrefix + "07395bb31523180573ef2a9d3afaaa0e0a496c2782ee27260e24c4e2851428ef"
+	const unscoped = DefaultPrefix + "07395bb31523180573ef2a9d3afaaa0e0a496c2782ee27260e24c4e2851428ef"
 	if got := s.Key(k); got != unscoped {
 		t.Errorf("key without a scope = %s, want the one records had before scopes, %s", got, unscoped)
 	}

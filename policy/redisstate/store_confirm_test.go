@@ -1,4 +1,4 @@
-package policy
+package redisstate
 
 import (
 	"context"
@@ -6,16 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/policy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/statetest"
 )
 
 // newConfirmingStore returns a store on addr that confirms claims on
 // replicas replicas, waiting at most timeout.
-func newConfirmingStore(t testing.TB, client redis.UniversalClient, replicas int, timeout time.Duration) *RedisStore {
+func newConfirmingStore(t testing.TB, client redis.UniversalClient, replicas int, timeout time.Duration) *Store {
 	t.Helper()
-	s := NewRedisStore(client, RedisOptions{Prefix: "test:" + t.Name() + ":", ConfirmReplicas: replicas, ConfirmTimeout: timeout})
+	s := NewStore(client, StoreOptions{Prefix: "test:" + t.Name() + ":", ConfirmReplicas: replicas, ConfirmTimeout: timeout})
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -25,26 +28,26 @@ func TestRedisStoreConfirmsClaimsOnReplicas(t *testing.T) {
 	replica := redistest.StartReplicaOf(t, primary)
 	onReplica := redis.NewClient(&redis.Options{Addr: replica.Addr()})
 	t.Cleanup(func() { onReplica.Close() })
-	fp := Fingerprint{1}
+	fp := policy.Fingerprint{1}
 
 	t.Run("the store passes the conformance suite with every claim confirmed", func(t *testing.T) {
-		testStoreConformance(t, func(t *testing.T) storeTarget {
+		statetest.RunIdempotencyStoreTests(t, func(t *testing.T) statetest.StoreTarget {
 			s := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 1, time.Second)
-			return storeTarget{store: s, advance: time.Sleep}
+			return statetest.StoreTarget{Store: s, Advance: time.Sleep}
 		})
 	})
 
-	t.Run("a confirmed claim is on the replica when Claim returns", func(t *testing.T) {
+	t.Run("a confirmed claim is on the replica when policy.Claim returns", func(t *testing.T) {
 		s := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 1, time.Second)
 		for i := range 20 {
-			k := idemKey("k" + string(rune('a'+i)))
+			k := statetest.Key("k" + string(rune('a'+i)))
 			c, err := s.Claim(t.Context(), k, fp, time.Minute, time.Minute)
-			if err != nil || c.Outcome != ClaimOwned {
+			if err != nil || c.Outcome != policy.ClaimOwned {
 				t.Fatalf("Claim = %v, %v; want owned", c.Outcome, err)
 			}
 			// Read the replica at once, without waiting for it.
 			raw, err := onReplica.Get(t.Context(), s.key(k)).Result()
-			if r, _, ok := decodeRedisRecord(raw); err != nil || !ok || r.State != RecordInFlight || r.Token != c.Token {
+			if r, _, ok := decodeRedisRecord(raw); err != nil || !ok || r.State != policy.RecordInFlight || r.Token != c.Token {
 				t.Fatalf("the replica holds %q, %v; want the claim", raw, err)
 			}
 		}
@@ -52,13 +55,13 @@ func TestRedisStoreConfirmsClaimsOnReplicas(t *testing.T) {
 
 	t.Run("a reclaim is confirmed too", func(t *testing.T) {
 		s := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 1, time.Second)
-		k := idemKey("k")
-		old := mustClaim(t, s, k, fp, time.Minute, time.Minute)
+		k := statetest.Key("k")
+		old := statetest.MustClaim(t, s, k, fp, time.Minute, time.Minute)
 		if err := s.MarkUnknown(t.Context(), k, old, nil, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		c, err := s.Reclaim(t.Context(), k, fp, time.Minute, time.Minute)
-		if err != nil || c.Outcome != ClaimOwned {
+		if err != nil || c.Outcome != policy.ClaimOwned {
 			t.Fatalf("Reclaim = %v, %v; want owned", c.Outcome, err)
 		}
 		raw := onReplica.Get(t.Context(), s.key(k)).Val()
@@ -69,24 +72,24 @@ func TestRedisStoreConfirmsClaimsOnReplicas(t *testing.T) {
 
 	t.Run("a claim fewer replicas acknowledge is withdrawn and reported unconfirmed", func(t *testing.T) {
 		s := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 2, 50*time.Millisecond)
-		k := idemKey("k")
+		k := statetest.Key("k")
 		c, err := s.Claim(t.Context(), k, fp, time.Minute, time.Minute)
 		if !errors.Is(err, ErrUnconfirmed) {
 			t.Fatalf("Claim = %v, %v; want ErrUnconfirmed", c.Outcome, err)
 		}
-		expectAbsent(t, s, k) // a tombstone: the next claim may run
+		statetest.ExpectAbsent(t, s, k) // a tombstone: the next claim may run
 		// A store that asks for what the topology has claims it.
-		mustClaim(t, newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 1, time.Second), k, fp, time.Minute, time.Minute)
+		statetest.MustClaim(t, newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 1, time.Second), k, fp, time.Minute, time.Minute)
 	})
 
 	t.Run("a claim that finds a record is not confirmed and not withdrawn", func(t *testing.T) {
 		s := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 2, 50*time.Millisecond)
-		k := idemKey("k")
+		k := statetest.Key("k")
 		owner := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), 0, 0)
 		owner.prefix = s.prefix
-		token := mustClaim(t, owner, k, fp, time.Minute, time.Minute)
+		token := statetest.MustClaim(t, owner, k, fp, time.Minute, time.Minute)
 		c, err := s.Claim(t.Context(), k, fp, time.Minute, time.Minute)
-		if err != nil || c.Outcome != ClaimInFlight {
+		if err != nil || c.Outcome != policy.ClaimInFlight {
 			t.Fatalf("Claim = %v, %v; want in flight", c.Outcome, err)
 		}
 		if err := owner.Complete(t.Context(), k, token, []byte(`{}`), time.Minute); err != nil {
@@ -99,7 +102,7 @@ func TestRedisStoreConfirmsClaimsOnReplicas(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
 		began := time.Now()
-		if _, err := s.Claim(ctx, idemKey("k"), fp, time.Minute, time.Minute); err == nil {
+		if _, err := s.Claim(ctx, statetest.Key("k"), fp, time.Minute, time.Minute); err == nil {
 			t.Fatal("Claim succeeded without its replicas")
 		}
 		if took := time.Since(began); took > 3*time.Second {
@@ -115,11 +118,11 @@ func TestRedisStoreOnAPrimaryWithoutReplicasConfirmsNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, replicas := range []int{1, 3} {
 		s := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: srv.Addr()}), replicas, 20*time.Millisecond)
-		k := idemKey("k")
-		if _, err := s.Claim(t.Context(), k, Fingerprint{1}, time.Minute, time.Minute); !errors.Is(err, ErrUnconfirmed) {
+		k := statetest.Key("k")
+		if _, err := s.Claim(t.Context(), k, policy.Fingerprint{1}, time.Minute, time.Minute); !errors.Is(err, ErrUnconfirmed) {
 			t.Fatalf("Claim with %d replicas asked = %v; want ErrUnconfirmed", replicas, err)
 		}
-		expectAbsent(t, s, k)
+		statetest.ExpectAbsent(t, s, k)
 	}
 }
 
@@ -142,12 +145,12 @@ func TestRedisStoreConfirmationAcrossAPromotion(t *testing.T) {
 			before := newConfirmingStore(t, redis.NewClient(&redis.Options{Addr: primary.Addr()}), confirm, 50*time.Millisecond)
 			after := newConfirmingStore(t, onReplica, confirm, 50*time.Millisecond)
 			after.prefix = before.prefix
-			k := idemKey("k")
+			k := statetest.Key("k")
 			owners := 0
-			for _, s := range []*RedisStore{before, after} {
-				c, err := s.Claim(t.Context(), k, Fingerprint{1}, time.Minute, time.Minute)
+			for _, s := range []*Store{before, after} {
+				c, err := s.Claim(t.Context(), k, policy.Fingerprint{1}, time.Minute, time.Minute)
 				switch {
-				case err == nil && c.Outcome == ClaimOwned:
+				case err == nil && c.Outcome == policy.ClaimOwned:
 					owners++
 				case confirm > 0 && errors.Is(err, ErrUnconfirmed):
 				default:

@@ -1,4 +1,4 @@
-package policy
+package redisstate
 
 import (
 	"context"
@@ -10,55 +10,58 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/policy"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
+	"github.com/toolgate/toolgate/internal/testkit/statetest"
 )
 
 // newTestRedisBudgets returns a store on its own client, with keys no other
 // test shares. Stores built with the same prefix share their budgets.
-func newTestRedisBudgets(t testing.TB, srv *redistest.Server, prefix string, now func() time.Time) (*RedisBudgets, *redis.Client) {
+func newTestRedisBudgets(t testing.TB, srv *redistest.Server, prefix string, now func() time.Time) (*Budgets, *redis.Client) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = client.Close() })
-	return NewRedisBudgets(client, RedisBudgetOptions{Prefix: prefix, Now: now}), client
+	return NewBudgets(client, BudgetOptions{Prefix: prefix, Now: now}), client
 }
 
 func budgetPrefix(t testing.TB) string { return "test:" + t.Name() + ":" }
 
 func TestRedisBudgets(t *testing.T) {
 	srv := redistest.Start(t)
-	testBudgetConformance(t, func(t *testing.T) budgetTarget {
-		clock := newManualClock(budgetT0)
+	statetest.RunBudgetStoreTests(t, func(t *testing.T) statetest.BudgetTarget {
+		clock := statetest.NewManualClock(statetest.BudgetT0)
 		s, _ := newTestRedisBudgets(t, srv, budgetPrefix(t), clock.Now)
-		return budgetTarget{store: s, clock: clock}
+		return statetest.BudgetTarget{Store: s, Clock: clock}
 	})
 }
 
 func TestRedisBudgetsSharedByTwoInstances(t *testing.T) {
 	srv := redistest.Start(t)
-	b := BudgetSettings{Cost: 3.7, Per: time.Hour}
+	b := policy.BudgetSettings{Cost: 3.7, Per: time.Hour}
 
 	t.Run("one instance sees what the other spent and refunded", func(t *testing.T) {
 		a, _ := newTestRedisBudgets(t, srv, budgetPrefix(t), nil)
 		c, _ := newTestRedisBudgets(t, srv, budgetPrefix(t), nil)
-		if ch := mustSpend(t, a, "ops-agent", 3.0, b); !ch.OK {
+		if ch := statetest.MustSpend(t, a, "ops-agent", 3.0, b); !ch.OK {
 			t.Fatal("the first spend was refused")
 		}
-		last := mustSpend(t, c, "ops-agent", 0.7, b)
+		last := statetest.MustSpend(t, c, "ops-agent", 0.7, b)
 		if !last.OK {
 			t.Fatal("the second instance refused a spend within the shared budget")
 		}
-		if ch := mustSpend(t, a, "ops-agent", 0.1, b); ch.OK {
+		if ch := statetest.MustSpend(t, a, "ops-agent", 0.1, b); ch.OK {
 			t.Fatal("the first instance spent past the shared budget")
 		}
-		mustRefund(t, a, last) // a receipt is good on any instance
-		if ch := mustSpend(t, c, "ops-agent", 0.7, b); !ch.OK {
+		statetest.MustRefund(t, a, last) // a receipt is good on any instance
+		if ch := statetest.MustSpend(t, c, "ops-agent", 0.7, b); !ch.OK {
 			t.Fatal("the refund did not reach the other instance")
 		}
 	})
 
 	t.Run("concurrent spends on two instances never overshoot", func(t *testing.T) {
-		stores := []BudgetStore{}
+		stores := []policy.BudgetStore{}
 		for range 2 {
 			s, _ := newTestRedisBudgets(t, srv, budgetPrefix(t), nil)
 			stores = append(stores, s)
@@ -86,17 +89,18 @@ func TestRedisBudgetsSharedByTwoInstances(t *testing.T) {
 func TestRedisBudgetsWindowResets(t *testing.T) {
 	srv := redistest.Start(t)
 	s, client := newTestRedisBudgets(t, srv, budgetPrefix(t), nil)
-	b := BudgetSettings{Cost: 1, Per: time.Second}
+	b := policy.BudgetSettings{Cost: 1, Per: time.Second}
 	// Start early in a window, so spending and the refusal share it.
-	_, resetIn := budgetWindow(time.Now(), b.Per)
+	ch, _, _, _, _ := policy.PrepareSpend("ops-agent", 1, b, time.Now())
+	resetIn := ch.ResetIn
 	if resetIn < 800*time.Millisecond {
 		time.Sleep(resetIn)
 	}
-	first := mustSpend(t, s, "ops-agent", 1, b)
+	first := statetest.MustSpend(t, s, "ops-agent", 1, b)
 	if !first.OK {
 		t.Fatal("the first spend was refused")
 	}
-	refused := mustSpend(t, s, "ops-agent", 0.5, b)
+	refused := statetest.MustSpend(t, s, "ops-agent", 0.5, b)
 	if refused.OK || refused.ResetIn <= 0 || refused.ResetIn > time.Second {
 		t.Fatalf("second spend: %+v; want refused, resetting within a second", refused)
 	}
@@ -105,7 +109,7 @@ func TestRedisBudgetsWindowResets(t *testing.T) {
 		t.Fatalf("PTTL = %v, %v; want the window's rest plus %v", ttl, err, budgetKeyGrace)
 	}
 	time.Sleep(refused.ResetIn + 10*time.Millisecond)
-	next := mustSpend(t, s, "ops-agent", 1, b)
+	next := statetest.MustSpend(t, s, "ops-agent", 1, b)
 	if !next.OK || !next.Window.After(first.Window) {
 		t.Fatalf("spend after the reset: %+v; want ok in a window after %v", next, first.Window)
 	}
@@ -114,17 +118,17 @@ func TestRedisBudgetsWindowResets(t *testing.T) {
 func TestRedisBudgetsKeys(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := t.Context()
-	clock := newManualClock(budgetT0)
+	clock := statetest.NewManualClock(statetest.BudgetT0)
 	s, client := newTestRedisBudgets(t, srv, "", clock.Now)
-	b := BudgetSettings{Cost: 1, Per: time.Hour}
+	b := policy.BudgetSettings{Cost: 1, Per: time.Hour}
 
 	sum := sha256.Sum256([]byte("ops-agent"))
 	tag := "toolgate:budget:{" + hex.EncodeToString(sum[:]) + "}:"
 	key := tag + "1699999200000"
 
 	t.Run("a window is one integer key of micro-units, with a key per charge", func(t *testing.T) {
-		ch := mustSpend(t, s, "ops-agent", 0.25, b)
-		small := mustSpend(t, s, "ops-agent", 0.000002, b)
+		ch := statetest.MustSpend(t, s, "ops-agent", 0.25, b)
+		small := statetest.MustSpend(t, s, "ops-agent", 0.000002, b)
 		if got := s.windowKey("ops-agent", ch.Window); got != key {
 			t.Fatalf("key %q, want %q", got, key)
 		}
@@ -145,7 +149,7 @@ func TestRedisBudgetsKeys(t *testing.T) {
 		if pttl, window := client.PTTL(ctx, charge).Val(), client.PTTL(ctx, key).Val(); pttl <= budgetKeyGrace || pttl > window+time.Second {
 			t.Fatalf("charge PTTL = %v, want at most the window key's (%v)", pttl, window)
 		}
-		mustRefund(t, s, ch)
+		statetest.MustRefund(t, s, ch)
 		if v := client.Get(ctx, charge).Val(); v != "r" {
 			t.Fatalf("GET %s after the refund = %q, want r", charge, v)
 		}
@@ -169,19 +173,19 @@ func TestRedisBudgetsKeys(t *testing.T) {
 
 	t.Run("zero costs do not touch Redis", func(t *testing.T) {
 		before, _ := client.DBSize(ctx).Result()
-		mustSpend(t, s, "fresh-agent", 0, b)
+		statetest.MustSpend(t, s, "fresh-agent", 0, b)
 		if after, _ := client.DBSize(ctx).Result(); after != before {
 			t.Fatalf("DBSIZE went from %d to %d", before, after)
 		}
 	})
 
 	t.Run("a refund for a window whose key expired creates nothing", func(t *testing.T) {
-		ch := mustSpend(t, s, "gone-agent", 0.5, b)
+		ch := statetest.MustSpend(t, s, "gone-agent", 0.5, b)
 		k := s.windowKey("gone-agent", ch.Window)
 		if err := client.Del(ctx, k).Err(); err != nil {
 			t.Fatal(err)
 		}
-		mustRefund(t, s, ch)
+		statetest.MustRefund(t, s, ch)
 		if n, err := client.Exists(ctx, k).Result(); err != nil || n != 0 {
 			t.Fatalf("EXISTS %s = %d, %v; want 0", k, n, err)
 		}
@@ -203,9 +207,9 @@ func TestRedisBudgetsUnreachable(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
-	s := NewRedisBudgets(client, RedisBudgetOptions{Prefix: budgetPrefix(t)})
-	b := BudgetSettings{Cost: 1, Per: time.Hour}
-	ch := mustSpend(t, s, "ops-agent", 0.5, b)
+	s := NewBudgets(client, BudgetOptions{Prefix: budgetPrefix(t)})
+	b := policy.BudgetSettings{Cost: 1, Per: time.Hour}
+	ch := statetest.MustSpend(t, s, "ops-agent", 0.5, b)
 	srv.Stop()
 	if got, err := s.Spend(t.Context(), "ops-agent", 0.1, b); err == nil || got.OK {
 		t.Fatalf("Spend with Redis down = %+v, %v; want an error and not ok", got, err)
