@@ -76,7 +76,22 @@ type Server struct {
 	// canonical) the agent port serves besides the request's own host and
 	// loopback origins.
 	AllowedOrigins []string
+	// UpstreamClient is server.upstream_client: which client sends the
+	// tool calls to plain-HTTP backends, UpstreamClientFast (toolgate's
+	// own HTTP/1.1 client, also for "") or UpstreamClientNetHTTP.
+	UpstreamClient string
 }
+
+// The values of Server.UpstreamClient (server.upstream_client).
+const (
+	// UpstreamClientFast sends tool calls to plain-HTTP backends through
+	// toolgate's HTTP/1.1 client, on the caller's goroutine; HTTPS
+	// backends, and systems where a socket cannot be peeked, use net/http.
+	UpstreamClientFast = "fast"
+	// UpstreamClientNetHTTP sends every tool call through net/http's
+	// transport.
+	UpstreamClientNetHTTP = "nethttp"
+)
 
 // TracingSettings is server.tracing: where and how to export spans.
 type TracingSettings struct {

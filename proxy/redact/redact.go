@@ -1,4 +1,62 @@
-package proxy
+// Package redact keeps the secrets toolgate holds out of what it says: a
+// backend that echoes its request (a verbose error page, a debug field, a
+// 2xx that repeats what it got) must not put toolgate's credentials, or
+// the agent's own forwarded ones, in an envelope's message, data or
+// observation, in a stored record, in the log or in a learned summary.
+//
+// The answer is redacted once, before anything reads it: the rules, the
+// error detail, the data, the text a template quotes and learning mode all
+// see the redacted bytes (proxy's Core.redactAnswer, called by the send
+// and by Call.Finish). A tool whose upstream holds no secret, and whose
+// agent forwarded none, pays a pointer load and a comparison.
+//
+// This package is the search and the replacement: the forms a secret takes
+// (AppendNeedles, AppendHeaderSecrets), the matcher that finds them all in
+// one pass (Matcher), the replacement that keeps JSON valid (Bytes,
+// String, Header), and the set of values an upstream's credential took at
+// run time (SecretSet). Which secrets a call has is the pipeline's
+// business (proxy: tool.redactor, Call.identityMatcher).
+//
+// What is a secret, for a call:
+//
+//   - every value of the upstream's auth as it is sent: basic's user
+//     name, password and "user:password" (whose base64 is the header's),
+//     a bearer token, an API key, an OAuth2 client id and secret and its
+//     access tokens (the current one and the recent ones: a token in use
+//     by a call in flight may just have been replaced), the values of
+//     credential files as they were read (the current and recent ones);
+//   - the values of the ${VAR} references written in the upstream's
+//     static headers and in the tool's request binding: the policy has no
+//     way to mark a variable secret, and the docs send secrets there;
+//   - the values of the agent's headers this call forwards to the backend
+//     (forward_headers) that carry credentials: Authorization, Cookie and
+//     any name that says auth, token, key, secret, session, password or
+//     credential (IdentityHeader). A scheme ("Bearer x", "Basic x") is cut
+//     off, a Basic credential's user and password are secrets too, and
+//     each cookie's value is one.
+//
+// A value shorter than MinSecretLen bytes is not searched for.
+//
+// How a secret is found (AppendNeedles, decodeEscapes): verbatim; as the
+// base64 of any text holding it (standard and URL alphabets, padded or
+// not, at each of the three byte alignments: the characters that depend
+// on the secret alone, so base64("user:password") and a base64 blob of a
+// whole echoed request are both caught); with a space written as "+";
+// and each of those written with JSON string escapes (\/ \" \\ \b \f \n
+// \r \t \uXXXX in either case of hex, surrogate pairs included) or with
+// percent-escapes (%XX in either case of hex), in any mix. One level of
+// escaping is undone: a value escaped twice (%252F, a JSON string inside
+// a JSON string holding escapes) is found only where its characters need
+// no escape. HTML entities, hex, and encodings other than those are not
+// searched for.
+//
+// Every occurrence is replaced by Marker. In an answer that is
+// JSON (as internal/jsontape, which reads it next, judges) the result is
+// JSON still: inside a string the marker replaces the
+// characters (whole escapes only); a number or literal that holds a
+// secret becomes the string "[redacted]"; the quotes, commas and colons a
+// match may span are kept.
+package redact
 
 import (
 	"bytes"
@@ -14,60 +72,8 @@ import (
 	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
-// This file keeps the secrets toolgate holds out of what it says: a
-// backend that echoes its request (a verbose error page, a debug field, a
-// 2xx that repeats what it got) must not put toolgate's credentials, or
-// the agent's own forwarded ones, in an envelope's message, data or
-// observation, in a stored record, in the log or in a learned summary.
-//
-// The answer is redacted once, before anything reads it: the rules, the
-// error detail, the data, the text a template quotes and learning mode all
-// see the redacted bytes (Core.redactAnswer, called by the send and by
-// Call.Finish). A tool whose upstream holds no secret, and whose agent
-// forwarded none, pays a pointer load and a comparison.
-//
-// What is a secret, for a call (tool.redactor, Call.identityNeedles):
-//
-//   - every value of the upstream's auth as it is sent: basic's user
-//     name, password and "user:password" (whose base64 is the header's),
-//     a bearer token, an API key, an OAuth2 client id and secret and its
-//     access tokens (the current one and the recent ones: a token in use
-//     by a call in flight may just have been replaced), the values of
-//     credential files as they were read (the current and recent ones);
-//   - the values of the ${VAR} references written in the upstream's
-//     static headers and in the tool's request binding: the policy has no
-//     way to mark a variable secret, and the docs send secrets there;
-//   - the values of the agent's headers this call forwards to the backend
-//     (forward_headers) that carry credentials: Authorization, Cookie and
-//     any name that says auth, token, key, secret, session, password or
-//     credential (identityHeader). A scheme ("Bearer x", "Basic x") is cut
-//     off, a Basic credential's user and password are secrets too, and
-//     each cookie's value is one.
-//
-// A value shorter than minSecretLen bytes is not searched for.
-//
-// How a secret is found (appendNeedles, decodeEscapes): verbatim; as the
-// base64 of any text holding it (standard and URL alphabets, padded or
-// not, at each of the three byte alignments: the characters that depend
-// on the secret alone, so base64("user:password") and a base64 blob of a
-// whole echoed request are both caught); with a space written as "+";
-// and each of those written with JSON string escapes (\/ \" \\ \b \f \n
-// \r \t \uXXXX in either case of hex, surrogate pairs included) or with
-// percent-escapes (%XX in either case of hex), in any mix. One level of
-// escaping is undone: a value escaped twice (%252F, a JSON string inside
-// a JSON string holding escapes) is found only where its characters need
-// no escape. HTML entities, hex, and encodings other than those are not
-// searched for.
-//
-// Every occurrence is replaced by redactedMarker. In an answer that is
-// JSON (as internal/jsontape, which reads it next, judges) the result is
-// JSON still: inside a string the marker replaces the
-// characters (whole escapes only); a number or literal that holds a
-// secret becomes the string "[redacted]"; the quotes, commas and colons a
-// match may span are kept.
-
 const (
-	// minSecretLen is the length, in bytes, below which a secret is not
+	// MinSecretLen is the length, in bytes, below which a secret is not
 	// searched for. A value that short cannot be told from ordinary text:
 	// a four-digit PIN is a year or a price, a user name like "admin" is
 	// a word, and replacing each of their occurrences would wreck
@@ -77,10 +83,10 @@ const (
 	// password is still covered through "user:password", which is
 	// searched (verbatim and as the base64 the header carries) whenever
 	// the two together reach this length.
-	minSecretLen = 8
+	MinSecretLen = 8
 
-	// redactedMarker replaces each occurrence of a secret.
-	redactedMarker = "[redacted]"
+	// Marker replaces each occurrence of a secret.
+	Marker = "[redacted]"
 
 	// recentSecrets bounds the values an upstream's credential took at
 	// run time (rotated files, OAuth2 tokens) that are still searched for
@@ -88,8 +94,8 @@ const (
 	recentSecrets = 8
 )
 
-// needle is one form a secret takes in an answer.
-type needle struct {
+// Needle is one form a secret takes in an answer.
+type Needle struct {
 	text string
 	b    []byte // text
 	// tail is what may finish text when text is the base64 of the secret
@@ -99,15 +105,18 @@ type needle struct {
 	tail string
 }
 
-func newNeedle(text, tail string) needle { return needle{text: text, b: []byte(text), tail: tail} }
+// Text is the needle's form of its secret.
+func (n *Needle) Text() string { return n.text }
 
-// appendNeedles appends the forms of secret that out does not hold yet.
-// A secret shorter than minSecretLen adds nothing.
-func appendNeedles(out []needle, secret string) []needle {
-	if len(secret) < minSecretLen {
+func newNeedle(text, tail string) Needle { return Needle{text: text, b: []byte(text), tail: tail} }
+
+// AppendNeedles appends the forms of secret that out does not hold yet.
+// A secret shorter than MinSecretLen adds nothing.
+func AppendNeedles(out []Needle, secret string) []Needle {
+	if len(secret) < MinSecretLen {
 		return out
 	}
-	add := func(n needle) {
+	add := func(n Needle) {
 		for _, o := range out {
 			if o.text == n.text {
 				return
@@ -131,7 +140,7 @@ func appendNeedles(out []needle, secret string) []needle {
 // at a byte offset of align modulo 3 that depends on s alone: the
 // characters whose six bits all come from s. At align 0 its tail is the
 // rest of the encoding of s on its own (the last characters, padding).
-func base64Core(enc *base64.Encoding, s string, align int) needle {
+func base64Core(enc *base64.Encoding, s string, align int) Needle {
 	buf := make([]byte, align+len(s))
 	copy(buf[align:], s)
 	full := enc.EncodeToString(buf)
@@ -144,38 +153,31 @@ func base64Core(enc *base64.Encoding, s string, align int) needle {
 	return newNeedle(full[start:end], tail)
 }
 
-// redactor is a tool's matcher, and the generation of its upstream's
-// secrets it was built from.
-type redactor struct {
-	match *matcher // nil: no secret
-	gen   uint64
-}
-
-// matcher finds the needles of a set of secrets in a text, in one pass of
-// Wu-Manber: the window is the shortest needle; the hash of its last two
-// bytes says how far the window may move on (no needle holds those bytes
-// nearer its end), and a needle is compared only where one may end. On
-// JSON answers it runs several times faster than a bytes.Index per needle,
-// whose vector code falls back to a slower search when a needle starts
+// Matcher finds the needles of a set of secrets in a text, in one pass of
+// Wu-Manber: the window is the shortest Needle; the hash of its last two
+// bytes says how far the window may move on (no Needle holds those bytes
+// nearer its end), and a Needle is compared only where one may end. On
+// JSON answers it runs several times faster than a bytes.Index per Needle,
+// whose vector code falls back to a slower search when a Needle starts
 // with a byte that is common in the text.
-type matcher struct {
-	needles []needle
-	m       int                 // the window: the shortest needle, at most 255 bytes
+type Matcher struct {
+	needles []Needle
+	m       int                 // the window: the shortest Needle, at most 255 bytes
 	shift   *[1 << wmBits]uint8 // by the hash of two bytes
-	last    []uint16            // the hash of each needle's bytes m-2 and m-1
+	last    []uint16            // the hash of each Needle's bytes m-2 and m-1
 }
 
-// wmBits is the size of the shift table's hash: 4 KiB a matcher.
+// wmBits is the size of the shift table's hash: 4 KiB a Matcher.
 const wmBits = 12
 
 func wmHash(a, b byte) uint16 { return (uint16(a)<<5 ^ uint16(b)) & (1<<wmBits - 1) }
 
-// newMatcher makes the matcher of ns; nil for none.
-func newMatcher(ns []needle) *matcher {
+// NewMatcher makes the matcher of ns; nil for none.
+func NewMatcher(ns []Needle) *Matcher {
 	if len(ns) == 0 {
 		return nil
 	}
-	mt := &matcher{needles: ns}
+	mt := &Matcher{needles: ns}
 	m := 255
 	for _, n := range ns {
 		m = min(m, len(n.b))
@@ -196,8 +198,8 @@ func newMatcher(ns []needle) *matcher {
 	return mt
 }
 
-// find appends the spans of text where a needle occurs.
-func (mt *matcher) find(found []span, text []byte) []span {
+// find appends the spans of text where a Needle occurs.
+func (mt *Matcher) find(found []span, text []byte) []span {
 	if mt == nil {
 		return found
 	}
@@ -219,16 +221,25 @@ func (mt *matcher) find(found []span, text []byte) []span {
 	return found
 }
 
-func (mt *matcher) empty() bool { return mt == nil || len(mt.needles) == 0 }
+// Needles are the forms the matcher finds; none for a nil matcher.
+func (mt *Matcher) Needles() []Needle {
+	if mt == nil {
+		return nil
+	}
+	return mt.needles
+}
+
+// Empty says the matcher finds nothing.
+func (mt *Matcher) Empty() bool { return mt == nil || len(mt.needles) == 0 }
 
 // span is a range of an answer's bytes, [from, to).
 type span struct{ from, to int }
 
-// redactBytes returns b with every occurrence of a needle of set or extra
-// (either may be nil) replaced by redactedMarker, and the number of
+// Bytes returns b with every occurrence of a needle of set or extra
+// (either may be nil) replaced by Marker, and the number of
 // occurrences. b itself, untouched, is returned when nothing matched.
-func redactBytes(b []byte, set, extra *matcher) ([]byte, int) {
-	if len(b) < minSecretLen || set.empty() && extra.empty() {
+func Bytes(b []byte, set, extra *Matcher) ([]byte, int) {
+	if len(b) < MinSecretLen || set.Empty() && extra.Empty() {
 		return b, 0
 	}
 	var v *escapeView
@@ -255,23 +266,23 @@ func redactBytes(b []byte, set, extra *matcher) ([]byte, int) {
 	return replacePlain(b, found), len(found)
 }
 
-// redactString is redactBytes for a header value.
-func redactString(s string, set, extra *matcher) (string, int) {
-	if len(s) < minSecretLen {
+// String is Bytes for a header value.
+func String(s string, set, extra *Matcher) (string, int) {
+	if len(s) < MinSecretLen {
 		return s, 0
 	}
 	if !strings.ContainsAny(s, `\%`) && !set.in(s) && !extra.in(s) {
 		return s, 0
 	}
-	out, n := redactBytes([]byte(s), set, extra)
+	out, n := Bytes([]byte(s), set, extra)
 	if n == 0 {
 		return s, 0
 	}
 	return string(out), n
 }
 
-// in says whether s holds a needle verbatim.
-func (mt *matcher) in(s string) bool {
+// in says whether s holds a Needle verbatim.
+func (mt *Matcher) in(s string) bool {
 	if mt == nil {
 		return false
 	}
@@ -285,7 +296,7 @@ func (mt *matcher) in(s string) bool {
 
 // extend returns the end of a match of n that ends at to, past the base64
 // tail that finishes it when it follows (padded or not).
-func (n *needle) extend(text []byte, to int) int {
+func (n *Needle) extend(text []byte, to int) int {
 	if n.tail == "" {
 		return to
 	}
@@ -317,11 +328,11 @@ func mergeSpans(s []span) []span {
 
 // replacePlain replaces each span of b with the marker.
 func replacePlain(b []byte, spans []span) []byte {
-	out := make([]byte, 0, len(b)+len(spans)*len(redactedMarker))
+	out := make([]byte, 0, len(b)+len(spans)*len(Marker))
 	prev := 0
 	for _, sp := range spans {
 		out = append(out, b[prev:sp.from]...)
-		out = append(out, redactedMarker...)
+		out = append(out, Marker...)
 		prev = sp.to
 	}
 	return append(out, b[prev:]...)
@@ -329,13 +340,13 @@ func replacePlain(b []byte, spans []span) []byte {
 
 // replaceInJSON replaces each span of b, a valid JSON text, so that the
 // result is valid JSON: within a string, the span's characters become the
-// marker (a span starts and ends on whole escapes: redactBytes maps them
+// marker (a span starts and ends on whole escapes: Bytes maps them
 // so); a number or literal a span touches becomes the string
 // "[redacted]", whole; the quotes and the structure between values (,
 // : [ ] { } and white space) are kept. Between spans the text is copied as
 // it is, read only for where its strings start and end.
 func replaceInJSON(b []byte, spans []span) []byte {
-	out := make([]byte, 0, len(b)+len(spans)*(len(redactedMarker)+2))
+	out := make([]byte, 0, len(b)+len(spans)*(len(Marker)+2))
 	inString := false
 	i := 0
 	for _, sp := range spans {
@@ -354,7 +365,7 @@ func replaceInJSON(b []byte, spans []span) []byte {
 					}
 					j++
 				}
-				out = append(out, redactedMarker...)
+				out = append(out, Marker...)
 				i = j
 				if j < sp.to { // the closing quote
 					out = append(out, '"')
@@ -375,7 +386,7 @@ func replaceInJSON(b []byte, spans []span) []byte {
 					i++
 				}
 				out = append(out, '"')
-				out = append(out, redactedMarker...)
+				out = append(out, Marker...)
 				out = append(out, '"')
 			default:
 				out = append(out, c)
@@ -619,10 +630,10 @@ func (v *escapeView) origEnd(end int) int {
 	return m.orig + m.origLen + end - m.at - m.n
 }
 
-// identityHeader says whether a forwarded header carries a credential,
+// IdentityHeader says whether a forwarded header carries a credential,
 // whose value is then a secret of the call: Authorization,
 // Proxy-Authorization, Cookie, and names that say so.
-func identityHeader(name string) bool {
+func IdentityHeader(name string) bool {
 	n := strings.ToLower(name)
 	for _, w := range []string{"auth", "cookie", "token", "key", "secret", "session", "password", "credential"} {
 		if strings.Contains(n, w) {
@@ -632,91 +643,69 @@ func identityHeader(name string) bool {
 	return false
 }
 
-// appendHeaderSecrets appends the needles of a credential header's value:
+// AppendHeaderSecrets appends the needles of a credential header's value:
 // the credential after its scheme (or the whole value without one), a
 // Basic credential's "user:password" (whose base64 is the credential),
 // user and password, and each cookie's value.
-func appendHeaderSecrets(out []needle, name, value string) []needle {
+func AppendHeaderSecrets(out []Needle, name, value string) []Needle {
 	value = strings.TrimSpace(value)
 	if strings.EqualFold(name, "Cookie") {
-		out = appendNeedles(out, value)
+		out = AppendNeedles(out, value)
 		for c := range strings.SplitSeq(value, ";") {
 			if _, v, ok := strings.Cut(c, "="); ok {
-				out = appendNeedles(out, strings.Trim(strings.TrimSpace(v), `"`))
+				out = AppendNeedles(out, strings.Trim(strings.TrimSpace(v), `"`))
 			}
 		}
 		return out
 	}
 	scheme, cred, ok := strings.Cut(value, " ")
 	if !ok {
-		return appendNeedles(out, value)
+		return AppendNeedles(out, value)
 	}
 	cred = strings.TrimSpace(cred)
 	if strings.EqualFold(scheme, "Basic") {
-		if raw, err := base64.StdEncoding.DecodeString(cred); err == nil && len(raw) >= minSecretLen {
+		if raw, err := base64.StdEncoding.DecodeString(cred); err == nil && len(raw) >= MinSecretLen {
 			user, pass, _ := strings.Cut(string(raw), ":")
-			out = appendNeedles(out, string(raw))
-			out = appendNeedles(out, user)
-			return appendNeedles(out, pass)
+			out = AppendNeedles(out, string(raw))
+			out = AppendNeedles(out, user)
+			return AppendNeedles(out, pass)
 		}
 	}
-	return appendNeedles(out, cred)
+	return AppendNeedles(out, cred)
 }
 
-// identityCacheSize bounds the forwarded credentials an upstream keeps the
-// needles of: an agent sends the same one call after call, and making
-// them takes a few dozen allocations.
-const identityCacheSize = 256
-
-// identityMatcher returns the matcher of one forwarded credential header,
-// from the upstream's cache when it holds it.
-func (u *upstream) identityMatcher(name, value string) *matcher {
-	key := name + "\x00" + value
-	u.identityMu.Lock()
-	mt, ok := u.identityCache.Get(key)
-	u.identityMu.Unlock()
-	if ok {
-		return mt
-	}
-	mt = newMatcher(appendHeaderSecrets(nil, name, value))
-	u.identityMu.Lock()
-	u.identityCache.Add(key, mt)
-	u.identityMu.Unlock()
-	return mt
-}
-
-// secretSet is what an upstream's credential is made of: the values
+// SecretSet is what an upstream's credential is made of: the values
 // written in the policy, and the ones it took at run time (files as read,
 // OAuth2 tokens as issued), the most recent recentSecrets of them. It
 // outlives reloads with the upstream's auth. gen changes with every new
 // value, so the redactors built from the set know when to be built again.
-type secretSet struct {
+type SecretSet struct {
 	mu      sync.Mutex
 	static  []string
 	recent  []string // oldest first
-	needles atomic.Pointer[[]needle]
+	needles atomic.Pointer[[]Needle]
 	gen     atomic.Uint64
 }
 
-// addStatic adds values that stay for the set's life.
-func (s *secretSet) addStatic(values ...string) {
+// AddStatic adds values that stay for the set's life.
+func (s *SecretSet) AddStatic(values ...string) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, v := range values {
-		if len(v) >= minSecretLen && !slices.Contains(s.static, v) {
+		if len(v) >= MinSecretLen && !slices.Contains(s.static, v) {
 			s.static = append(s.static, v)
 		}
 	}
 	s.rebuild()
 }
 
-// add adds a value the credential took at run time. Cheap when the value
+// Add adds a value the credential took at run time. Cheap when the value
 // is known already, as it is on every call but the first after a change.
-func (s *secretSet) add(v string) {
-	if s == nil || len(v) < minSecretLen {
+func (s *SecretSet) Add(v string) {
+	if s == nil || len(v) < MinSecretLen {
 		return
 	}
 	if p := s.needles.Load(); p != nil && len(*p) > 0 && s.known(v) {
@@ -736,7 +725,7 @@ func (s *secretSet) add(v string) {
 
 // known says whether v is one of the set's values; the needles' first
 // forms are the values verbatim.
-func (s *secretSet) known(v string) bool {
+func (s *SecretSet) known(v string) bool {
 	for _, n := range *s.needles.Load() {
 		if n.text == v {
 			return true
@@ -746,21 +735,21 @@ func (s *secretSet) known(v string) bool {
 }
 
 // rebuild makes the set's needles anew. s.mu is held.
-func (s *secretSet) rebuild() {
-	var ns []needle
+func (s *SecretSet) rebuild() {
+	var ns []Needle
 	for _, v := range s.static {
-		ns = appendNeedles(ns, v)
+		ns = AppendNeedles(ns, v)
 	}
 	for _, v := range s.recent {
-		ns = appendNeedles(ns, v)
+		ns = AppendNeedles(ns, v)
 	}
 	s.needles.Store(&ns)
 	s.gen.Add(1)
 }
 
-// current returns the set's needles and their generation; none for a nil
+// Current returns the set's needles and their generation; none for a nil
 // set.
-func (s *secretSet) current() ([]needle, uint64) {
+func (s *SecretSet) Current() ([]Needle, uint64) {
 	if s == nil {
 		return nil, 0
 	}
@@ -772,96 +761,14 @@ func (s *secretSet) current() ([]needle, uint64) {
 	return *p, gen
 }
 
-// redactor returns the tool's redactor: its own secrets and its
-// upstream's credential, made again when the credential took a new value.
-func (t *tool) redactor() *redactor {
-	var set *secretSet
-	if t.upstream.auth != nil {
-		set = t.upstream.auth.secrets
-	}
-	ns, gen := set.current()
-	if r := t.red.Load(); r != nil && r.gen == gen {
-		return r
-	}
-	all := slices.Clip(t.secrets)
-	for _, n := range ns {
-		if !slices.ContainsFunc(all, func(o needle) bool { return o.text == n.text }) {
-			all = append(all, n)
-		}
-	}
-	r := &redactor{match: newMatcher(all), gen: gen}
-	t.red.Store(r)
-	return r
-}
-
-// identityMatcher is the matcher of the credentials the agent sent in the
-// headers this call forwards to the backend; made once a call, nil for
-// none.
-func (cl *Call) identityMatcher() *matcher {
-	up := cl.tool.upstream
-	if len(up.identity) == 0 || cl.req.Header == nil {
-		return nil
-	}
-	if !cl.identityDone {
-		cl.identityDone = true
-		var all []needle
-		for _, name := range up.identity {
-			for _, v := range cl.req.Header[name] {
-				mt := up.identityMatcher(name, v)
-				if cl.identity == nil && all == nil {
-					cl.identity = mt
-					continue
-				}
-				// More than one credential header: rare, so merged here.
-				if all == nil && cl.identity != nil {
-					all = slices.Clip(cl.identity.needles)
-				}
-				if mt != nil {
-					all = append(all, mt.needles...)
-				}
-			}
-		}
-		if all != nil {
-			cl.identity = newMatcher(all)
-		}
-	}
-	return cl.identity
-}
-
-// redactAnswer replaces every secret of the call in the answer of a, before
-// anything reads it: its body, and its headers when the contract's rules
-// read them. Each occurrence is counted in
-// toolgate_secrets_redacted_total.
-func (c *Core) redactAnswer(cl *Call, a *attempt) {
-	if a.code == 0 {
-		return
-	}
-	t := cl.tool
-	set := t.redactor().match
-	extra := cl.identityMatcher()
-	if set.empty() && extra.empty() {
-		return
-	}
-	var n int
-	if len(a.body) > 0 {
-		a.body, n = redactBytes(a.body, set, extra)
-	}
-	if a.header != nil && t.contract.Rules.NeedsHeaders() {
-		n += redactHeader(&a.header, set, extra)
-	}
-	if n > 0 {
-		t.metrics.redacted.Add(float64(n))
-	}
-}
-
-// redactHeader replaces the secrets in a header's values. The header is
+// Header replaces the secrets in a header's values. The header is
 // copied before it is changed: it may be shared.
-func redactHeader(h *http.Header, set, extra *matcher) int {
+func Header(h *http.Header, set, extra *Matcher) int {
 	n := 0
 	var out http.Header
 	for k, vs := range *h {
 		for i, v := range vs {
-			r, m := redactString(v, set, extra)
+			r, m := String(v, set, extra)
 			if m == 0 {
 				continue
 			}
@@ -878,23 +785,15 @@ func redactHeader(h *http.Header, set, extra *matcher) int {
 	return n
 }
 
-// passthroughMatcher finds the secrets a passthrough exchange may hold,
-// for the copy learning mode keeps of it: the upstream's credential and
-// header values, and every credential header the agent sent (a
-// passthrough route forwards the agent's headers). Nil for none.
-func passthroughMatcher(up *upstream, agent http.Header) *matcher {
-	var set *secretSet
-	if up.auth != nil {
-		set = up.auth.secrets
+// unhex is the value of a hex digit, or 16 for any other byte.
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10
 	}
-	ns, _ := set.current()
-	out := append(slices.Clip(up.headerSecrets), ns...)
-	for name, vs := range agent {
-		if identityHeader(name) {
-			for _, v := range vs {
-				out = appendHeaderSecrets(out, name, v)
-			}
-		}
-	}
-	return newMatcher(out)
+	return 16
 }

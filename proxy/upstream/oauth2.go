@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/redact"
 )
 
 // tokenSource gets and caches an upstream's OAuth2 client-credentials
@@ -47,7 +48,7 @@ type tokenSource struct {
 	client   *http.Client
 	now      func() time.Time
 	log      *slog.Logger
-	secrets  *secretSet // gets every access token issued
+	secrets  *redact.SecretSet // gets every access token issued
 
 	mu      sync.Mutex
 	tok     *cachedToken
@@ -83,7 +84,7 @@ const (
 	defaultTokenLifetime = 5 * time.Minute
 )
 
-func newTokenSource(upstream string, s *policy.OAuth2Settings, env runtimeEnv, secrets *secretSet) *tokenSource {
+func newTokenSource(upstream string, s *policy.OAuth2Settings, env Env, secrets *redact.SecretSet) *tokenSource {
 	what := "upstream " + upstream + " oauth2"
 	var host string
 	if u, err := url.Parse(s.TokenURL); err == nil {
@@ -110,8 +111,8 @@ func newTokenSource(upstream string, s *policy.OAuth2Settings, env runtimeEnv, s
 			// A redirect would take the client's credentials elsewhere.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		now: env.now,
-		log: env.logger,
+		now: env.Now,
+		log: env.Logger,
 	}
 }
 
@@ -209,7 +210,7 @@ func (s *tokenSource) request(ctx context.Context, start time.Time) (*cachedToke
 		return nil, credentialError("the token endpoint answered a token that cannot be sent in a header")
 	}
 	// Known before any call sends it.
-	s.secrets.add(tok.AccessToken)
+	s.secrets.Add(tok.AccessToken)
 	lifetime := defaultTokenLifetime
 	if !tok.Expiry.IsZero() {
 		// oauth2 sets Expiry from expires_in by the wall clock; the

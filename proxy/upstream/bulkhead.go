@@ -1,8 +1,8 @@
-package proxy
+package upstream
 
 import "sync"
 
-// bulkhead bounds the calls in flight to one upstream, in all and per
+// Bulkhead bounds the calls in flight to one upstream, in all and per
 // caller. Beyond either bound a call fails fast (`upstream`, retryable,
 // nothing sent) instead of queueing behind a slow backend; the per-caller
 // bound keeps one caller from taking every slot the others need.
@@ -10,7 +10,7 @@ import "sync"
 // Callers are counted by their metric label (a caller the policy names, or
 // "unknown" for all others), so the map holds at most the listed callers
 // and only while they have calls in flight.
-type bulkhead struct {
+type Bulkhead struct {
 	slots     chan struct{} // one token per call in flight
 	perCaller int
 
@@ -18,27 +18,29 @@ type bulkhead struct {
 	held map[string]int
 }
 
-func newBulkhead(total, perCaller int) *bulkhead {
-	return &bulkhead{slots: make(chan struct{}, total), perCaller: perCaller, held: map[string]int{}}
+// NewBulkhead is a bulkhead of total slots, at most perCaller of them for
+// one caller.
+func NewBulkhead(total, perCaller int) *Bulkhead {
+	return &Bulkhead{slots: make(chan struct{}, total), perCaller: perCaller, held: map[string]int{}}
 }
 
-// resized returns a bulkhead with the new bounds that shares b's slots when
+// Resized returns a bulkhead with the new bounds that shares b's slots when
 // the total is unchanged, so calls in flight across a reload still count.
-func (b *bulkhead) resized(total, perCaller int) *bulkhead {
+func (b *Bulkhead) Resized(total, perCaller int) *Bulkhead {
 	switch {
 	case b == nil || cap(b.slots) != total:
-		return newBulkhead(total, perCaller)
+		return NewBulkhead(total, perCaller)
 	case b.perCaller == perCaller:
 		return b
 	}
 	// The per-caller counts start afresh: calls in flight release into the
-	// bulkhead they acquired from.
-	return &bulkhead{slots: b.slots, perCaller: perCaller, held: map[string]int{}}
+	// Bulkhead they acquired from.
+	return &Bulkhead{slots: b.slots, perCaller: perCaller, held: map[string]int{}}
 }
 
-// acquire takes a slot for caller; false when the upstream or the caller's
+// Acquire takes a slot for caller; false when the upstream or the caller's
 // share is full.
-func (b *bulkhead) acquire(caller string) bool {
+func (b *Bulkhead) Acquire(caller string) bool {
 	select {
 	case b.slots <- struct{}{}:
 	default:
@@ -59,8 +61,8 @@ func (b *bulkhead) acquire(caller string) bool {
 	return true
 }
 
-// release gives back caller's slot.
-func (b *bulkhead) release(caller string) {
+// Release gives back caller's slot.
+func (b *Bulkhead) Release(caller string) {
 	if b.perCaller < cap(b.slots) {
 		b.mu.Lock()
 		if n := b.held[caller] - 1; n > 0 {

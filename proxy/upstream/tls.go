@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"crypto/tls"
@@ -20,7 +20,7 @@ import (
 // tls.Config.RootCAs cannot change once the transport uses the config.
 // That check is Go's own (x509.Certificate.Verify with the server-auth
 // usage and the expected name), so InsecureSkipVerify only moves it.
-func newTLSConfig(s *policy.TLSSettings, host string, env runtimeEnv, what string) *tls.Config {
+func newTLSConfig(s *policy.TLSSettings, host string, env Env, what string) *tls.Config {
 	if s == nil {
 		return nil
 	}
@@ -70,4 +70,17 @@ func verifyServer(cs tls.ConnectionState, roots *watchedFiles[*x509.CertPool], n
 		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
 	}
 	return nil
+}
+
+// Untrusted says err is a certificate the client does not trust (an
+// unknown authority, another host name, an invalid certificate): a
+// configuration fault, not the backend's.
+func Untrusted(err error) bool {
+	var (
+		unknownAuth x509.UnknownAuthorityError
+		hostname    x509.HostnameError
+		invalid     x509.CertificateInvalidError
+		verify      *tls.CertificateVerificationError
+	)
+	return errors.As(err, &unknownAuth) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify)
 }

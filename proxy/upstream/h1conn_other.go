@@ -1,6 +1,6 @@
 //go:build !unix
 
-package proxy
+package upstream
 
 // peekable is false where a socket cannot be peeked without reading it:
 // plain-HTTP upstreams then use net/http's transport, whose reader sees

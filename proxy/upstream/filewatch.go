@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"log/slog"
@@ -9,16 +9,16 @@ import (
 	"time"
 )
 
-// fileCheckInterval is how often a credential file in use is looked at
+// FileCheckInterval is how often a credential file in use is looked at
 // for a change. A rotated file is used within this time of its change.
-const fileCheckInterval = time.Second
+const FileCheckInterval = time.Second
 
 // watchedFiles is a value read from files (a secret, a CA pool, a client
 // certificate) and read again when they change: a mounted Kubernetes
 // Secret is rotated by swapping its "..data" symlink, a certificate by
 // cert-manager rewriting it.
 //
-// Files are checked by stat, at most once per fileCheckInterval and only
+// Files are checked by stat, at most once per FileCheckInterval and only
 // when the value is used, not watched with fsnotify: a stat follows the
 // symlinks, so the kubelet's swap shows as another file with no special
 // case, while inotify watches sit on one directory entry (the swap raises
@@ -47,8 +47,8 @@ type watchedFiles[T any] struct {
 
 // newWatchedFiles reads the value once; a failure is logged and retried
 // when the value is next used.
-func newWatchedFiles[T any](paths []string, load func() (T, error), env runtimeEnv, what string) *watchedFiles[T] {
-	w := &watchedFiles[T]{paths: paths, load: load, now: env.now, log: env.logger, what: what}
+func newWatchedFiles[T any](paths []string, load func() (T, error), env Env, what string) *watchedFiles[T] {
+	w := &watchedFiles[T]{paths: paths, load: load, now: env.Now, log: env.Logger, what: what}
 	w.mu.Lock()
 	w.refresh(w.now())
 	w.mu.Unlock()
@@ -81,7 +81,7 @@ func (e credentialError) Error() string { return string(e) }
 
 // refresh reads the files again if any of them changed. w.mu is held.
 func (w *watchedFiles[T]) refresh(now time.Time) {
-	w.next.Store(now.Add(fileCheckInterval).UnixNano())
+	w.next.Store(now.Add(FileCheckInterval).UnixNano())
 	stats := make([]os.FileInfo, len(w.paths))
 	changed := w.cur.Load() == nil || len(w.stats) != len(w.paths)
 	for i, p := range w.paths {

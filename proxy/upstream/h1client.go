@@ -1,4 +1,4 @@
-package proxy
+package upstream
 
 import (
 	"bufio"
@@ -15,8 +15,9 @@ import (
 	"time"
 )
 
-// h1Client sends HTTP/1.1 requests to one plain-HTTP backend on the calling
-// goroutine, over pooled keep-alive connections.
+// H1Client sends HTTP/1.1 requests to one plain-HTTP backend on the calling
+// goroutine, over pooled keep-alive connections: toolgate's fast client
+// (server.upstream_client: fast, the default).
 //
 // net/http.Transport runs two goroutines per connection and hands each
 // request and each answer between them and the caller over channels. In a
@@ -32,7 +33,7 @@ import (
 // resend is safe (a read-only tool, or a backend that dedupes on the
 // forwarded key), never because of the request's method.
 //
-// Bytes belong to the exchange that asked for them. Every pooled connection
+// Bytes belong to the request that asked for them. Every pooled connection
 // is peeked before a request is written on it: one the backend closed is
 // dropped before it can swallow a side-effecting call (a keep-alive timeout
 // costs a dial, not an unknown outcome), and one holding bytes nobody asked
@@ -43,8 +44,8 @@ import (
 // peek, while the request is on its way: it is read as the answer, as
 // net/http would read it.
 //
-// HTTPS backends keep net/http.Transport (TLS, HTTP/2).
-type h1Client struct {
+// HTTPS backends keep net/http.Transport (TLS, HTTP/2): NetHTTPClient.
+type H1Client struct {
 	addr        string // host:port
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle     int
@@ -58,27 +59,35 @@ type h1Client struct {
 // max1xx bounds the informational answers read before the real one.
 const max1xx = 5
 
-// The bounds of a backend's response header. A JSON API sends a few hundred
-// bytes of header in a dozen fields; these leave room for cookies and
-// tracing many times over, and keep a backend that streams an endless
-// header from growing toolgate's memory (net/http's Transport allows
-// 10 MiB by default, in any number of fields).
-const (
-	// maxResponseHeaderBytes bounds the bytes read before an answer's
-	// body: its status line and header, and those of the informational
-	// answers before it.
-	maxResponseHeaderBytes = 64 << 10
-	// maxResponseHeaderFields bounds the header field lines of one answer.
-	maxResponseHeaderFields = 100
-)
+// H1Supported says this system can peek at a socket without reading it,
+// which the H1Client needs before it reuses a connection (New falls back
+// to net/http where it cannot).
+const H1Supported = peekable
 
-// errHeaderTooLarge is an answer whose header exceeds the bounds: the
-// request was sent, the answer is unreadable.
-var errHeaderTooLarge = errors.New("backend response header too large")
+// H1Options configure an H1Client.
+type H1Options struct {
+	// Addr is the backend's host:port.
+	Addr string
+	// MaxIdle bounds the connections kept for reuse (the upstream's
+	// max_concurrent).
+	MaxIdle int
+	// IdleTimeout closes a connection idle for longer. Zero means 90s, as
+	// net/http's.
+	IdleTimeout time.Duration
+	// Dial makes a connection. Nil means a net.Dialer with a 5s timeout
+	// and 30s keep-alive.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
 
-func newH1Client(addr string, maxIdle int) *h1Client {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &h1Client{addr: addr, dial: d.DialContext, maxIdle: maxIdle, idleTimeout: 90 * time.Second}
+// NewH1Client is a client of the backend at o.Addr.
+func NewH1Client(o H1Options) *H1Client {
+	if o.Dial == nil {
+		o.Dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 90 * time.Second
+	}
+	return &H1Client{addr: o.Addr, dial: o.Dial, maxIdle: o.MaxIdle, idleTimeout: o.IdleTimeout}
 }
 
 // writers are the buffers requests are written through, shared by every
@@ -117,47 +126,36 @@ func (pc *h1Conn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// exchange is what one request to the backend came to, before it is
-// classified.
-type exchange struct {
-	resp    *http.Response // the answer; nil with err
-	body    []byte         // the answer's body, read whole
-	readErr error          // reading the body failed (body is nil)
-	err     error          // no answer
-	gotConn bool           // a connection was made
-	writes  int            // times the request went out whole
-}
-
 // aLongTimeAgo is a deadline in the past: it stops a connection's I/O now.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// exchange sends req and reads its answer into ex, with at most maxBody
-// bytes of body into buf (ex is the caller's, so that the exchange takes
-// no room twice on the stack of every call). The context's end (its deadline, or a cancellation) stops the
-// exchange; a context that never ends does not bound it.
+// Send implements Client: it sends req and reads its answer into r, with
+// at most o.MaxBody bytes of body. The context's end (its deadline, or a
+// cancellation) stops the request; a context that never ends does not
+// bound it.
 //
-// resend says a request written whole may go out again after its reused
+// o.Resend says a request written whole may go out again after its reused
 // connection closed before any byte of an answer: a backend that closed
 // an idle connection just as the request arrived usually never read it,
 // but nothing proves it, so only a read-only tool or a backend that
 // dedupes on the forwarded key may take that chance. A request of which
 // nothing was written is always sent again.
-func (c *h1Client) exchange(ctx context.Context, req *http.Request, maxBody int64, buf *[]byte, resend bool, ex *exchange) {
-	*ex = exchange{}
+func (c *H1Client) Send(ctx context.Context, req *http.Request, o SendOptions, r *Report) {
+	*r = Report{}
 	if err := ctx.Err(); err != nil {
-		ex.err = err
+		r.Err = err
 		return
 	}
 	for fresh := false; ; fresh = true {
 		pc, reused, err := c.conn(ctx, fresh)
 		if err != nil {
-			ex.err = err
+			r.Err = err
 			return
 		}
-		ex.gotConn = true
+		r.Connected = true
 		// The context ends at the call's deadline or when the caller goes
 		// away; either way the connection's I/O stops then. One hook
-		// serves both, so no deadline is set per exchange, and a pooled
+		// serves both, so no deadline is set per request, and a pooled
 		// connection has none.
 		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
 
@@ -166,7 +164,7 @@ func (c *h1Client) exchange(ctx context.Context, req *http.Request, maxBody int6
 		// call waiting on its answer, or an idle connection, holds none.
 		bw := writers.Get().(*bufio.Writer)
 		bw.Reset(pc)
-		err = writeRequest(bw, req)
+		err = WriteRequest(bw, req)
 		if err == nil {
 			err = bw.Flush()
 		}
@@ -178,32 +176,32 @@ func (c *h1Client) exchange(ctx context.Context, req *http.Request, maxBody int6
 			if reused && pc.written == w0 && rewind(req) {
 				continue // nothing of it left: the connection was dead
 			}
-			ex.err = err
+			r.Err = err
 			return
 		}
-		ex.writes++
+		r.Writes++
 
 		r0 := pc.read
 		resp, err := readFinal(pc, req)
 		if err != nil {
 			stop()
 			pc.close()
-			if reused && pc.read == r0 && closedEarly(err) && resend && rewind(req) {
+			if reused && pc.read == r0 && closedEarly(err) && o.Resend && rewind(req) {
 				continue // the backend closed it as the request arrived
 			}
-			ex.err = err
+			r.Err = err
 			return
 		}
-		ex.resp = resp
-		ex.body, ex.readErr = readAnswerBody(resp.Body, maxBody, resp.ContentLength, buf)
+		r.Status, r.Header = resp.StatusCode, resp.Header
+		r.readAnswerBody(resp.Body, o.MaxBody, resp.ContentLength)
 		// A body read whole is at EOF, so closing it reads nothing more;
 		// a body left unread is never drained, the connection goes. Bytes
 		// read past the answer's end belong to no request: the connection
 		// is poisoned. Bytes still in the socket are found by the peek
 		// before the connection's next use, which also sees those that
 		// arrive while it sits in the pool.
-		keep := ex.readErr == nil && !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
-		if ex.readErr == nil {
+		keep := r.BodyErr == nil && !resp.Close && !req.Close && resp.StatusCode != http.StatusSwitchingProtocols
+		if r.BodyErr == nil {
 			resp.Body.Close()
 		}
 		if stop() && keep && pc.br.Buffered() == 0 {
@@ -215,12 +213,16 @@ func (c *h1Client) exchange(ctx context.Context, req *http.Request, maxBody int6
 	}
 }
 
-// writeRequest writes req as HTTP/1.1: what Request.Write writes for the
+// WriteRequest writes req as HTTP/1.1: what Request.Write writes for the
 // requests toolgate makes (a known length, no trailers, no 100-continue),
 // without its allocations per call. Header names come from the policy,
 // which checks them; a value loses its control characters, as with
-// Request.Write, so no value can end a line.
-func writeRequest(w *bufio.Writer, req *http.Request) error {
+// Request.Write, so no value can end a line. The empty body that keeps
+// net/http from resending a bodiless request (noReplay) is written as no
+// body, as the H1Client, which never gets one, would write the request:
+// the dry run (proxy.Try) shows what the net/http client was handed that
+// way.
+func WriteRequest(w *bufio.Writer, req *http.Request) error {
 	w.WriteString(req.Method)
 	w.WriteByte(' ')
 	if req.URL.Opaque != "" {
@@ -247,8 +249,9 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 			w.WriteString("\r\n")
 		}
 	}
+	_, none := req.Body.(emptyBody)
 	switch {
-	case req.Body != nil && req.Body != http.NoBody:
+	case req.Body != nil && req.Body != http.NoBody && !none:
 		w.WriteString("Content-Length: ")
 		w.Write(strconv.AppendInt(w.AvailableBuffer(), req.ContentLength, 10))
 		w.WriteString("\r\n\r\n")
@@ -313,19 +316,6 @@ func readFinal(pc *h1Conn, req *http.Request) (*http.Response, error) {
 	return nil, errors.New("too many informational answers")
 }
 
-// checkHeaderCount refuses an answer with more than maxResponseHeaderFields
-// field lines.
-func checkHeaderCount(h http.Header) error {
-	n := 0
-	for _, vs := range h {
-		n += len(vs)
-	}
-	if n > maxResponseHeaderFields {
-		return errHeaderTooLarge
-	}
-	return nil
-}
-
 // closedEarly says the connection ended before an answer began: a backend
 // that closed an idle connection as the request reached it.
 func closedEarly(err error) bool {
@@ -354,7 +344,7 @@ func rewind(req *http.Request) bool {
 // always dials. Every idle connection is peeked before it is handed out,
 // however briefly it sat in the pool: a backend can close a connection or
 // write past an answer within microseconds of the answer.
-func (c *h1Client) conn(ctx context.Context, fresh bool) (*h1Conn, bool, error) {
+func (c *H1Client) conn(ctx context.Context, fresh bool) (*h1Conn, bool, error) {
 	if !fresh {
 		for {
 			pc := c.take()
@@ -378,7 +368,7 @@ func (c *h1Client) conn(ctx context.Context, fresh bool) (*h1Conn, bool, error) 
 }
 
 // take pops the most recently used idle connection.
-func (c *h1Client) take() *h1Conn {
+func (c *H1Client) take() *h1Conn {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(c.idle)
@@ -393,7 +383,7 @@ func (c *h1Client) take() *h1Conn {
 
 // put keeps a connection for reuse, or closes it when the pool is full or
 // connections cannot be checked before reuse on this platform.
-func (c *h1Client) put(pc *h1Conn) {
+func (c *H1Client) put(pc *h1Conn) {
 	pc.idleAt = time.Now()
 	c.mu.Lock()
 	if len(c.idle) >= c.maxIdle || !peekable {
@@ -410,7 +400,7 @@ func (c *h1Client) put(pc *h1Conn) {
 
 // sweepIdle closes the connections idle for longer than idleTimeout and
 // sets the timer for the next one.
-func (c *h1Client) sweepIdle() {
+func (c *H1Client) sweepIdle() {
 	c.mu.Lock()
 	now := time.Now()
 	n := 0
@@ -436,9 +426,24 @@ func (c *h1Client) sweepIdle() {
 	}
 }
 
+// Idle reports the connections in the pool, and how many of them are no
+// longer quiet: the backend closed them or sent bytes nobody asked for,
+// which their next use finds (and drops them). For tests and diagnostics:
+// it peeks at every pooled connection.
+func (c *H1Client) Idle() (n, stirred int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pc := range c.idle {
+		if !pc.alive() {
+			stirred++
+		}
+	}
+	return len(c.idle), stirred
+}
+
 // CloseIdleConnections closes every idle connection. Connections in use
 // are kept when their calls end, as with net/http.
-func (c *h1Client) CloseIdleConnections() {
+func (c *H1Client) CloseIdleConnections() {
 	c.mu.Lock()
 	idle := c.idle
 	c.idle = nil
