@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/policy/redisstate"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -213,7 +214,7 @@ func TestToolListIsFilteredByCaller(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var out struct {
-			Tools []ToolInfo `json:"tools"`
+			Tools []toolformats.Info `json:"tools"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 			t.Fatal(err)

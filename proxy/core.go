@@ -155,6 +155,12 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 	return c, nil
 }
 
+// Logger is the core's logger, for the fronts' own log lines.
+func (c *Core) Logger() *slog.Logger { return c.logger }
+
+// Version is toolgate's version, as the fronts name it to their clients.
+func (c *Core) Version() string { return c.version }
+
 // Metrics returns the core's metrics.
 func (c *Core) Metrics() *Metrics { return c.metrics }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
@@ -28,7 +29,7 @@ import (
 // The request is kept as toolgate writes it to a plain-HTTP backend
 // (upstream.WriteRequest); for an https:// upstream, net/http sends the same fields,
 // over HTTP/2 where the server speaks it. The arguments reach the Core as
-// the HTTP front hands them over (nullArgs).
+// the HTTP front hands them over (toolformats.NullArgs).
 //
 // What differs from a served call, and why:
 //   - The Core is new: an empty memory idempotency store, fresh rate
@@ -124,7 +125,7 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 	}
 	if t := v.st.tools[d.Tool]; t != nil {
 		out.Upstream = t.contract.Upstream
-		body = nullArgs(t.contract, body) // as the HTTP front reads them
+		body = toolformats.NullArgs(t.contract, body) // as the HTTP front reads them
 	}
 	res := v.Call(ctx, &Request{
 		Tool:           d.Tool,

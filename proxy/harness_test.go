@@ -222,7 +222,7 @@ func newTestCore(t testing.TB, doc string, opts Options) *Core {
 // test.
 func serveCore(t *testing.T, core *Core) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(core.Handler())
+	srv := httptest.NewServer(agentHandler(core))
 	t.Cleanup(func() {
 		srv.Client().CloseIdleConnections()
 		srv.Close()

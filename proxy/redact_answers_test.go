@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -330,7 +332,7 @@ func BenchmarkAnswerRedaction(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return cannedTransport{body: body} }})
+				core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return proxytest.CannedTransport{Body: body} }})
 				if err != nil {
 					b.Fatal(err)
 				}

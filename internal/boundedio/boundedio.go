@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 )
 
@@ -104,4 +105,22 @@ func AppendBody(chunk []byte, limit int64, buf *[]byte) ([]byte, error) {
 	}
 	*buf = append(*buf, chunk...)
 	return *buf, nil
+}
+
+// ReadHTTPBody reads an agent's request body into *buf, within limit
+// bytes. tooLarge says the body is over the limit: a declared length over
+// it is refused without reading. err is a body that broke off (the client
+// went away, a truncated chunked stream).
+func ReadHTTPBody(r *http.Request, limit int64, buf *[]byte) (body []byte, tooLarge bool, err error) {
+	if r.ContentLength > limit {
+		return nil, true, nil
+	}
+	body, err = ReadBody(r.Body, limit, r.ContentLength, buf)
+	switch {
+	case errors.Is(err, ErrBodyTooLarge):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return body, false, nil
 }

@@ -7,11 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/policy"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // DefaultBudgetPrefix is the key prefix of Budgets when

@@ -3,11 +3,12 @@ package redisstate
 import (
 	"crypto/tls"
 	"errors"
-	"github.com/toolgate/toolgate/policy"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // NewClient returns the client of the state store st names: a single

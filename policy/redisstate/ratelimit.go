@@ -5,11 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/toolgate/toolgate/policy"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // DefaultRatePrefix is the key prefix of RateLimiters when

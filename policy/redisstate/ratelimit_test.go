@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/policy"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/internal/testkit/statetest"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // newTestRedisRates returns limiters on their own client, with keys no

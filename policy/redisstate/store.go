@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/toolgate/toolgate/policy"
 	"net"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/toolgate/toolgate/policy"
 )
 
 // DefaultPrefix is the Redis store's key prefix when StoreOptions.Prefix

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/policy"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/internal/testkit/statetest"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // clusterClient returns a client of toolgate's options on c, closed when

@@ -6,12 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/policy"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/internal/testkit/statetest"
+	"github.com/toolgate/toolgate/policy"
 )
 
 // faultyClient returns a client with toolgate's options that reaches srv

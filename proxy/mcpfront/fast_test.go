@@ -1,4 +1,4 @@
-package proxy
+package mcpfront
 
 import (
 	"fmt"
@@ -10,34 +10,42 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
 )
 
 // mcpDiffSide is one toolgate of the differential test: a core of its own
 // (own backends, own idempotency store) and its MCP front.
 type mcpDiffSide struct {
-	front *mcpFront
+	front *front
 	logs  *proxytest.LogBuffer
 }
 
 func newMCPDiffSide(t *testing.T, sdkOnly bool) *mcpDiffSide {
 	t.Helper()
 	logs := &proxytest.LogBuffer{}
-	rt := newHandlerTransport()
-	core := newTestCore(t, string(examples.Policy()), Options{
+	rt := proxytest.HandlerTransport()
+	core, err := proxy.NewCore(proxytest.Snapshot(t, string(examples.Policy())), proxy.Options{
+		Registry:  prometheus.NewRegistry(),
 		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
 		Transport: func(*policy.Upstream) http.RoundTripper { return rt },
 	})
-	f := core.newMCPFront(MCPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(core.Close)
+	f := newFront(core, Options{})
 	f.sdkOnly = sdkOnly
 	return &mcpDiffSide{front: f, logs: logs}
 }
 
 func (s *mcpDiffSide) post(t *testing.T, header http.Header, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequestWithContext(loopbackContext(), http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader(body))
+	req := httptest.NewRequestWithContext(proxytest.LoopbackContext(), http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader(body))
 	for k, v := range header {
 		req.Header[k] = slices.Clone(v)
 	}
@@ -141,7 +149,7 @@ func TestMCPFastPathAnswersAsTheSDK(t *testing.T) {
 			header: http.Header{"Mcp-Session-Id": {"forged"}}, fast: true},
 		{name: "Last-Event-ID", params: `{"name":"search_articles","arguments":{"q":"go"}}`, header: http.Header{"Last-Event-Id": {"x"}}},
 	}
-	for _, rev := range append(MCPRevisions(), "") {
+	for _, rev := range append(Revisions(), "") {
 		t.Run("revision "+rev, func(t *testing.T) {
 			sdk, fast := newMCPDiffSide(t, true), newMCPDiffSide(t, false)
 			wantFast := 0

@@ -1,4 +1,4 @@
-package proxy
+package toolformats
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"github.com/toolgate/toolgate/contracts"
 )
 
-// nullArgs reads an optional argument given as null as absent, where the
+// NullArgs reads an optional argument given as null as absent, where the
 // argument's schema does not accept null: that is what OpenAI's strict mode
 // sends for an argument the model leaves out (GET
 // /v1/tools?format=openai-strict publishes such arguments as nullable), and
@@ -16,7 +16,7 @@ import (
 // properties, items and #/$defs references. The body comes back unchanged
 // when there is nothing to drop, or when it is not a well-formed object with
 // unique keys: the core refuses those as they are.
-func nullArgs(ct *contracts.Contract, body []byte) []byte {
+func NullArgs(ct *contracts.Contract, body []byte) []byte {
 	if ct == nil || !bytes.Contains(body, []byte("null")) {
 		return body
 	}
@@ -27,7 +27,7 @@ func nullArgs(ct *contracts.Contract, body []byte) []byte {
 	return dropNullArgs(body, schema)
 }
 
-// dropNullArgs is nullArgs against a decoded argument schema.
+// dropNullArgs is NullArgs against a decoded argument schema.
 func dropNullArgs(body []byte, schema map[string]any) []byte {
 	defs, _ := schema["$defs"].(map[string]any)
 	if out, changed := dropNulls(bytes.TrimSpace(body), schema, defs, 0); changed {
@@ -40,7 +40,7 @@ func dropNullArgs(body []byte, schema map[string]any) []byte {
 // whether it changed. Values it keeps are copied byte for byte.
 func dropNulls(raw []byte, node, defs map[string]any, depth int) ([]byte, bool) {
 	node = resolveRef(node, defs)
-	if node == nil || depth > maxArgsDepth || len(raw) == 0 {
+	if node == nil || depth > contracts.MaxArgsDepth || len(raw) == 0 {
 		return raw, false
 	}
 	switch raw[0] {

@@ -1,13 +1,13 @@
-package policy
+package contracts
 
 import "strings"
 
-// unquote reads a double-quoted header value: the one parser of the two
+// Unquote reads a double-quoted header value: the one parser of the two
 // quoted forms toolgate reads. With sfString (an RFC 8941 sf-string, as in
 // Idempotency-Key) a backslash escapes only a quote or a backslash;
 // otherwise (Envoy's x-forwarded-client-cert) it escapes any byte. An
 // unescaped quote inside, or a missing closing quote, is malformed.
-func unquote(v string, sfString bool) (string, bool) {
+func Unquote(v string, sfString bool) (string, bool) {
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return "", false
 	}

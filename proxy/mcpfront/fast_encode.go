@@ -1,7 +1,7 @@
-package proxy
+package mcpfront
 
 // The fast path's answer, written directly: the bytes the SDK writes for
-// mcpResult(env) as the result of a JSON-RPC response, without building
+// result(env) as the result of a JSON-RPC response, without building
 // the SDK's values or running encoding/json on them.
 //
 // What the SDK writes (go-sdk v1.8.0), layer by layer:
@@ -12,7 +12,7 @@ package proxy
 //     resultType, all empty and left out on this path;
 //   - the text block is TextContent.MarshalJSON, json.Marshal again:
 //     {"type":"text","text":...};
-//   - structuredContent is MCPOutput by its struct tags, with HTML
+//   - structuredContent is Output by its struct tags, with HTML
 //     escaping (retry_after_ms left out when 0, cost as encoding/json
 //     writes a float64);
 //   - the JSON-RPC layer wraps the result as {"jsonrpc":"2.0","id":...,
@@ -58,7 +58,7 @@ func appendFastAnswer(dst []byte, id jsonrpc.ID, env *contracts.Envelope) (_ []b
 	dst = append(dst, `,"result":{"content":[{"type":"text","text":`...)
 	dst = jsontape.AppendHTMLString(dst, env.Observation)
 	dst = append(dst, `}],"structuredContent":`...)
-	if dst, ok = appendMCPOutput(dst, MCPOutputOf(env)); !ok {
+	if dst, ok = appendOutput(dst, OutputOf(env)); !ok {
 		return dst, false
 	}
 	if !env.Status.Success() {
@@ -67,9 +67,9 @@ func appendFastAnswer(dst []byte, id jsonrpc.ID, env *contracts.Envelope) (_ []b
 	return append(dst, "}}"...), true
 }
 
-// appendMCPOutput appends o as json.Marshal writes it; ok is false for a
+// appendOutput appends o as json.Marshal writes it; ok is false for a
 // cost that is not finite, which json.Marshal refuses.
-func appendMCPOutput(dst []byte, o *MCPOutput) (_ []byte, ok bool) {
+func appendOutput(dst []byte, o *Output) (_ []byte, ok bool) {
 	if math.IsNaN(o.Cost) || math.IsInf(o.Cost, 0) {
 		return dst, false
 	}

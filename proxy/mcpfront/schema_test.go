@@ -1,4 +1,4 @@
-package proxy_test
+package mcpfront_test
 
 import (
 	"bytes"
@@ -12,8 +12,9 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
-	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // mcpSchema is the official JSON Schema of one MCP revision
@@ -119,10 +120,10 @@ func mcpMessage(revision string, ex mcpExchange) (string, http.Header) {
 // 2025-11-25's definition at every revision.
 func TestMCPAnswersFollowEachRevisionSchema(t *testing.T) {
 	latest := loadMCPSchema(t, "2025-11-25")
-	for _, rev := range proxy.MCPRevisions() {
+	for _, rev := range mcpfront.Revisions() {
 		t.Run(rev, func(t *testing.T) {
 			schema := loadMCPSchema(t, rev)
-			env := newMCPEnv(t, nil)
+			env := mcptest.NewEnv(t, nil)
 			key := fmt.Sprintf(`{"user_id":"alice","text":"Your report is ready.","idempotency_key":"schema-%s"}`, rev)
 			handshake := mcpExchange{name: "initialize", method: "initialize", result: "InitializeResult",
 				params: `{"protocolVersion":"` + rev + `","capabilities":{},"clientInfo":{"name":"schema-test","version":"1"}}`}
@@ -171,7 +172,7 @@ func TestMCPAnswersFollowEachRevisionSchema(t *testing.T) {
 					if ex.method == "initialize" {
 						version = ""
 					}
-					resp, raw := proxytest.MCPPost(t, env.server.URL+"/mcp", version, header, body)
+					resp, raw := proxytest.MCPPost(t, env.Server.URL+"/mcp", version, header, body)
 					if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 						t.Fatalf("HTTP %d %s: %s", resp.StatusCode, ct, raw)
 					}

@@ -1,7 +1,9 @@
-package proxy
-
-// The MCP front: the Model Context Protocol over Streamable HTTP, through
-// the official Go SDK (github.com/modelcontextprotocol/go-sdk).
+// Package mcpfront is toolgate's MCP front: the Model Context Protocol
+// over Streamable HTTP, through the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk), on the agent port at /mcp
+// (Front). Like proxy/extproc it is a front over the core's View API: it
+// decodes a tools/call into a proxy.Request, runs View.Call, and encodes
+// the envelope; the pipeline is the core's.
 //
 // The SDK owns the transport and the protocol: JSON-RPC framing, version
 // negotiation (initialize for 2025-11-25 and older, per-request _meta and
@@ -20,13 +22,15 @@ package proxy
 //     when it arrived, so a reload never changes it midway;
 //   - a stateless handler: there is no Mcp-Session-Id, any replica serves
 //     any request, and policy reloads need no session bookkeeping;
-//   - the agent port's Host and Origin checks (crossorigin.go), a request
-//     body bound derived from server.max_request_bytes, and JSON-RPC error
-//     bodies for every refusal (mcp_http.go).
+//   - the agent port's Host and Origin checks (proxy.BrowserGuard), a
+//     request body bound derived from server.max_request_bytes, and
+//     JSON-RPC error bodies for every refusal (http.go);
+//   - a fast path for the plainest tools/call, which answers the SDK's
+//     bytes without the SDK (fast.go, fast_encode.go).
+package mcpfront
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -36,10 +40,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
-// MCPOptions tune the MCP front. The zero value is a complete configuration.
-type MCPOptions struct {
+// Options tune the MCP front. The zero value is a complete configuration.
+type Options struct {
 	// AllowedOrigins are browser origins ("https://agents.example.com",
 	// scheme://host[:port]) accepted in the Origin header besides those of
 	// server.allowed_origins, the request's own host and loopback hosts.
@@ -47,12 +53,12 @@ type MCPOptions struct {
 	// always accepted.
 	AllowedOrigins []string
 	// Instructions are sent to clients on initialize and server/discover;
-	// empty means DefaultMCPInstructions.
+	// empty means DefaultInstructions.
 	Instructions string
 }
 
-// DefaultMCPInstructions tells a model how to read toolgate's results.
-const DefaultMCPInstructions = "Every tool answers with one text: the observation. Its first line is [STATUS] and one " +
+// DefaultInstructions tells a model how to read toolgate's results.
+const DefaultInstructions = "Every tool answers with one text: the observation. Its first line is [STATUS] and one " +
 	"sentence saying what happened and what to do; data follows as JSON, cut to a bound when long. STATUS is one of " +
 	"OK, EMPTY, BAD_ARGS, FORBIDDEN, NOT_FOUND, TIMEOUT, UPSTREAM; EMPTY means the call succeeded and found nothing. " +
 	"structuredContent repeats status, retryable, retry_after_ms, side_effect and replayed as fields. Retry an " +
@@ -60,25 +66,26 @@ const DefaultMCPInstructions = "Every tool answers with one text: the observatio
 	"an idempotency_key argument: use a new key for each new action and the same key only to retry that action; it " +
 	"runs at most once per key."
 
-// MCPRevisions returns the MCP protocol revisions toolgate serves, newest
+// Revisions returns the MCP protocol revisions toolgate serves, newest
 // first: every revision the SDK implements, each tested with the clients
 // that speak it (docs/interfaces.md, "MCP").
-func MCPRevisions() []string {
+func Revisions() []string {
 	return []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 }
 
-// mcpRequestOverhead is what a JSON-RPC message may add around the tool
+// requestOverhead is what a JSON-RPC message may add around the tool
 // arguments (method, id, name, _meta with client info and capabilities)
 // on top of server.max_request_bytes.
-const mcpRequestOverhead = 64 << 10
+const requestOverhead = 64 << 10
 
-// MCPOutput is the structuredContent of every tools/call result: the
+// Output is the structuredContent of every tools/call result: the
 // envelope's fields a program acts on. The model reads the text block,
 // which is the envelope's observation; data, message and observation are
 // left out here because clients such as LangChain's MCP adapter hand
 // structuredContent to the model as well, and the observation is the one
-// bounded text (server.observation_max_chars) meant for it.
-type MCPOutput struct {
+// bounded text (server.observation_max_chars) meant for it. Its schema is
+// toolformats.MCPOutputSchema, every tool's outputSchema.
+type Output struct {
 	Status       contracts.Status     `json:"status"`
 	Retryable    bool                 `json:"retryable"`
 	RetryAfterMS int64                `json:"retry_after_ms,omitempty"`
@@ -89,9 +96,9 @@ type MCPOutput struct {
 	CallID       string               `json:"call_id"`
 }
 
-// MCPOutputOf is the structuredContent of a result with envelope env.
-func MCPOutputOf(env *contracts.Envelope) *MCPOutput {
-	return &MCPOutput{
+// OutputOf is the structuredContent of a result with envelope env.
+func OutputOf(env *contracts.Envelope) *Output {
+	return &Output{
 		Status:       env.Status,
 		Retryable:    env.Retryable,
 		RetryAfterMS: env.RetryAfterMS,
@@ -103,40 +110,26 @@ func MCPOutputOf(env *contracts.Envelope) *MCPOutput {
 	}
 }
 
-// MCPOutputSchema is the JSON Schema of MCPOutput, published as every
-// tool's outputSchema. It names no $schema: MCP schemas default to
-// 2020-12, and the keywords used here mean the same in draft-07, which some
-// clients' validators assume.
-const MCPOutputSchema = `{` +
-	`"title":"toolgate call status",` +
-	`"description":"What happened, in fields; the text block (the observation) says it in words and carries the data.",` +
-	`"type":"object",` +
-	`"required":["status","retryable","side_effect","replayed","cost","tool","call_id"],` +
-	`"additionalProperties":false,` +
-	`"properties":{` +
-	`"status":{"type":"string","enum":["ok","empty","bad_args","forbidden","not_found","timeout","upstream"],"description":"What happened; ok and empty are successes."},` +
-	`"retryable":{"type":"boolean","description":"Re-sending the identical call (same arguments, same idempotency key) later may succeed."},` +
-	`"retry_after_ms":{"type":"integer","minimum":0,"description":"When a retry makes sense, in milliseconds."},` +
-	`"side_effect":{"type":"string","enum":["none","done","unknown"],"description":"Whether the call changed anything: none, done, or unknown when the outcome was lost."},` +
-	`"replayed":{"type":"boolean","description":"A stored result for a repeated idempotency key; the backend was not called again."},` +
-	`"cost":{"type":"number","minimum":0,"description":"Cost units this call consumed."},` +
-	`"tool":{"type":"string","description":"The tool's name as called."},` +
-	`"call_id":{"type":"string","description":"The call's id, for support and logs."}` +
-	`}}`
-
-// MCPHandler returns the MCP endpoint (Streamable HTTP, POST only). Mount it
-// at /mcp on the agent listener. It reads the policy snapshot per request,
-// so one handler serves across reloads.
-func (c *Core) MCPHandler(opts MCPOptions) http.Handler {
-	return http.HandlerFunc(c.newMCPFront(opts).serveHTTP)
+// Handler returns the MCP endpoint (Streamable HTTP, POST only) of core.
+// Mount it at /mcp on the agent listener (Front). It reads the policy
+// snapshot per request, so one handler serves across reloads.
+func Handler(core *proxy.Core, opts Options) http.Handler {
+	return http.HandlerFunc(newFront(core, opts).serveHTTP)
 }
 
-func (c *Core) newMCPFront(opts MCPOptions) *mcpFront {
-	f := &mcpFront{core: c, guard: newBrowserGuard(c, newOriginSet(opts.AllowedOrigins)), instructions: opts.Instructions}
+// Front is the MCP endpoint of core as a front of the agent port, for
+// core.Handler: at /mcp, for every method (the SDK answers GET and DELETE
+// with 405).
+func Front(core *proxy.Core, opts Options) proxy.Front {
+	return proxy.Front{Pattern: "/mcp", Handler: Handler(core, opts)}
+}
+
+func newFront(c *proxy.Core, opts Options) *front {
+	f := &front{core: c, guard: proxy.NewBrowserGuard(opts.AllowedOrigins), instructions: opts.Instructions}
 	if f.instructions == "" {
-		f.instructions = DefaultMCPInstructions
+		f.instructions = DefaultInstructions
 	}
-	f.logger = slog.New(sdkLogHandler{c.logger.Handler()}).With("front", "mcp")
+	f.logger = slog.New(sdkLogHandler{c.Logger().Handler()}).With("front", "mcp")
 	f.sdk = mcp.NewStreamableHTTPHandler(f.server, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true, // one answer per call: no progress or log notifications to stream
@@ -191,26 +184,26 @@ func (h sdkLogHandler) WithGroup(name string) slog.Handler {
 	return sdkLogHandler{h.Handler.WithGroup(name)}
 }
 
-// mcpFront adapts MCP requests to View.Call.
-type mcpFront struct {
-	core         *Core
+// front adapts MCP requests to View.Call.
+type front struct {
+	core         *proxy.Core
 	sdk          http.Handler
-	guard        *browserGuard
+	guard        *proxy.BrowserGuard
 	instructions string
 	logger       *slog.Logger
-	current      atomic.Pointer[mcpServer]
+	current      atomic.Pointer[server]
 
-	sdkOnly   bool         // tests: every message goes to the SDK (mcp_fast.go)
+	sdkOnly   bool         // tests: every message goes to the SDK (fast.go)
 	fastCalls atomic.Int64 // tests: calls answered by the fast path
 }
 
-// mcpServer is the SDK server of one policy snapshot: every tool of the
+// server is the SDK server of one policy snapshot: every tool of the
 // snapshot is registered on it, so the SDK validates, routes and shapes
 // tools/call exactly as for a server written with it. Its calls run on its
 // view.
-type mcpServer struct {
-	f      *mcpFront
-	view   View
+type server struct {
+	f      *front
+	view   proxy.View
 	server *mcp.Server
 	tools  map[string]bool // the tools registered with the SDK
 }
@@ -222,8 +215,8 @@ type viewKey struct{}
 // server returns the SDK server of the request's view, building it on the
 // first request after a reload. Two requests racing after a reload may
 // both build one; either serves.
-func (f *mcpFront) server(r *http.Request) *mcp.Server {
-	v, ok := r.Context().Value(viewKey{}).(View)
+func (f *front) server(r *http.Request) *mcp.Server {
+	v, ok := r.Context().Value(viewKey{}).(proxy.View)
 	if !ok {
 		v = f.core.View()
 	}
@@ -231,8 +224,8 @@ func (f *mcpFront) server(r *http.Request) *mcp.Server {
 }
 
 // serverOf returns the SDK server of view v.
-func (f *mcpFront) serverOf(v View) *mcpServer {
-	if s := f.current.Load(); s != nil && s.view.st == v.st {
+func (f *front) serverOf(v proxy.View) *server {
+	if s := f.current.Load(); s != nil && s.view == v {
 		return s
 	}
 	s := f.build(v)
@@ -240,17 +233,17 @@ func (f *mcpFront) serverOf(v View) *mcpServer {
 	return s
 }
 
-func (f *mcpFront) build(v View) *mcpServer {
-	snap := v.st.snap
-	s := &mcpServer{f: f, view: v, tools: make(map[string]bool, len(snap.ToolNames))}
-	s.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: f.core.version}, &mcp.ServerOptions{
+func (f *front) build(v proxy.View) *server {
+	snap := v.Policy()
+	s := &server{f: f, view: v, tools: make(map[string]bool, len(snap.ToolNames))}
+	s.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: f.core.Version()}, &mcp.ServerOptions{
 		Instructions: f.instructions,
 		Logger:       f.logger,
 		// Tools only; the list can change on reload, but a stateless
 		// server has no stream to announce it on (clients re-list: every
 		// list is sent with ttlMs 0).
 		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-		SupportedProtocolVersions: MCPRevisions(),
+		SupportedProtocolVersions: Revisions(),
 	})
 	s.server.AddReceivingMiddleware(s.middleware)
 	for _, name := range snap.ToolNames {
@@ -263,13 +256,13 @@ func (f *mcpFront) build(v View) *mcpServer {
 // input schema it cannot serve, such as a malformed x-mcp-header
 // annotation; such a tool is left out of MCP, with an error in the log,
 // and stays callable on the HTTP front.
-func (s *mcpServer) register(ct *contracts.Contract) {
+func (s *server) register(ct *contracts.Contract) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.f.logger.Error("tool left out of MCP", "tool", ct.Name, "error", fmt.Sprint(p))
 		}
 	}()
-	s.server.AddTool(MCPTool(ct), s.call)
+	s.server.AddTool(Tool(ct), s.call)
 	s.tools[ct.Name] = true
 }
 
@@ -287,7 +280,7 @@ func unadvertised(method string) bool {
 // middleware filters tools/list by caller, runs unknown tools through the
 // core, and refuses methods of capabilities toolgate does not declare
 // where the revision says so; everything else goes to the SDK.
-func (s *mcpServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+func (s *server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
@@ -300,7 +293,7 @@ func (s *mcpServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if r.Params == nil || r.Params.Name == "" {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call needs params.name: the name of one of the listed tools"}
 			}
-			if s.view.st.snap.Tools[r.Params.Name] == nil {
+			if s.view.Policy().Tools[r.Params.Name] == nil {
 				return nil, s.unknownTool(ctx, r)
 			}
 		}
@@ -316,20 +309,20 @@ func (s *mcpServer) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // unknownTool counts a call of a tool the snapshot does not have as
 // not_found, like the HTTP front, and answers it as a JSON-RPC error.
-func (s *mcpServer) unknownTool(ctx context.Context, req *mcp.CallToolRequest) error {
+func (s *server) unknownTool(ctx context.Context, req *mcp.CallToolRequest) error {
 	h := requestHeader(req)
-	res := s.view.withoutTool(ctx, &Request{
+	res := s.view.UnknownTool(ctx, &proxy.Request{
 		Tool:     req.Params.Name,
 		Caller:   s.view.Identify(h),
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
-		LogAttrs: mcpLogAttrs(req.ProtocolVersion()),
+		LogAttrs: logAttrs(req.ProtocolVersion()),
 		Header:   h,
-	}, req.Params.Name, contracts.Reject(contracts.ReasonUnknownTool))
+	})
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: res.Envelope.Message}
 }
 
-func mcpLogAttrs(revision string) []slog.Attr {
+func logAttrs(revision string) []slog.Attr {
 	return []slog.Attr{
 		slog.String("mcp_method", "tools/call"),
 		slog.String("mcp_protocol_version", revision),
@@ -347,8 +340,8 @@ func requestRevision(req mcp.Request) string {
 // filter keeps the tools the caller of this HTTP request may use. The list
 // depends on the caller and changes on reload, so it is private and never
 // fresh for long.
-func (s *mcpServer) filter(list *mcp.ListToolsResult, h http.Header) *mcp.ListToolsResult {
-	snap := s.view.st.snap
+func (s *server) filter(list *mcp.ListToolsResult, h http.Header) *mcp.ListToolsResult {
+	snap := s.view.Policy()
 	caller := s.view.Identify(h)
 	out := *list
 	out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
@@ -361,50 +354,48 @@ func (s *mcpServer) filter(list *mcp.ListToolsResult, h http.Header) *mcp.ListTo
 	return &out
 }
 
-// MCPTool is a contract as an MCP tool: its published argument schema (with
-// the required idempotency_key of side-effecting tools), MCPOutputSchema as
-// output schema, and annotations derived from side_effect.
-func MCPTool(ct *contracts.Contract) *mcp.Tool {
-	// A side-effecting tool is idempotent by its key: a retry with the same
-	// key returns the stored result instead of acting twice.
-	ann := &mcp.ToolAnnotations{ReadOnlyHint: true, DestructiveHint: new(false), IdempotentHint: true}
-	if ct.SideEffect {
-		ann = &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: new(true), IdempotentHint: true}
-	}
+// Tool is a contract as an SDK tool: toolformats.MCPToolOf, the entry
+// GET /v1/tools?format=mcp shows too.
+func Tool(ct *contracts.Contract) *mcp.Tool {
+	t := toolformats.MCPToolOf(ct)
 	return &mcp.Tool{
-		Name:         ct.Name,
-		Description:  ct.Description,
-		InputSchema:  ct.PublishedSchema(),
-		OutputSchema: json.RawMessage(MCPOutputSchema),
-		Annotations:  ann,
+		Name:         t.Name,
+		Description:  t.Description,
+		InputSchema:  t.InputSchema,
+		OutputSchema: t.OutputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			ReadOnlyHint:    t.Annotations.ReadOnlyHint,
+			DestructiveHint: new(t.Annotations.DestructiveHint),
+			IdempotentHint:  t.Annotations.IdempotentHint,
+		},
 	}
 }
 
 // call is the SDK tool handler of every contract: it runs tools/call
 // through the core. Every outcome is a tool result: one text block, the
-// observation, for the model; MCPOutput as structuredContent; isError for
+// observation, for the model; Output as structuredContent; isError for
 // anything but ok and empty.
-func (s *mcpServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *server) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	tp, ts := req.Params.Meta["traceparent"], req.Params.Meta["tracestate"]
-	return mcpResult(s.callTool(ctx, requestHeader(req), req.Params.Name, req.Params.Arguments, tp, ts, req.ProtocolVersion())), nil
+	return result(s.callTool(ctx, requestHeader(req), req.Params.Name, req.Params.Arguments, tp, ts, req.ProtocolVersion())), nil
 }
 
-// mcpResult is the tools/call result of envelope env (the fast path
-// writes the same JSON without building it: mcp_fast_encode.go).
-func mcpResult(env *contracts.Envelope) *mcp.CallToolResult {
+// result is the tools/call result of envelope env (the fast path writes
+// the same JSON without building it: fast_encode.go).
+func result(env *contracts.Envelope) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: env.Observation}},
-		StructuredContent: MCPOutputOf(env),
+		StructuredContent: OutputOf(env),
 		IsError:           !env.Status.Success(),
 	}
 }
 
 // callTool runs a tools/call of tool name with arguments args (raw JSON as
 // sent; nil when absent) through the core: for the SDK's handler and for
-// the fast path (mcp_fast.go). tp and ts are _meta's traceparent and
+// the fast path (fast.go). tp and ts are _meta's traceparent and
 // tracestate, revision the request's protocol revision. It returns the
 // result's envelope.
-func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, args []byte, tp, ts any, revision string) *contracts.Envelope {
+func (s *server) callTool(ctx context.Context, h http.Header, name string, args []byte, tp, ts any, revision string) *contracts.Envelope {
 	return &s.view.Call(ctx, s.request(h, name, args, tp, ts, revision)).Envelope
 }
 
@@ -412,21 +403,21 @@ func (s *mcpServer) callTool(ctx context.Context, h http.Header, name string, ar
 // on the heap: the call runs on the stack below, which it would weigh on.
 //
 //go:noinline
-func (s *mcpServer) request(h http.Header, name string, args []byte, tp, ts any, revision string) *Request {
+func (s *server) request(h http.Header, name string, args []byte, tp, ts any, revision string) *proxy.Request {
 	v := s.view
 	if args == nil || string(args) == "null" {
 		args = []byte{} // no arguments: the empty object
 	}
-	args = nullArgs(v.st.snap.Tools[name], args)
+	args = v.NullArgs(name, args)
 	// MCP carries the W3C trace context in _meta (clients without headers),
 	// otherwise in the HTTP request's headers. An invalid _meta value does
 	// not replace the headers' (the core drops invalid ones either way).
 	traceparent, tracestate := h.Get("Traceparent"), h.Get("Tracestate")
-	if tp, ok := tp.(string); ok && validTraceParent(tp) {
+	if tp, ok := tp.(string); ok && proxy.ValidTraceParent(tp) {
 		traceparent = tp
 		tracestate, _ = ts.(string)
 	}
-	return &Request{
+	return &proxy.Request{
 		TraceParent: traceparent,
 		TraceState:  tracestate,
 		Tool:        name,
@@ -436,7 +427,7 @@ func (s *mcpServer) request(h http.Header, name string, args []byte, tp, ts any,
 		Caller:   v.Identify(h),
 		CallID:   h.Get("X-Request-Id"),
 		Front:    "mcp",
-		LogAttrs: mcpLogAttrs(revision),
+		LogAttrs: logAttrs(revision),
 		Header:   h,
 	}
 }

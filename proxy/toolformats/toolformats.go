@@ -1,9 +1,9 @@
-package proxy
-
-// GET /v1/tools?format=...: the tool list in the shape each model API takes
-// verbatim, so an agent passes the entries on without editing them.
+// Package toolformats is the tool list in the shape each model API takes
+// verbatim (GET /v1/tools?format=..., toolgate tools), so an agent passes
+// the entries on without editing them, and the reading of the arguments
+// those shapes make models send (NullArgs):
 //
-//	(none)         {"name","description","parameters","side_effect"}: DESIGN.md
+//	(none)         {"name","description","parameters","side_effect"}: List
 //	openai         {"type":"function","function":{"name","description","parameters"}}
 //	openai-strict  the same with "strict":true and parameters in the subset
 //	               OpenAI's strict mode takes (strictSchema)
@@ -13,6 +13,7 @@ package proxy
 // A tool the chosen API cannot take (a name with a dot; a schema strict
 // mode cannot express) is listed under "left_out" with the reason, never
 // sent in a shape the API refuses.
+package toolformats
 
 import (
 	"bytes"
@@ -26,8 +27,90 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// ToolFormats are the values of GET /v1/tools?format=, besides none.
-func ToolFormats() []string { return []string{"openai", "openai-strict", "anthropic", "mcp"} }
+// MCPTool is a tool as the MCP front lists it (tools/list) and
+// GET /v1/tools?format=mcp shows it, in the JSON the MCP Go SDK writes for
+// its Tool: the published argument schema (with the required
+// idempotency_key of side-effecting tools), MCPOutputSchema as output
+// schema, and annotations derived from side_effect. Package
+// proxy/mcpfront registers the SDK tool made of it (mcpfront.Tool).
+type MCPTool struct {
+	Annotations  MCPToolAnnotations `json:"annotations"`
+	Description  string             `json:"description,omitempty"`
+	InputSchema  json.RawMessage    `json:"inputSchema"`
+	Name         string             `json:"name"`
+	OutputSchema json.RawMessage    `json:"outputSchema"`
+}
+
+// MCPToolAnnotations are an MCP tool's hints.
+type MCPToolAnnotations struct {
+	DestructiveHint bool `json:"destructiveHint"`
+	IdempotentHint  bool `json:"idempotentHint"`
+	ReadOnlyHint    bool `json:"readOnlyHint"`
+}
+
+// MCPToolOf is contract ct as an MCP tool. A side-effecting tool is
+// idempotent by its key: a retry with the same key returns the stored
+// result instead of acting twice.
+func MCPToolOf(ct *contracts.Contract) *MCPTool {
+	return &MCPTool{
+		Annotations: MCPToolAnnotations{
+			ReadOnlyHint:    !ct.SideEffect,
+			DestructiveHint: ct.SideEffect,
+			IdempotentHint:  true,
+		},
+		Description:  ct.Description,
+		InputSchema:  ct.PublishedSchema(),
+		Name:         ct.Name,
+		OutputSchema: json.RawMessage(MCPOutputSchema),
+	}
+}
+
+// MCPOutputSchema is the JSON Schema of the structuredContent of every MCP
+// tools/call result (mcpfront.Output), published as every tool's
+// outputSchema. It names no $schema: MCP schemas default to 2020-12, and
+// the keywords used here mean the same in draft-07, which some clients'
+// validators assume.
+const MCPOutputSchema = `{` +
+	`"title":"toolgate call status",` +
+	`"description":"What happened, in fields; the text block (the observation) says it in words and carries the data.",` +
+	`"type":"object",` +
+	`"required":["status","retryable","side_effect","replayed","cost","tool","call_id"],` +
+	`"additionalProperties":false,` +
+	`"properties":{` +
+	`"status":{"type":"string","enum":["ok","empty","bad_args","forbidden","not_found","timeout","upstream"],"description":"What happened; ok and empty are successes."},` +
+	`"retryable":{"type":"boolean","description":"Re-sending the identical call (same arguments, same idempotency key) later may succeed."},` +
+	`"retry_after_ms":{"type":"integer","minimum":0,"description":"When a retry makes sense, in milliseconds."},` +
+	`"side_effect":{"type":"string","enum":["none","done","unknown"],"description":"Whether the call changed anything: none, done, or unknown when the outcome was lost."},` +
+	`"replayed":{"type":"boolean","description":"A stored result for a repeated idempotency key; the backend was not called again."},` +
+	`"cost":{"type":"number","minimum":0,"description":"Cost units this call consumed."},` +
+	`"tool":{"type":"string","description":"The tool's name as called."},` +
+	`"call_id":{"type":"string","description":"The call's id, for support and logs."}` +
+	`}}`
+
+// Info is one entry of GET /v1/tools, in the shape function-calling
+// APIs take.
+type Info struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	SideEffect  bool            `json:"side_effect"`
+}
+
+// List lists the tools of snap that allow accepts, sorted by name.
+func List(snap *policy.Snapshot, allow func(name string) bool) []Info {
+	out := make([]Info, 0, len(snap.ToolNames))
+	for _, name := range snap.ToolNames {
+		if !allow(name) {
+			continue
+		}
+		ct := snap.Tools[name]
+		out = append(out, Info{Name: name, Description: ct.Description, Parameters: ct.PublishedSchema(), SideEffect: ct.SideEffect})
+	}
+	return out
+}
+
+// Formats are the values of GET /v1/tools?format=, besides none.
+func Formats() []string { return []string{"openai", "openai-strict", "anthropic", "mcp"} }
 
 // LeftOut is a tool a format cannot carry, and why.
 type LeftOut struct {
@@ -35,11 +118,11 @@ type LeftOut struct {
 	Reason string `json:"reason"`
 }
 
-// ToolListIn is the tool list of snap that allow accepts in format (one of
+// ListIn is the tool list of snap that allow accepts in format (one of
 // ToolFormats): the entries, and the tools left out.
-func ToolListIn(snap *policy.Snapshot, allow func(name string) bool, format string) ([]any, []LeftOut, error) {
-	if !slices.Contains(ToolFormats(), format) {
-		return nil, nil, fmt.Errorf("format %q is not one of %s", format, strings.Join(ToolFormats(), ", "))
+func ListIn(snap *policy.Snapshot, allow func(name string) bool, format string) ([]any, []LeftOut, error) {
+	if !slices.Contains(Formats(), format) {
+		return nil, nil, fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats(), ", "))
 	}
 	entries := []any{}
 	var left []LeftOut
@@ -74,7 +157,7 @@ func apiToolName(name string) bool {
 
 func toolEntry(ct *contracts.Contract, format string) (any, error) {
 	if format == "mcp" {
-		return MCPTool(ct), nil
+		return MCPToolOf(ct), nil
 	}
 	if !apiToolName(ct.Name) {
 		return nil, fmt.Errorf("the API takes tool names of 1 to 64 letters, digits, '_' and '-'")

@@ -1,23 +1,29 @@
-package proxy
+package mcpfront
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy"
 )
 
-// BenchmarkMCPCall is one search call as an MCP tools/call through
-// Core.Handler in process (POST /mcp, stateless, no initialize first),
+// BenchmarkMCPCall is one search call as an MCP tools/call through the
+// agent port's handler in process (POST /mcp, stateless, no initialize first),
 // against a canned backend answer: the MCP front's cost around the core,
 // to compare with BenchmarkAgentHandler's POST /v1/tools.
 func BenchmarkMCPCall(b *testing.B) {
-	h := benchCore(b, cannedTransport{body: searchAnswer()}).Handler()
-	ctx := loopbackContext()
+	core := benchCore(b, proxytest.CannedTransport{Body: proxytest.SearchAnswer()})
+	h := core.Handler(Front(core, Options{}))
+	ctx := proxytest.LoopbackContext()
 	for _, rev := range []string{"", "2025-06-18", "2026-07-28"} {
 		name := rev
 		if name == "" {
@@ -52,15 +58,19 @@ func BenchmarkMCPCall(b *testing.B) {
 	}
 }
 
-// searchAnswer is the example search backend's answer to q=go&limit=5.
-func searchAnswer() []byte {
-	rec := httptest.NewRecorder()
-	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil))
-	return rec.Body.Bytes()
-}
-
-// loopbackContext is the context of a request an agent sends to the agent
-// port on loopback (the browser checks read the local address).
-func loopbackContext() context.Context {
-	return context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
+// benchCore is a core of the example policy whose backends are rt, closed
+// with the benchmark.
+func benchCore(b *testing.B, rt http.RoundTripper) *proxy.Core {
+	b.Helper()
+	doc := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:0", "127.0.0.1:9090", "127.0.0.1:1").Replace(string(examples.Policy()))
+	snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	core, err := proxy.NewCore(snap, proxy.Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return rt }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(core.Close)
+	return core
 }

@@ -1,4 +1,4 @@
-package proxy
+package mcpfront
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 )
 
 // sdkFastAnswer is the reference for appendFastAnswer: the answer as the
@@ -21,7 +22,7 @@ func sdkFastAnswer(id jsonrpc.ID, env *contracts.Envelope) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(mcpResult(env)); err != nil {
+	if err := enc.Encode(result(env)); err != nil {
 		return nil, err
 	}
 	return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: bytes.TrimRight(buf.Bytes(), "\n")})
@@ -61,7 +62,7 @@ func window(b []byte, i int) []byte {
 func fastIDs(t testing.TB, texts ...string) []jsonrpc.ID {
 	var ids []jsonrpc.ID
 	for _, text := range texts {
-		var call mcpFastCall
+		var call fastCall
 		if !parseFastCall([]byte(`{"jsonrpc":"2.0","id":`+text+`,"method":"tools/call","params":{"name":"t"}}`), map[string]bool{"t": true}, &call) {
 			t.Fatalf("the fast path refuses id %s", text)
 		}
@@ -181,7 +182,7 @@ func FuzzMCPFastAnswer(f *testing.F) {
 func BenchmarkMCPFastAnswer(b *testing.B) {
 	env := &contracts.Envelope{
 		Status: contracts.StatusOK, SideEffect: contracts.SideEffectNone, Cost: 1, Tool: "search_articles", CallID: "01J9ZQ3X7Y8K2M4N6P8R0T2V4W",
-		Observation: "[OK] Found 5 results for \"go\".\n" + string(searchAnswer()),
+		Observation: "[OK] Found 5 results for \"go\".\n" + string(proxytest.SearchAnswer()),
 	}
 	id := fastIDs(b, "1")[0]
 	b.Run("direct", func(b *testing.B) {

@@ -1,4 +1,4 @@
-package proxy_test
+package mcpfront_test
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // TestMCPMetaTraceparentReachesTheBackend: an MCP client without header
@@ -43,7 +45,7 @@ func TestMCPMetaTraceparentReachesTheBackend(t *testing.T) {
 				_, _ = w.Write([]byte(`{"results":[{"id":1}],"total":1}`))
 			}))
 			defer backend.Close()
-			doc := mcpPolicy(t, backend.URL, backend.URL, nil)
+			doc := mcptest.Policy(t, backend.URL, backend.URL, nil)
 			snap, err := config.CompileSource("policy.yaml", doc, config.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -53,13 +55,13 @@ func TestMCPMetaTraceparentReachesTheBackend(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer core.Close()
-			srv := httptest.NewServer(core.Handler())
+			srv := httptest.NewServer(mcptest.AgentHandler(core, mcpfront.Options{}))
 			defer srv.Close()
 			header := http.Header{}
 			if tc.header != "" {
 				header.Set("Traceparent", tc.header)
 			}
-			cs := mcpConnect(t, srv.URL+"/mcp", "2025-11-25", header)
+			cs := mcptest.Connect(t, srv.URL+"/mcp", "2025-11-25", header)
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{
 				Meta:      tc.meta,
 				Name:      "search_articles",

@@ -1,14 +1,14 @@
-package proxy
+package mcpfront
 
 // The fast path of the MCP front: a tools/call of a registered tool, in
 // the plainest form a client sends it under a revision before 2026-07-28,
 // is answered here instead of by the SDK, which would decode the message
 // nine times (each decode allocating a 32 KiB buffer), build a session
 // and a JSON-RPC connection for it, and run the same handler
-// (mcpServer.callTool) in the end.
+// (server.callTool) in the end.
 //
 // The answer is the SDK's, byte for byte: the JSON the SDK writes for the
-// same result, written directly (mcp_fast_encode.go), with the SDK's
+// same result, written directly (fast_encode.go), with the SDK's
 // headers. Anything the fast path does not recognise exactly (another
 // method, a batch, a key it does not know, a repeated key, an escaped
 // key, an id that is not a small integer or a plain string, _meta beyond
@@ -21,14 +21,16 @@ import (
 	"bytes"
 	"mime"
 	"net/http"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/toolgate/toolgate/internal/jsontape"
+	"github.com/toolgate/toolgate/proxy"
 )
 
-// mcpFastCall is a tools/call the fast path serves.
-type mcpFastCall struct {
+// fastCall is a tools/call the fast path serves.
+type fastCall struct {
 	id     jsonrpc.ID
 	name   string
 	args   []byte // the arguments as sent; nil when absent
@@ -37,9 +39,9 @@ type mcpFastCall struct {
 
 // serveFast answers a tools/call on the fast path and reports whether it
 // did; when it did not, nothing was written.
-func (f *mcpFront) serveFast(w http.ResponseWriter, r *http.Request, v View, revision string, body []byte) bool {
+func (f *front) serveFast(w http.ResponseWriter, r *http.Request, v proxy.View, revision string, body []byte) bool {
 	s := f.serverOf(v)
-	call := f.fastCall(r, s, revision, body)
+	call := f.fastCallOf(r, s, revision, body)
 	if call == nil {
 		return false
 	}
@@ -47,8 +49,7 @@ func (f *mcpFront) serveFast(w http.ResponseWriter, r *http.Request, v View, rev
 		revision = "2025-03-26" // the SDK's assumption without the header
 	}
 	env := s.callTool(r.Context(), r.Header, call.name, call.args, call.tp, call.ts, revision)
-	// The SDK's bytes for mcpResult(env), written directly
-	// (mcp_fast_encode.go).
+	// The SDK's bytes for result(env), written directly (fast_encode.go).
 	p := outPool.Get().(*[]byte)
 	msg, ok := appendFastAnswer((*p)[:0], call.id, env)
 	if !ok {
@@ -64,19 +65,19 @@ func (f *mcpFront) serveFast(w http.ResponseWriter, r *http.Request, v View, rev
 	return true
 }
 
-// fastCall is the tools/call the fast path serves, or nil when the SDK
+// fastCallOf is the tools/call the fast path serves, or nil when the SDK
 // serves the message. Out of line, with the call on the heap: what it
 // reads takes no room on the stack the call runs on.
 //
 //go:noinline
-func (f *mcpFront) fastCall(r *http.Request, s *mcpServer, revision string, body []byte) *mcpFastCall {
+func (f *front) fastCallOf(r *http.Request, s *server, revision string, body []byte) *fastCall {
 	if f.sdkOnly || revision >= "2026-07-28" || len(r.Header.Values("Last-Event-ID")) > 0 {
 		return nil
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil
 	}
-	call := new(mcpFastCall)
+	call := new(fastCall)
 	if !parseFastCall(body, s.tools, call) {
 		return nil
 	}
@@ -87,7 +88,7 @@ func (f *mcpFront) fastCall(r *http.Request, s *mcpServer, revision string, body
 // {"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":NAME,
 // "arguments":ANY,"_meta":{"traceparent":S,"tracestate":S}}} in any order,
 // params' members but name optional. ok is false for anything else.
-func parseFastCall(body []byte, tools map[string]bool, call *mcpFastCall) (ok bool) {
+func parseFastCall(body []byte, tools map[string]bool, call *fastCall) (ok bool) {
 	tape, root, err := jsontape.ParseObject(body)
 	if err != nil {
 		return false
@@ -120,7 +121,7 @@ func parseFastCall(body []byte, tools map[string]bool, call *mcpFastCall) (ok bo
 }
 
 // fastParams reads the params of a tools/call into call.
-func fastParams(params jsontape.Value, tools map[string]bool, call *mcpFastCall) bool {
+func fastParams(params jsontape.Value, tools map[string]bool, call *fastCall) bool {
 	if params.Kind() != jsontape.Object {
 		return false
 	}
@@ -154,7 +155,7 @@ func fastParams(params jsontape.Value, tools map[string]bool, call *mcpFastCall)
 }
 
 // fastMeta reads a _meta of traceparent and tracestate strings only.
-func fastMeta(meta jsontape.Value, call *mcpFastCall) bool {
+func fastMeta(meta jsontape.Value, call *fastCall) bool {
 	if meta.Kind() != jsontape.Object {
 		return false
 	}
@@ -242,4 +243,15 @@ func fastID(v jsontape.Value) (jsonrpc.ID, bool) {
 		return id, err == nil
 	}
 	return jsonrpc.ID{}, false
+}
+
+// outPool recycles the buffers the fast path writes answers into.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// putOut returns a buffer to outPool, keeping the array b grew it to.
+func putOut(p *[]byte, b []byte) {
+	if cap(b) <= 64<<10 {
+		*p = b[:0]
+		outPool.Put(p)
+	}
 }

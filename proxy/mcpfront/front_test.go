@@ -1,4 +1,4 @@
-package proxy_test
+package mcpfront_test
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -18,231 +17,26 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
-	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
-// mcpRevisions are the protocol revisions toolgate serves over MCP; every
-// Go SDK client test runs at each.
-var mcpRevisions = proxy.MCPRevisions()
-
-// mcpEnv is a toolgate serving the example policy over MCP (and the HTTP
-// front, for comparisons) in front of the example backends.
-type mcpEnv struct {
-	core   *proxy.Core
-	notify *examples.NotifyBackend
-	server *httptest.Server // the agent port: /mcp and /v1/tools
-	logs   *proxytest.LogBuffer
-
-	searchURL, notifyURL string
-}
-
-// mcpPolicy is the example policy with its backends' addresses; edit
-// rewrites it further for one test.
-func mcpPolicy(t *testing.T, searchURL, notifyURL string, edit func(string) string) []byte {
-	t.Helper()
-	doc := strings.NewReplacer("http://127.0.0.1:7001", searchURL, "http://127.0.0.1:7002", notifyURL).Replace(string(examples.Policy()))
-	if edit != nil {
-		doc = edit(doc)
-	}
-	return []byte(doc)
-}
-
-func newMCPEnv(t *testing.T, edit func(string) string) *mcpEnv {
-	t.Helper()
-	search := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{SlowDelay: 2 * time.Second}))
-	t.Cleanup(search.Close)
-	notify := examples.NewNotifyBackend(examples.NotifyOptions{})
-	notifySrv := httptest.NewServer(notify)
-	t.Cleanup(notifySrv.Close)
-	snap, err := config.CompileSource("policy.yaml", mcpPolicy(t, search.URL, notifySrv.URL, edit), config.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &proxytest.LogBuffer{}
-	core, err := proxy.NewCore(snap, proxy.Options{Registry: prometheus.NewRegistry(), Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(mcpAgentMux(core, proxy.MCPOptions{}))
-	t.Cleanup(func() {
-		srv.Close()
-		core.Close()
-	})
-	return &mcpEnv{core: core, notify: notify, server: srv, logs: logs, searchURL: search.URL, notifyURL: notifySrv.URL}
-}
-
-// mcpAgentMux is the agent port as the lead's Core.Handler will route it:
-// /mcp to the MCP handler, everything else to the HTTP front.
-func mcpAgentMux(core *proxy.Core, opts proxy.MCPOptions) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", core.MCPHandler(opts))
-	mux.Handle("/", core.Handler())
-	return mux
-}
-
-// mcpHeaderTransport adds fixed headers (the caller, a request id) to every
-// request of an MCP client, as a configured client would.
-type mcpHeaderTransport struct {
-	header http.Header
-	next   http.RoundTripper
-}
-
-func (h mcpHeaderTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range h.header {
-		r.Header[k] = v
-	}
-	return h.next.RoundTrip(r)
-}
-
-// mcpConnect opens an MCP session with the Go SDK's client at revision, with
-// extra headers on every request.
-func mcpConnect(t *testing.T, endpoint, revision string, header http.Header) *mcp.ClientSession {
-	t.Helper()
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1.0.0"}, nil)
-	transport := &mcp.StreamableClientTransport{
-		Endpoint:   endpoint,
-		HTTPClient: &http.Client{Transport: mcpHeaderTransport{header: header, next: http.DefaultTransport}},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: revision})
-	if err != nil {
-		t.Fatalf("connect at %s: %v", revision, err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	if got := cs.InitializeResult().ProtocolVersion; got != revision {
-		t.Fatalf("negotiated %s, want %s", got, revision)
-	}
-	return cs
-}
-
-func mcpCaller(caller string) http.Header {
-	h := http.Header{}
-	if caller != "" {
-		h.Set("X-Toolgate-Caller", caller)
-	}
-	return h
-}
-
-func mcpCallTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		t.Fatalf("tools/call %s: %v", name, err)
-	}
-	return res
-}
-
-// mcpResult is a tools/call result as a test reads it: the fields of its
-// structuredContent and its one text block.
-type mcpResult struct {
-	proxy.MCPOutput
-	Text string // the observation
-}
-
-// data is the JSON the observation carries after its first line, or "".
-func (r *mcpResult) data() string {
-	_, data, _ := strings.Cut(r.Text, "\n")
-	return data
-}
-
-// mcpResultOf checks the shape every tool result must have (MCPOutput as
-// structuredContent, valid against the published output schema; one text
-// block for the model; isError unless ok or empty) and returns it.
-func mcpResultOf(t *testing.T, res *mcp.CallToolResult) *mcpResult {
-	t.Helper()
-	raw, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mcpOutputSchema(t).Validate(mcpDecodeObject(t, raw)); err != nil {
-		t.Errorf("structuredContent fails the output schema: %v: %s", err, raw)
-	}
-	out := &mcpResult{}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&out.MCPOutput); err != nil {
-		t.Fatalf("structuredContent is not an MCPOutput: %v: %s", err, raw)
-	}
-	if len(res.Content) != 1 {
-		t.Fatalf("want one content block, got %d", len(res.Content))
-	}
-	text, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		t.Fatalf("content block is %T, want text", res.Content[0])
-	}
-	out.Text = text.Text
-	if !strings.HasPrefix(out.Text, out.Status.Tag()+" ") {
-		t.Errorf("text block %q does not start with %s", out.Text, out.Status.Tag())
-	}
-	if res.IsError != !out.Status.Success() {
-		t.Errorf("isError = %v for status %s", res.IsError, out.Status)
-	}
-	return out
-}
-
-func mcpOutputSchema(t *testing.T) *contracts.Schema {
-	t.Helper()
-	var doc any
-	if err := json.Unmarshal([]byte(proxy.MCPOutputSchema), &doc); err != nil {
-		t.Fatal(err)
-	}
-	schema, err := contracts.CompileSchema(doc)
-	if err != nil {
-		t.Fatalf("the output schema does not compile: %v", err)
-	}
-	return schema
-}
-
-func mcpDecodeObject(t *testing.T, raw []byte) map[string]any {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func mcpToolNames(tools []*mcp.Tool) []string {
-	names := make([]string, 0, len(tools))
-	for _, tl := range tools {
-		names = append(names, tl.Name)
-	}
-	return names
-}
-
-func mcpListTools(t *testing.T, cs *mcp.ClientSession) []*mcp.Tool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	return res.Tools
-}
-
 func TestMCPToolListIsFilteredByCaller(t *testing.T) {
-	env := newMCPEnv(t, nil)
-	denyEnv := newMCPEnv(t, func(doc string) string {
+	env := mcptest.NewEnv(t, nil)
+	denyEnv := mcptest.NewEnv(t, func(doc string) string {
 		return strings.Replace(doc, "default: allow", "default: deny", 1)
 	})
 	cases := []struct {
 		name   string
-		env    *mcpEnv
+		env    *mcptest.Env
 		caller string
 		want   []string
 	}{
@@ -251,11 +45,11 @@ func TestMCPToolListIsFilteredByCaller(t *testing.T) {
 		{"an unlisted caller gets access.default allow", env, "", []string{"search_articles", "send_notification"}},
 		{"an unlisted caller gets access.default deny", denyEnv, "stranger", []string{}},
 	}
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		for _, tc := range cases {
 			t.Run(rev+"/"+tc.name, func(t *testing.T) {
-				cs := mcpConnect(t, tc.env.server.URL+"/mcp", rev, mcpCaller(tc.caller))
-				if got := mcpToolNames(mcpListTools(t, cs)); !slices.Equal(got, tc.want) {
+				cs := mcptest.Connect(t, tc.env.Server.URL+"/mcp", rev, mcptest.Caller(tc.caller))
+				if got := mcptest.ToolNames(mcptest.ListTools(t, cs)); !slices.Equal(got, tc.want) {
 					t.Errorf("tools = %v, want %v", got, tc.want)
 				}
 			})
@@ -264,17 +58,17 @@ func TestMCPToolListIsFilteredByCaller(t *testing.T) {
 }
 
 func TestMCPToolsDescribeTheirContracts(t *testing.T) {
-	env := newMCPEnv(t, nil)
-	snap := env.core.Snapshot()
+	env := mcptest.NewEnv(t, nil)
+	snap := env.Core.Snapshot()
 	var outputSchema any
-	if err := json.Unmarshal([]byte(proxy.MCPOutputSchema), &outputSchema); err != nil {
+	if err := json.Unmarshal([]byte(toolformats.MCPOutputSchema), &outputSchema); err != nil {
 		t.Fatal(err)
 	}
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		t.Run(rev, func(t *testing.T) {
-			tools := mcpListTools(t, mcpConnect(t, env.server.URL+"/mcp", rev, nil))
+			tools := mcptest.ListTools(t, mcptest.Connect(t, env.Server.URL+"/mcp", rev, nil))
 			if len(tools) != 2 {
-				t.Fatalf("want 2 tools, got %v", mcpToolNames(tools))
+				t.Fatalf("want 2 tools, got %v", mcptest.ToolNames(tools))
 			}
 			for _, tl := range tools {
 				ct := snap.Tools[tl.Name]
@@ -310,7 +104,7 @@ func TestMCPToolsDescribeTheirContracts(t *testing.T) {
 }
 
 // TestMCPOutputSchemaMatchesMCPOutput pins the hand-written output schema
-// to proxy.MCPOutput: same fields, required exactly when never omitted,
+// to mcpfront.Output: same fields, required exactly when never omitted,
 // and the closed sets of status and side_effect; every field is an
 // envelope field of the same name.
 func TestMCPOutputSchemaMatchesMCPOutput(t *testing.T) {
@@ -319,12 +113,12 @@ func TestMCPOutputSchemaMatchesMCPOutput(t *testing.T) {
 		AdditionalProperties bool                      `json:"additionalProperties"`
 		Properties           map[string]map[string]any `json:"properties"`
 	}
-	if err := json.Unmarshal([]byte(proxy.MCPOutputSchema), &doc); err != nil {
+	if err := json.Unmarshal([]byte(toolformats.MCPOutputSchema), &doc); err != nil {
 		t.Fatal(err)
 	}
-	mcpOutputSchema(t) // compiles
+	mcptest.OutputSchema(t) // compiles
 	var fields, required []string
-	typ := reflect.TypeFor[proxy.MCPOutput]()
+	typ := reflect.TypeFor[mcpfront.Output]()
 	envelope := reflect.TypeFor[contracts.Envelope]()
 	for i := range typ.NumField() {
 		tag := typ.Field(i).Tag.Get("json")
@@ -383,17 +177,17 @@ func TestMCPCallsRunTheSamePipeline(t *testing.T) {
 		{"a backend slower than the deadline is timeout", "search_articles", map[string]any{"q": "slow"}, contracts.StatusTimeout},
 		{"a backend crash is upstream without the stack trace", "search_articles", map[string]any{"q": "crash"}, contracts.StatusUpstream},
 	}
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		// A toolgate per revision: the failures of one would open the
 		// breaker for the next.
-		env := newMCPEnv(t, func(doc string) string {
+		env := mcptest.NewEnv(t, func(doc string) string {
 			// The search tool's deadline, short so the timeout row is quick.
 			return strings.Replace(doc, "timeout: 500ms", "timeout: 200ms", 1)
 		})
-		cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("research-agent"))
+		cs := mcptest.Connect(t, env.Server.URL+"/mcp", rev, mcptest.Caller("research-agent"))
 		for _, tc := range cases {
 			t.Run(rev+"/"+tc.name, func(t *testing.T) {
-				e := mcpResultOf(t, mcpCallTool(t, cs, tc.tool, tc.args))
+				e := mcptest.ResultOf(t, mcptest.CallTool(t, cs, tc.tool, tc.args))
 				if e.Status != tc.status {
 					t.Fatalf("status %s, want %s: %s", e.Status, tc.status, e.Text)
 				}
@@ -412,11 +206,11 @@ func TestMCPCallsRunTheSamePipeline(t *testing.T) {
 // HTTP front's answer to the same call: the text block is the envelope's
 // observation, structuredContent its MCPOutput fields.
 func TestMCPResultIsTheHTTPEnvelope(t *testing.T) {
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	for _, args := range []string{`{"q":"go","limit":2}`, `{"q":"量子引力"}`, `{"q":"secret"}`, `{"q":"go","limit":0}`} {
 		t.Run(args, func(t *testing.T) {
 			header := http.Header{"X-Request-Id": {"req-42"}, "X-Toolgate-Caller": {"research-agent"}}
-			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", header,
+			resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", "2025-11-25", header,
 				`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_articles","arguments":`+args+`}}`)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("HTTP %d: %s", resp.StatusCode, body)
@@ -430,7 +224,7 @@ func TestMCPResultIsTheHTTPEnvelope(t *testing.T) {
 			if err := json.Unmarshal(body, &msg); err != nil || len(msg.Result.Content) != 1 {
 				t.Fatalf("%v: %s", err, body)
 			}
-			req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/v1/tools/search_articles", strings.NewReader(args))
+			req, _ := http.NewRequest(http.MethodPost, env.Server.URL+"/v1/tools/search_articles", strings.NewReader(args))
 			req.Header = header.Clone()
 			req.Header.Set("Content-Type", "application/json")
 			httpResp, err := http.DefaultClient.Do(req)
@@ -446,7 +240,7 @@ func TestMCPResultIsTheHTTPEnvelope(t *testing.T) {
 			if got := msg.Result.Content[0].Text; got != want.Observation {
 				t.Errorf("text block differs from the HTTP observation:\n mcp:  %s\n http: %s", got, want.Observation)
 			}
-			wantFields, _ := json.Marshal(proxy.MCPOutputOf(want))
+			wantFields, _ := json.Marshal(mcpfront.OutputOf(want))
 			if got := string(msg.Result.StructuredContent); got != string(wantFields) {
 				t.Errorf("structuredContent differs from the HTTP envelope's fields:\n mcp:  %s\n http: %s", got, wantFields)
 			}
@@ -458,7 +252,7 @@ func TestMCPResultIsTheHTTPEnvelope(t *testing.T) {
 // would: they reach the core as raw bytes, so the HTTP front's strict
 // parsing applies, and the answer is a tool result, never a JSON-RPC error.
 func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	for _, tc := range []struct {
 		name, params string
 		status       contracts.Status
@@ -473,7 +267,7 @@ func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
 		{"a required argument given as null is bad_args", `"arguments":{"q":null}`, contracts.StatusBadArgs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+			resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", "2025-11-25", nil,
 				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles",`+tc.params+`}}`)
 			var msg struct {
 				Result *mcp.CallToolResult `json:"result"`
@@ -481,7 +275,7 @@ func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
 			if err := json.Unmarshal(body, &msg); err != nil || resp.StatusCode != http.StatusOK || msg.Result == nil {
 				t.Fatalf("HTTP %d, want a tool result: %s", resp.StatusCode, body)
 			}
-			if e := mcpResultOf(t, msg.Result); e.Status != tc.status {
+			if e := mcptest.ResultOf(t, msg.Result); e.Status != tc.status {
 				t.Errorf("status %s, want %s: %s", e.Status, tc.status, e.Text)
 			}
 		})
@@ -489,31 +283,31 @@ func TestMCPArgumentsAreParsedLikeHTTPBodies(t *testing.T) {
 }
 
 func TestMCPIdempotentReplayThroughTheKeyArgument(t *testing.T) {
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		t.Run(rev, func(t *testing.T) {
-			env := newMCPEnv(t, nil)
-			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("ops-agent"))
+			env := mcptest.NewEnv(t, nil)
+			cs := mcptest.Connect(t, env.Server.URL+"/mcp", rev, mcptest.Caller("ops-agent"))
 			args := map[string]any{"user_id": "alice", "text": "Your report is ready.", contracts.IdempotencyKeyArg: "mcp-key-1"}
-			first := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", args))
+			first := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "send_notification", args))
 			if first.Status != contracts.StatusOK || first.SideEffect != contracts.SideEffectDone || first.Replayed {
 				t.Fatalf("first call: %+v", first)
 			}
-			second := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", args))
+			second := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "send_notification", args))
 			if !second.Replayed {
 				t.Fatalf("second call with the same key was not replayed: %+v", second)
 			}
-			if second.Status != first.Status || second.data() != first.data() || second.Cost != 0 {
+			if second.Status != first.Status || second.Data() != first.Data() || second.Cost != 0 {
 				t.Errorf("replay %+v differs from the first result %+v", second, first)
 			}
-			if n := env.notify.Count(); n != 1 {
+			if n := env.Notify.Count(); n != 1 {
 				t.Errorf("the backend sent %d notifications, want 1", n)
 			}
 			other := map[string]any{"user_id": "alice", "text": "Another text.", contracts.IdempotencyKeyArg: "mcp-key-1"}
-			if e := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", other)); e.Status != contracts.StatusBadArgs {
+			if e := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "send_notification", other)); e.Status != contracts.StatusBadArgs {
 				t.Errorf("key reused with other arguments: %s, want bad_args", e.Status)
 			}
 			noKey := map[string]any{"user_id": "alice", "text": "No key."}
-			if e := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", noKey)); e.Status != contracts.StatusBadArgs {
+			if e := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "send_notification", noKey)); e.Status != contracts.StatusBadArgs {
 				t.Errorf("missing key: %s, want bad_args", e.Status)
 			}
 		})
@@ -521,16 +315,16 @@ func TestMCPIdempotentReplayThroughTheKeyArgument(t *testing.T) {
 }
 
 func TestMCPCallerMayOnlyCallItsTools(t *testing.T) {
-	env := newMCPEnv(t, nil)
-	for _, rev := range mcpRevisions {
+	env := mcptest.NewEnv(t, nil)
+	for _, rev := range mcptest.Revisions {
 		t.Run(rev, func(t *testing.T) {
-			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("research-agent"))
+			cs := mcptest.Connect(t, env.Server.URL+"/mcp", rev, mcptest.Caller("research-agent"))
 			args := map[string]any{"user_id": "alice", "text": "hi", contracts.IdempotencyKeyArg: "k-" + rev}
-			e := mcpResultOf(t, mcpCallTool(t, cs, "send_notification", args))
+			e := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "send_notification", args))
 			if e.Status != contracts.StatusForbidden {
 				t.Fatalf("status %s, want forbidden", e.Status)
 			}
-			if env.notify.Count() != 0 {
+			if env.Notify.Count() != 0 {
 				t.Error("a forbidden call reached the backend")
 			}
 		})
@@ -538,10 +332,10 @@ func TestMCPCallerMayOnlyCallItsTools(t *testing.T) {
 }
 
 func TestMCPUnknownToolIsAJSONRPCError(t *testing.T) {
-	env := newMCPEnv(t, nil)
-	for i, rev := range mcpRevisions {
+	env := mcptest.NewEnv(t, nil)
+	for i, rev := range mcptest.Revisions {
 		t.Run(rev, func(t *testing.T) {
-			cs := mcpConnect(t, env.server.URL+"/mcp", rev, nil)
+			cs := mcptest.Connect(t, env.Server.URL+"/mcp", rev, nil)
 			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "delete_everything", Arguments: map[string]any{}})
 			var rpcErr *jsonrpc.Error
 			if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
@@ -550,14 +344,14 @@ func TestMCPUnknownToolIsAJSONRPCError(t *testing.T) {
 			if !strings.Contains(rpcErr.Message, "delete_everything") {
 				t.Errorf("message %q does not name the tool", rpcErr.Message)
 			}
-			got := testutil.ToFloat64(env.core.Metrics().ToolCalls.WithLabelValues("unknown", "not_found", "unknown"))
+			got := testutil.ToFloat64(env.Core.Metrics().ToolCalls.WithLabelValues("unknown", "not_found", "unknown"))
 			if got != float64(i+1) {
 				t.Errorf("toolgate_tool_calls_total{tool=unknown,status=not_found} = %v, want %d", got, i+1)
 			}
 		})
 	}
 	t.Run("the answer is HTTP 200", func(t *testing.T) {
-		resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+		resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", "2025-11-25", nil,
 			`{"jsonrpc":"2.0","id":"u1","method":"tools/call","params":{"name":"nope","arguments":{}}}`)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"code":-32602`) {
 			t.Errorf("HTTP %d: %s", resp.StatusCode, body)
@@ -566,10 +360,10 @@ func TestMCPUnknownToolIsAJSONRPCError(t *testing.T) {
 }
 
 func TestMCPCallsAreMeasuredAndLogged(t *testing.T) {
-	env := newMCPEnv(t, nil)
-	cs := mcpConnect(t, env.server.URL+"/mcp", "2026-07-28", mcpCaller("research-agent"))
-	mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
-	m := env.core.Metrics()
+	env := mcptest.NewEnv(t, nil)
+	cs := mcptest.Connect(t, env.Server.URL+"/mcp", "2026-07-28", mcptest.Caller("research-agent"))
+	mcptest.ResultOf(t, mcptest.CallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
+	m := env.Core.Metrics()
 	if got := testutil.ToFloat64(m.ToolCalls.WithLabelValues("search_articles", "ok", "research-agent")); got != 1 {
 		t.Errorf("toolgate_tool_calls_total{search_articles,ok,research-agent} = %v, want 1", got)
 	}
@@ -577,7 +371,7 @@ func TestMCPCallsAreMeasuredAndLogged(t *testing.T) {
 		t.Errorf("toolgate_tool_cost_total = %v, want 0.001", got)
 	}
 	var line map[string]any
-	for l := range strings.Lines(env.logs.String()) {
+	for l := range strings.Lines(env.Logs.String()) {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
@@ -591,7 +385,7 @@ func TestMCPCallsAreMeasuredAndLogged(t *testing.T) {
 		line = m
 	}
 	if line == nil {
-		t.Fatalf("no call log line in %s", env.logs.String())
+		t.Fatalf("no call log line in %s", env.Logs.String())
 	}
 	for k, want := range map[string]string{"front": "mcp", "mcp_method": "tools/call", "mcp_protocol_version": "2026-07-28", "tool": "search_articles", "caller": "research-agent", "status": "ok"} {
 		if line[k] != want {
@@ -601,30 +395,30 @@ func TestMCPCallsAreMeasuredAndLogged(t *testing.T) {
 }
 
 func TestMCPToolListFollowsReloads(t *testing.T) {
-	env := newMCPEnv(t, nil)
-	original := env.core.Snapshot()
-	narrowed, err := config.CompileSource("policy.yaml", mcpPolicy(t, env.searchURL, env.notifyURL, func(doc string) string {
+	env := mcptest.NewEnv(t, nil)
+	original := env.Core.Snapshot()
+	narrowed, err := config.CompileSource("policy.yaml", mcptest.Policy(t, env.SearchURL, env.NotifyURL, func(doc string) string {
 		return strings.Replace(doc, `tools: ["*"]`, `tools: [search_articles]`, 1)
 	}), config.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		t.Run(rev, func(t *testing.T) {
-			cs := mcpConnect(t, env.server.URL+"/mcp", rev, mcpCaller("ops-agent"))
-			if got := mcpToolNames(mcpListTools(t, cs)); len(got) != 2 {
+			cs := mcptest.Connect(t, env.Server.URL+"/mcp", rev, mcptest.Caller("ops-agent"))
+			if got := mcptest.ToolNames(mcptest.ListTools(t, cs)); len(got) != 2 {
 				t.Fatalf("before the reload: %v", got)
 			}
-			if err := env.core.Swap(narrowed); err != nil {
+			if err := env.Core.Swap(narrowed); err != nil {
 				t.Fatal(err)
 			}
-			if got := mcpToolNames(mcpListTools(t, cs)); !slices.Equal(got, []string{"search_articles"}) {
+			if got := mcptest.ToolNames(mcptest.ListTools(t, cs)); !slices.Equal(got, []string{"search_articles"}) {
 				t.Errorf("after the reload: %v, want [search_articles]", got)
 			}
-			if err := env.core.Swap(original); err != nil {
+			if err := env.Core.Swap(original); err != nil {
 				t.Fatal(err)
 			}
-			if got := mcpToolNames(mcpListTools(t, cs)); len(got) != 2 {
+			if got := mcptest.ToolNames(mcptest.ListTools(t, cs)); len(got) != 2 {
 				t.Errorf("after reloading the original: %v", got)
 			}
 		})
@@ -632,7 +426,7 @@ func TestMCPToolListFollowsReloads(t *testing.T) {
 }
 
 func TestMCPRevision20260728ChecksRoutingHeaders(t *testing.T) {
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go"},` + meta + `}}`
 	cases := []struct {
@@ -652,7 +446,7 @@ func TestMCPRevision20260728ChecksRoutingHeaders(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", tc.version, tc.header, tc.body)
+			resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", tc.version, tc.header, tc.body)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("HTTP %d, want %d: %s", resp.StatusCode, tc.status, body)
 			}
@@ -676,23 +470,23 @@ func TestMCPRevision20260728ChecksRoutingHeaders(t *testing.T) {
 func TestMCPIsStateless(t *testing.T) {
 	// Two replicas with the same policy; the client's requests alternate
 	// between them, so no request finds the state an earlier one left.
-	a, b := newMCPEnv(t, nil), newMCPEnv(t, nil)
+	a, b := mcptest.NewEnv(t, nil), mcptest.NewEnv(t, nil)
 	var n atomic.Int64
 	rr := mcpRoundTripFunc(func(r *http.Request) (*http.Response, error) {
-		target := a.server.URL
+		target := a.Server.URL
 		if n.Add(1)%2 == 0 {
-			target = b.server.URL
+			target = b.Server.URL
 		}
 		r = r.Clone(r.Context())
 		r.URL.Host = strings.TrimPrefix(target, "http://")
 		r.Host = r.URL.Host
 		return http.DefaultTransport.RoundTrip(r)
 	})
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		t.Run(rev, func(t *testing.T) {
 			client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1.0.0"}, nil)
 			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-				Endpoint: a.server.URL + "/mcp", HTTPClient: &http.Client{Transport: rr},
+				Endpoint: a.Server.URL + "/mcp", HTTPClient: &http.Client{Transport: rr},
 			}, &mcp.ClientSessionOptions{ProtocolVersion: rev})
 			if err != nil {
 				t.Fatal(err)
@@ -702,15 +496,15 @@ func TestMCPIsStateless(t *testing.T) {
 				t.Errorf("session id %q: a stateless server has none", cs.ID())
 			}
 			for range 3 {
-				mcpListTools(t, cs)
-				if e := mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"})); e.Status != contracts.StatusOK {
+				mcptest.ListTools(t, cs)
+				if e := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "search_articles", map[string]any{"q": "go"})); e.Status != contracts.StatusOK {
 					t.Errorf("status %s", e.Status)
 				}
 			}
 		})
 	}
 	t.Run("GET is not served", func(t *testing.T) {
-		resp, err := http.Get(a.server.URL + "/mcp")
+		resp, err := http.Get(a.Server.URL + "/mcp")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -728,8 +522,8 @@ func (f mcpRoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 const mcpInitializeMessage = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
 func TestMCPOriginValidation(t *testing.T) {
-	env := newMCPEnv(t, nil)
-	host := strings.TrimPrefix(env.server.URL, "http://")
+	env := mcptest.NewEnv(t, nil)
+	host := strings.TrimPrefix(env.Server.URL, "http://")
 	cases := []struct {
 		name   string
 		host   string // Host header; empty for the server's address
@@ -748,7 +542,7 @@ func TestMCPOriginValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/mcp", strings.NewReader(mcpInitializeMessage))
+			req, _ := http.NewRequest(http.MethodPost, env.Server.URL+"/mcp", strings.NewReader(mcpInitializeMessage))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			if tc.origin != "" {
@@ -785,12 +579,12 @@ func TestMCPOriginValidation(t *testing.T) {
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Origin", "https://toolgate.example.com")
 		rec := httptest.NewRecorder()
-		env.core.MCPHandler(proxy.MCPOptions{}).ServeHTTP(rec, req)
+		mcpfront.Handler(env.Core, mcpfront.Options{}).ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Errorf("HTTP %d, want 200: %s", rec.Code, rec.Body)
 		}
 	})
-	handler := env.core.MCPHandler(proxy.MCPOptions{AllowedOrigins: []string{"https://console.example.com"}})
+	handler := mcpfront.Handler(env.Core, mcpfront.Options{AllowedOrigins: []string{"https://console.example.com"}})
 	for _, tc := range []struct {
 		origin string
 		status int
@@ -817,20 +611,20 @@ func TestMCPOriginValidation(t *testing.T) {
 }
 
 func TestMCPRequestBodyIsBounded(t *testing.T) {
-	env := newMCPEnv(t, func(doc string) string {
+	env := mcptest.NewEnv(t, func(doc string) string {
 		return strings.Replace(doc, "observation_max_chars: 1800", "observation_max_chars: 1800\n  max_request_bytes: 1024", 1)
 	})
 	big := strings.Repeat("x", 2000)
 	t.Run("arguments over max_request_bytes are bad_args", func(t *testing.T) {
-		cs := mcpConnect(t, env.server.URL+"/mcp", "2025-11-25", nil)
-		e := mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": big}))
+		cs := mcptest.Connect(t, env.Server.URL+"/mcp", "2025-11-25", nil)
+		e := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "search_articles", map[string]any{"q": big}))
 		if e.Status != contracts.StatusBadArgs {
 			t.Errorf("status %s, want bad_args", e.Status)
 		}
 	})
 	t.Run("a message far over the limit is refused with 413", func(t *testing.T) {
 		huge := strings.Repeat("x", 128<<10)
-		resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil,
+		resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", "2025-11-25", nil,
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"`+huge+`"}}}`)
 		if resp.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("HTTP %d, want 413: %.200s", resp.StatusCode, body)
@@ -841,19 +635,19 @@ func TestMCPRequestBodyIsBounded(t *testing.T) {
 func TestMCPLeaksNoGoroutines(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // runs last
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	transport := &http.Transport{}
 	t.Cleanup(transport.CloseIdleConnections)
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		client := mcp.NewClient(&mcp.Implementation{Name: "toolgate-test", Version: "1.0.0"}, nil)
 		cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
-			Endpoint: env.server.URL + "/mcp", HTTPClient: &http.Client{Transport: transport},
+			Endpoint: env.Server.URL + "/mcp", HTTPClient: &http.Client{Transport: transport},
 		}, &mcp.ClientSessionOptions{ProtocolVersion: rev})
 		if err != nil {
 			t.Fatal(err)
 		}
-		mcpListTools(t, cs)
-		mcpResultOf(t, mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
+		mcptest.ListTools(t, cs)
+		mcptest.ResultOf(t, mcptest.CallTool(t, cs, "search_articles", map[string]any{"q": "go"}))
 		// A client that gives up mid-call: the server side must still end.
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_articles", Arguments: map[string]any{"q": "slow"}})
@@ -871,7 +665,7 @@ func TestMCPLeaksNoGoroutines(t *testing.T) {
 // answered with a JSON-RPC error body a client can parse, with the HTTP
 // status the transport specifies.
 func TestMCPRefusalsAreJSONRPCErrors(t *testing.T) {
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	const list = `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`
 	cases := []struct {
 		name     string
@@ -903,7 +697,7 @@ func TestMCPRefusalsAreJSONRPCErrors(t *testing.T) {
 			if method == "" {
 				method = http.MethodPost
 			}
-			req, _ := http.NewRequest(method, env.server.URL+"/mcp", strings.NewReader(tc.body))
+			req, _ := http.NewRequest(method, env.Server.URL+"/mcp", strings.NewReader(tc.body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
 			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -950,7 +744,7 @@ func TestMCPRefusalsAreJSONRPCErrors(t *testing.T) {
 // "method not found"; earlier revisions leave them open and the SDK's
 // empty answers are true.
 func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	for _, tc := range []struct{ method, params string }{
 		{"resources/list", `{}`},
@@ -963,7 +757,7 @@ func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
 			if tc.params == "{}" {
 				params = "{" + meta + "}"
 			}
-			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {tc.method}},
+			resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {tc.method}},
 				`{"jsonrpc":"2.0","id":1,"method":"`+tc.method+`","params":`+params+`}`)
 			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
 				t.Errorf("HTTP %d, want 404 with -32601: %s", resp.StatusCode, body)
@@ -972,7 +766,7 @@ func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
 	}
 	for _, method := range []string{"resources/list", "prompts/list"} {
 		t.Run(method+" at 2025-11-25", func(t *testing.T) {
-			resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2025-11-25", nil, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`)
+			resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", "2025-11-25", nil, `{"jsonrpc":"2.0","id":1,"method":"`+method+`"}`)
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"result"`) {
 				t.Errorf("HTTP %d, want an empty list: %s", resp.StatusCode, body)
 			}
@@ -984,14 +778,14 @@ func TestMCPUnadvertisedMethodsFollowTheRevision(t *testing.T) {
 // that revision) is the client's mistake; the client gets -32601, the log
 // no ERROR line.
 func TestMCPClientMistakesAreNotErrorsInTheLog(t *testing.T) {
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
-	resp, body := proxytest.MCPPost(t, env.server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {"ping"}},
+	resp, body := proxytest.MCPPost(t, env.Server.URL+"/mcp", "2026-07-28", http.Header{"Mcp-Method": {"ping"}},
 		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{`+meta+`}}`)
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":-32601`) {
 		t.Fatalf("HTTP %d, want -32601: %s", resp.StatusCode, body)
 	}
-	if logs := env.logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
+	if logs := env.Logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
 		t.Errorf("an ERROR line for a client's mistake: %s", logs)
 	}
 }
@@ -1000,14 +794,14 @@ func TestMCPClientMistakesAreNotErrorsInTheLog(t *testing.T) {
 // within observation_max_chars, and structuredContent adds only the status
 // fields, so a client that shows both to the model stays bounded.
 func TestMCPTextIsTheBoundedObservation(t *testing.T) {
-	env := newMCPEnv(t, func(doc string) string {
+	env := mcptest.NewEnv(t, func(doc string) string {
 		return strings.Replace(doc, "observation_max_chars: 1800", "observation_max_chars: 256", 1)
 	})
-	for _, rev := range mcpRevisions {
+	for _, rev := range mcptest.Revisions {
 		t.Run(rev, func(t *testing.T) {
-			cs := mcpConnect(t, env.server.URL+"/mcp", rev, nil)
-			res := mcpCallTool(t, cs, "search_articles", map[string]any{"q": "go", "limit": 20})
-			r := mcpResultOf(t, res)
+			cs := mcptest.Connect(t, env.Server.URL+"/mcp", rev, nil)
+			res := mcptest.CallTool(t, cs, "search_articles", map[string]any{"q": "go", "limit": 20})
+			r := mcptest.ResultOf(t, res)
 			if n := len([]rune(r.Text)); n > 256 || !strings.Contains(r.Text, "truncated") {
 				t.Errorf("text of %d characters, want the observation cut to 256: %s", n, r.Text)
 			}
@@ -1023,16 +817,16 @@ func TestMCPTextIsTheBoundedObservation(t *testing.T) {
 // not register (an x-mcp-header annotation on an object) is left out of
 // MCP with an error in the log; the other tools are served.
 func TestMCPToolTheSDKRefusesIsLeftOut(t *testing.T) {
-	env := newMCPEnv(t, func(doc string) string {
+	env := mcptest.NewEnv(t, func(doc string) string {
 		return strings.Replace(doc, `limit: {type: integer, minimum: 1, maximum: 20, default: 10, description: "Maximum number of articles."}`,
 			`limit: {type: integer, minimum: 1, maximum: 20, default: 10, description: "Maximum number of articles."}
         filter: {type: object, x-mcp-header: Filter}`, 1)
 	})
-	cs := mcpConnect(t, env.server.URL+"/mcp", "2025-11-25", nil)
-	if got := mcpToolNames(mcpListTools(t, cs)); !slices.Equal(got, []string{"send_notification"}) {
+	cs := mcptest.Connect(t, env.Server.URL+"/mcp", "2025-11-25", nil)
+	if got := mcptest.ToolNames(mcptest.ListTools(t, cs)); !slices.Equal(got, []string{"send_notification"}) {
 		t.Errorf("tools %v, want only send_notification", got)
 	}
-	if logs := env.logs.String(); !strings.Contains(logs, "tool left out of MCP") || !strings.Contains(logs, "search_articles") {
+	if logs := env.Logs.String(); !strings.Contains(logs, "tool left out of MCP") || !strings.Contains(logs, "search_articles") {
 		t.Errorf("no error line for the left-out tool: %s", logs)
 	}
 }

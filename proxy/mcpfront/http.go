@@ -1,4 +1,4 @@
-package proxy
+package mcpfront
 
 // The HTTP side of the MCP front: what toolgate checks before the SDK reads
 // a message, and JSON-RPC error bodies for every refusal, the SDK's own
@@ -17,6 +17,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/boundedio"
+	"github.com/toolgate/toolgate/proxy"
 )
 
 // JSON-RPC 2.0 error codes the SDK does not name.
@@ -25,7 +28,7 @@ const (
 	rpcInvalidRequest = -32600
 )
 
-func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
+func (f *front) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	v := f.core.View()
 	body, revision, ok := f.admit(w, r, v)
 	if !ok {
@@ -48,8 +51,8 @@ func (f *mcpFront) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // line, so that its refusals take no room on the stack a call runs on.
 //
 //go:noinline
-func (f *mcpFront) admit(w http.ResponseWriter, r *http.Request, v View) (body []byte, revision string, ok bool) {
-	if why := f.guard.refusal(r, &v.st.snap.Server); why != "" {
+func (f *front) admit(w http.ResponseWriter, r *http.Request, v proxy.View) (body []byte, revision string, ok bool) {
+	if why := f.guard.Refusal(r, v); why != "" {
 		writeRPCError(w, http.StatusForbidden, nil, rpcInvalidRequest, "Forbidden: "+why, nil)
 		return nil, "", false
 	}
@@ -60,9 +63,9 @@ func (f *mcpFront) admit(w http.ResponseWriter, r *http.Request, v View) (body [
 		ew.finish()
 		return nil, "", false
 	}
-	limit := v.st.snap.Server.MaxRequestBytes + mcpRequestOverhead
+	limit := v.Policy().Server.MaxRequestBytes + requestOverhead
 	// A fresh buffer: the SDK may keep parts of the message.
-	body, tooLarge, err := readRequestBody(r, limit, new([]byte))
+	body, tooLarge, err := boundedio.ReadHTTPBody(r, limit, new([]byte))
 	switch {
 	case tooLarge:
 		// The rest of the body is not read: the connection cannot serve
@@ -76,10 +79,10 @@ func (f *mcpFront) admit(w http.ResponseWriter, r *http.Request, v View) (body [
 		return nil, "", false
 	}
 	revision = r.Header.Get("Mcp-Protocol-Version")
-	if revision != "" && !slices.Contains(MCPRevisions(), revision) {
-		data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: MCPRevisions(), Requested: revision})
+	if revision != "" && !slices.Contains(Revisions(), revision) {
+		data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: Revisions(), Requested: revision})
 		writeRPCError(w, http.StatusBadRequest, requestID(body), mcp.CodeUnsupportedProtocolVersion,
-			fmt.Sprintf("MCP-Protocol-Version %q is not supported; toolgate serves %s", revision, strings.Join(MCPRevisions(), ", ")), data)
+			fmt.Sprintf("MCP-Protocol-Version %q is not supported; toolgate serves %s", revision, strings.Join(Revisions(), ", ")), data)
 		return nil, "", false
 	}
 	// Clients must accept both JSON and an event stream; toolgate only

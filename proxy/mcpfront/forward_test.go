@@ -1,4 +1,4 @@
-package proxy_test
+package mcpfront_test
 
 import (
 	"net/http"
@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // TestForwardHeadersOverMCP: an MCP call's agent headers are the HTTP
@@ -47,7 +49,7 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(mcpAgentMux(core, proxy.MCPOptions{}))
+	srv := httptest.NewServer(mcptest.AgentHandler(core, mcpfront.Options{}))
 	t.Cleanup(func() {
 		srv.Close()
 		core.Close()
@@ -59,8 +61,8 @@ tools:
 		"X-Forwarded-Client-Cert": {"URI=spiffe://cluster.local/ns/agents/sa/ops"},
 		"X-Other":                 {"o"},
 	}
-	cs := mcpConnect(t, srv.URL+"/mcp", mcpRevisions[0], header)
-	if res := mcpCallTool(t, cs, "customer", map[string]any{}); res.IsError {
+	cs := mcptest.Connect(t, srv.URL+"/mcp", mcptest.Revisions[0], header)
+	if res := mcptest.CallTool(t, cs, "customer", map[string]any{}); res.IsError {
 		t.Fatalf("tools/call: %+v", res)
 	}
 	mu.Lock()
