@@ -19,7 +19,7 @@ func SetAgentFronts(f func(*Core) []Front) { agentFronts = f }
 // with the other fronts (the MCP front at /mcp).
 func agentHandler(core *Core) http.Handler {
 	if agentFronts == nil {
-		return agentHandler(core)
+		return core.Handler()
 	}
 	return core.Handler(agentFronts(core)...)
 }
