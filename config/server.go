@@ -91,6 +91,7 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		ReadTimeout:         time.Duration(s.ReadTimeout),
 		WriteTimeout:        time.Duration(s.WriteTimeout),
 		IdleTimeout:         time.Duration(s.IdleTimeout),
+		UpstreamClient:      s.UpstreamClient,
 	}
 	out.Learn = c.learn(s.Learn)
 	agentOK := c.listenAddress("server.listen", s.Listen)
@@ -125,6 +126,9 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 	}
 	if s.HTTPStatus != policy.HTTPStatusMapped && s.HTTPStatus != policy.HTTPStatusAlways200 {
 		c.errorAt("server.http_status", "%q is not valid (want mapped or always_200)", s.HTTPStatus)
+	}
+	if s.UpstreamClient != policy.UpstreamClientFast && s.UpstreamClient != policy.UpstreamClientNetHTTP {
+		c.errorAt("server.upstream_client", "%q is not valid (want fast or nethttp)", s.UpstreamClient)
 	}
 	if tr := s.Tracing; tr != nil {
 		if tr.Endpoint == "" {

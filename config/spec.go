@@ -40,6 +40,7 @@ type serverSpec struct {
 	WriteTimeout        duration          `yaml:"write_timeout"`
 	IdleTimeout         duration          `yaml:"idle_timeout"`
 	Learn               *learnSpec        `yaml:"learn"`
+	UpstreamClient      string            `yaml:"upstream_client"`
 }
 
 // learnSpec is server.learn: learning mode. Absent means off.
@@ -93,6 +94,7 @@ func (s *serverSpec) setDefaults() {
 		CELCostLimit:        contracts.DefaultRuleCostLimit,
 		Messages:            "en",
 		HTTPStatus:          policy.HTTPStatusMapped,
+		UpstreamClient:      policy.UpstreamClientFast,
 		MaxConnections:      1024,
 		ReadTimeout:         duration(10 * time.Second),
 		WriteTimeout:        duration(10 * time.Second),

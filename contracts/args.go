@@ -9,6 +9,11 @@ import (
 	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
+// MaxArgsDepth bounds nesting in arguments, wherever they are read. Tool
+// arguments are shallow; a deep document is an attack on the parser, not a
+// call.
+const MaxArgsDepth = 32
+
 // DecodeArgs decodes a JSON object of call arguments strictly: numbers stay
 // json.Number (no precision is lost before the schema sees them; reading
 // one costs its length, and Schema.Validate refuses those beyond the

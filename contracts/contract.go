@@ -12,11 +12,6 @@ import (
 	"unicode/utf8"
 )
 
-// IdempotencyKeyArg is the argument that carries the idempotency key for
-// clients that cannot set headers. It is added to the published schema of
-// side-effecting tools and stripped before validation and binding.
-const IdempotencyKeyArg = "idempotency_key"
-
 // MaxToolNameLength is the longest tool name: MCP clients refuse longer ones.
 const MaxToolNameLength = 64
 

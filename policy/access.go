@@ -3,6 +3,8 @@ package policy
 import (
 	"net/http"
 	"strings"
+
+	"github.com/toolgate/toolgate/contracts"
 )
 
 // Allows reports whether caller may call tool: a listed caller by its tool
@@ -153,5 +155,5 @@ func unquoteXFCC(v string) (string, bool) {
 	if !strings.HasPrefix(v, `"`) {
 		return v, !strings.Contains(v, `"`)
 	}
-	return unquote(v, false)
+	return contracts.Unquote(v, false)
 }

@@ -62,20 +62,20 @@ type BudgetCharge struct {
 	// nothing.
 	Window time.Time
 	// Token identifies the charge to a store that refunds each charge at
-	// most once however often Refund runs (RedisBudgets); empty otherwise.
+	// most once however often Refund runs (redisstate.Budgets); empty otherwise.
 	Token string
 }
 
-// errBudgetSettings wraps invalid budget settings.
-var errBudgetSettings = errors.New("invalid budget settings")
+// ErrBudgetSettings wraps invalid budget settings.
+var ErrBudgetSettings = errors.New("invalid budget settings")
 
 // maxBudgetUnits bounds costs and limits in micro-units. Redis's Lua counts
 // in doubles; below 2^52 the sum of a spent total and a cost, each within
 // the bound, is exact. It is about 4.5 billion cost units, beyond any budget.
 const maxBudgetUnits = 1 << 52
 
-// budgetUnits converts a cost to micro-units, clamped to [0, maxBudgetUnits].
-func budgetUnits(cost float64) int64 {
+// BudgetUnits converts a cost to micro-units, clamped to [0, maxBudgetUnits].
+func BudgetUnits(cost float64) int64 {
 	u := math.Round(cost * 1e6)
 	switch {
 	case !(u > 0): // also NaN
@@ -100,9 +100,9 @@ func budgetWindow(now time.Time, per time.Duration) (start time.Time, resetIn ti
 // checkBudget validates settings, returning the limit in micro-units.
 func checkBudget(b BudgetSettings) (int64, error) {
 	if !(b.Cost > 0) || b.Per < time.Millisecond {
-		return 0, fmt.Errorf("%w: cost %v per %v", errBudgetSettings, b.Cost, b.Per)
+		return 0, fmt.Errorf("%w: cost %v per %v", ErrBudgetSettings, b.Cost, b.Per)
 	}
-	return budgetUnits(b.Cost), nil
+	return BudgetUnits(b.Cost), nil
 }
 
 // MemoryBudgets is a BudgetStore for a single replica, in process memory:
@@ -131,12 +131,12 @@ func NewMemoryBudgets(now func() time.Time) *MemoryBudgets {
 	return &MemoryBudgets{now: now, windows: make(map[string]memBudgetWindow)}
 }
 
-// prepareSpend is what every store does before it counts: a charge that
+// PrepareSpend is what every store does before it counts: a charge that
 // passes, the cost in units (0: free, nothing to count), the limit, and the
 // window now falls in.
-func prepareSpend(caller string, cost float64, b BudgetSettings, now time.Time) (ch BudgetCharge, units, limit int64, start time.Time, err error) {
+func PrepareSpend(caller string, cost float64, b BudgetSettings, now time.Time) (ch BudgetCharge, units, limit int64, start time.Time, err error) {
 	ch = BudgetCharge{OK: true, Caller: caller, Cost: cost}
-	if units = budgetUnits(cost); units == 0 {
+	if units = BudgetUnits(cost); units == 0 {
 		return ch, 0, 0, time.Time{}, nil
 	}
 	if limit, err = checkBudget(b); err != nil {
@@ -148,7 +148,7 @@ func prepareSpend(caller string, cost float64, b BudgetSettings, now time.Time) 
 
 // Spend implements BudgetStore.
 func (m *MemoryBudgets) Spend(_ context.Context, caller string, cost float64, b BudgetSettings) (BudgetCharge, error) {
-	ch, units, limit, start, err := prepareSpend(caller, cost, b, m.now())
+	ch, units, limit, start, err := PrepareSpend(caller, cost, b, m.now())
 	if err != nil || units == 0 {
 		return ch, err
 	}
@@ -174,7 +174,7 @@ func (m *MemoryBudgets) Spend(_ context.Context, caller string, cost float64, b 
 
 // Refund implements BudgetStore.
 func (m *MemoryBudgets) Refund(_ context.Context, c BudgetCharge) error {
-	units := budgetUnits(c.Cost)
+	units := BudgetUnits(c.Cost)
 	if !c.OK || c.Window.IsZero() || units == 0 {
 		return nil
 	}

@@ -26,7 +26,7 @@ package policy
 //     MarkUnknown by the token that already finished the record in that state
 //     succeeds, and a Release of a key the token no longer holds succeeds.
 //     A client that retries a command whose reply was lost therefore neither
-//     waits for itself nor reports a lost claim that was not (see RedisStore
+//     waits for itself nor reports a lost claim that was not (see redisstate.Store
 //     for how the Redis store does it, and for claims whose reply never came).
 //
 // What is not guaranteed: a store that loses its data (a Redis restart without
@@ -183,8 +183,8 @@ type Claim struct {
 	Record Record
 }
 
-// claimFor returns the claim outcome that reports an existing record.
-func claimFor(r Record) Claim {
+// ClaimFor returns the claim outcome that reports an existing record.
+func ClaimFor(r Record) Claim {
 	switch r.State {
 	case RecordInFlight:
 		return Claim{Outcome: ClaimInFlight, Record: r}
@@ -251,16 +251,16 @@ type IdempotencyStore interface {
 	Close() error
 }
 
-// checkDurations rejects lease and ttl values no store can honour.
-func checkDurations(lease, ttl time.Duration) error {
+// CheckDurations rejects lease and ttl values no store can honour.
+func CheckDurations(lease, ttl time.Duration) error {
 	if lease <= 0 {
 		return fmt.Errorf("idempotency lease %v must be positive", lease)
 	}
-	return checkTTL(ttl)
+	return CheckTTL(ttl)
 }
 
-// checkTTL rejects a retention no store can honour.
-func checkTTL(ttl time.Duration) error {
+// CheckTTL rejects a retention no store can honour.
+func CheckTTL(ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("idempotency ttl %v must be positive", ttl)
 	}

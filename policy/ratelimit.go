@@ -12,24 +12,21 @@ import (
 
 // RateLimiter decides whether a call may go ahead under its caller's rate
 // limit. RateLimiters keeps the buckets in process memory, per replica;
-// RedisRateLimiters shares them between the replicas of a service.
+// redisstate.RateLimiters shares them between the replicas of a service.
 type RateLimiter interface {
 	// Take takes one token for a call of tool by caller. When the bucket is
 	// empty it reports false and how long until a token is available
 	// (whole milliseconds, at least one). A nil caller, or one without a
 	// rate for this tool, is always allowed. A non-nil error says the
 	// shared store failed: ok and retryAfter are then the verdict the
-	// limiter fell back to (see RedisRateOptions.OnError).
+	// limiter fell back to (see State.OnError).
 	Take(ctx context.Context, caller *Caller, tool string) (ok bool, retryAfter time.Duration, err error)
 	// Retain drops what the policy with these callers no longer uses; call
 	// it after every successful reload.
 	Retain(callers map[string]*Caller)
 }
 
-var (
-	_ RateLimiter = (*RateLimiters)(nil)
-	_ RateLimiter = (*RedisRateLimiters)(nil)
-)
+var _ RateLimiter = (*RateLimiters)(nil)
 
 // RateLimiters holds the token buckets of the callers' rate limits, one per
 // caller and tool override, and keeps them across policy reloads.
@@ -50,25 +47,25 @@ var (
 // not push their own wait further out.
 //
 // The buckets live in this process: each replica limits on its own, so n
-// replicas together allow up to n times a caller's rate. RedisRateLimiters
+// replicas together allow up to n times a caller's rate. redisstate.RateLimiters
 // shares them.
 type RateLimiters struct {
 	now func() time.Time
 
 	mu      sync.RWMutex
-	buckets map[rateKey]*rateBucket
+	buckets map[RateKey]*rateBucket
 }
 
-// rateKey names a bucket: a caller and the tool of an override, or
-// rateAllTools for the caller's own bucket.
-type rateKey struct {
-	caller, tool string
+// RateKey names a bucket: a caller and the tool of an override, or
+// RateAllTools for the caller's own bucket.
+type RateKey struct {
+	Caller, Tool string
 }
 
-// rateAllTools is the tool part of the key of a caller's own bucket. Tool
+// RateAllTools is the tool part of the key of a caller's own bucket. Tool
 // names cannot be "*" (in a caller's tool list it means every tool), so it
 // never collides with an override.
-const rateAllTools = "*"
+const RateAllTools = "*"
 
 type rateBucket struct {
 	lim *rate.Limiter
@@ -86,7 +83,7 @@ func NewRateLimiters(now func() time.Time) *RateLimiters {
 	if now == nil {
 		now = time.Now
 	}
-	return &RateLimiters{now: now, buckets: make(map[rateKey]*rateBucket)}
+	return &RateLimiters{now: now, buckets: make(map[RateKey]*rateBucket)}
 }
 
 // Allow takes one token for a call of tool by caller. When the bucket is
@@ -97,11 +94,11 @@ func NewRateLimiters(now func() time.Time) *RateLimiters {
 // Settings the policy compiler rejects (rps not positive, burst below one)
 // refuse every call, with a retryAfter of zero: waiting will not help.
 func (r *RateLimiters) Allow(caller *Caller, tool string) (ok bool, retryAfter time.Duration) {
-	s, k, limited := rateFor(caller, tool)
+	s, k, limited := RateFor(caller, tool)
 	if !limited {
 		return true, 0
 	}
-	if !s.valid() {
+	if !s.Valid() {
 		return false, 0
 	}
 	now := r.now()
@@ -115,9 +112,9 @@ func (r *RateLimiters) Allow(caller *Caller, tool string) (ok bool, retryAfter t
 	// The bucket holds less than one token (a refused AllowN changes
 	// nothing); the rest refills at rps. Another call may take or change
 	// the bucket in between: the wait is then a little off, but never
-	// under the millisecond waitMillis guarantees.
+	// under the millisecond WaitMillis guarantees.
 	missing := 1 - b.lim.TokensAt(now)
-	return false, waitMillis(missing / float64(b.lim.Limit()))
+	return false, WaitMillis(missing / float64(b.lim.Limit()))
 }
 
 // Take implements RateLimiter with Allow; it never fails.
@@ -126,29 +123,29 @@ func (r *RateLimiters) Take(_ context.Context, caller *Caller, tool string) (boo
 	return ok, wait, nil
 }
 
-// rateFor returns the settings that limit a call of tool by caller and the
+// RateFor returns the settings that limit a call of tool by caller and the
 // bucket they apply to; limited is false when nothing limits the call.
-func rateFor(caller *Caller, tool string) (s RateSettings, k rateKey, limited bool) {
+func RateFor(caller *Caller, tool string) (s RateSettings, k RateKey, limited bool) {
 	if caller == nil {
-		return RateSettings{}, rateKey{}, false
+		return RateSettings{}, RateKey{}, false
 	}
-	k = rateKey{caller: caller.Name, tool: tool}
+	k = RateKey{Caller: caller.Name, Tool: tool}
 	s, found := caller.ToolRates[tool]
 	if !found {
 		if caller.Rate == nil {
-			return RateSettings{}, rateKey{}, false
+			return RateSettings{}, RateKey{}, false
 		}
-		s, k.tool = *caller.Rate, rateAllTools
+		s, k.Tool = *caller.Rate, RateAllTools
 	}
 	return s, k, true
 }
 
-// valid reports settings the policy compiler accepts; others refuse every
+// Valid reports settings the policy compiler accepts; others refuse every
 // call.
-func (s RateSettings) valid() bool { return s.RPS > 0 && s.Burst >= 1 }
+func (s RateSettings) Valid() bool { return s.RPS > 0 && s.Burst >= 1 }
 
 // bucket returns the bucket for k, creating it full with settings s.
-func (r *RateLimiters) bucket(k rateKey, s RateSettings) *rateBucket {
+func (r *RateLimiters) bucket(k RateKey, s RateSettings) *rateBucket {
 	r.mu.RLock()
 	b := r.buckets[k]
 	r.mu.RUnlock()
@@ -194,14 +191,14 @@ func (r *RateLimiters) Retain(callers map[string]*Caller) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k := range r.buckets {
-		c := callers[k.caller]
+		c := callers[k.Caller]
 		keep := false
 		switch {
 		case c == nil:
-		case k.tool == rateAllTools:
+		case k.Tool == RateAllTools:
 			keep = c.Rate != nil
 		default:
-			_, keep = c.ToolRates[k.tool]
+			_, keep = c.ToolRates[k.Tool]
 		}
 		if !keep {
 			delete(r.buckets, k)
@@ -209,12 +206,12 @@ func (r *RateLimiters) Retain(callers map[string]*Caller) {
 	}
 }
 
-// waitMillis turns a wait in seconds into a duration rounded up to whole
+// WaitMillis turns a wait in seconds into a duration rounded up to whole
 // milliseconds, at least one and at most a day (a bucket that refills slower
 // than that is as good as closed, and the bound keeps the conversion from
 // overflowing). The wait is first rounded to whole nanoseconds, so float
 // noise (1.0000000000000009ms) does not add a millisecond.
-func waitMillis(seconds float64) time.Duration {
+func WaitMillis(seconds float64) time.Duration {
 	const maxWait = 24 * time.Hour
 	ns := math.Round(seconds * 1e9)
 	switch {

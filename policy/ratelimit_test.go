@@ -220,7 +220,7 @@ func TestRateLimitersAcrossReloads(t *testing.T) {
 		drain(t, r, gone, "t", 1)
 		drain(t, r, kept, "t", 1)
 		r.Retain(map[string]*Caller{"ops-agent": kept})
-		if _, ok := r.buckets[rateKey{"gone-agent", rateAllTools}]; ok {
+		if _, ok := r.buckets[RateKey{"gone-agent", RateAllTools}]; ok {
 			t.Fatal("the bucket of a caller that is gone was kept")
 		}
 		// Should the name come back, it starts with a full bucket.
@@ -237,11 +237,11 @@ func TestRateLimitersAcrossReloads(t *testing.T) {
 		}
 		r.Retain(map[string]*Caller{"ops-agent": rateCaller("ops-agent", nil,
 			map[string]RateSettings{"search_articles": {RPS: 1, Burst: 1}})})
-		var keys []rateKey
+		var keys []RateKey
 		for k := range r.buckets {
 			keys = append(keys, k)
 		}
-		if len(keys) != 1 || keys[0] != (rateKey{"ops-agent", "search_articles"}) {
+		if len(keys) != 1 || keys[0] != (RateKey{"ops-agent", "search_articles"}) {
 			t.Fatalf("buckets after Retain: %v; want only ops-agent/search_articles", keys)
 		}
 	})
@@ -325,8 +325,8 @@ func TestWaitMillis(t *testing.T) {
 		{1e6, 24 * time.Hour},
 		{math.Inf(1), 24 * time.Hour},
 	} {
-		if got := waitMillis(tc.seconds); got != tc.want {
-			t.Errorf("waitMillis(%v) = %v, want %v", tc.seconds, got, tc.want)
+		if got := WaitMillis(tc.seconds); got != tc.want {
+			t.Errorf("WaitMillis(%v) = %v, want %v", tc.seconds, got, tc.want)
 		}
 	}
 }

@@ -25,7 +25,7 @@ import (
 // the policy sets one; otherwise the store's own (IdempotencyStore.ScopeKey):
 // a random key per process for the memory store, whose records live no
 // longer than the process, and for the Redis store one random key that the
-// first replica creates in Redis and every replica reads (see RedisStore).
+// first replica creates in Redis and every replica reads (see redisstate.Store).
 
 // MinScopeKeyLen is the shortest state.scope_key accepted, in bytes: 32
 // hex digits are 128 bits.
@@ -83,9 +83,9 @@ func writeScopePart(w hash.Hash, n int, s string) {
 	w.Write([]byte(s))
 }
 
-// newScopeKey draws a random scope key, in hex (so that it reads as text
+// NewScopeKey draws a random scope key, in hex (so that it reads as text
 // in redis-cli).
-func newScopeKey() string {
+func NewScopeKey() string {
 	var b [scopeKeyLen]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])

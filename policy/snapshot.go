@@ -1,7 +1,11 @@
 // Package policy holds the rules around a call: the compiled policy snapshot
 // (server settings, upstreams, tools, callers), circuit breakers and the
 // retry policy, access control, rate limits and cost budgets, and the
-// idempotency stores.
+// idempotency stores: the interfaces every state store implements
+// (IdempotencyStore, BudgetStore, RateLimiter) and their memory
+// implementations. The Redis implementations are package
+// policy/redisstate; every store passes the same conformance suites
+// (internal/testkit/statetest).
 //
 // A Snapshot is immutable once built; the runtime state that must survive a
 // reload (breakers, limiters, budgets, idempotency records) is kept outside
@@ -72,7 +76,22 @@ type Server struct {
 	// canonical) the agent port serves besides the request's own host and
 	// loopback origins.
 	AllowedOrigins []string
+	// UpstreamClient is server.upstream_client: which client sends the
+	// tool calls to plain-HTTP backends, UpstreamClientFast (toolgate's
+	// own HTTP/1.1 client, also for "") or UpstreamClientNetHTTP.
+	UpstreamClient string
 }
+
+// The values of Server.UpstreamClient (server.upstream_client).
+const (
+	// UpstreamClientFast sends tool calls to plain-HTTP backends through
+	// toolgate's HTTP/1.1 client, on the caller's goroutine; HTTPS
+	// backends, and systems where a socket cannot be peeked, use net/http.
+	UpstreamClientFast = "fast"
+	// UpstreamClientNetHTTP sends every tool call through net/http's
+	// transport.
+	UpstreamClientNetHTTP = "nethttp"
+)
 
 // TracingSettings is server.tracing: where and how to export spans.
 type TracingSettings struct {
@@ -145,6 +164,19 @@ type State struct {
 	// store's own (IdempotencyStore.ScopeKey).
 	ScopeKey Secret
 }
+
+// The values of State.OnError (state.on_error).
+const (
+	// OnErrorOpen: a rate check that cannot reach Redis falls back to this
+	// replica's own bucket, as with the memory backend.
+	OnErrorOpen = "open"
+	// OnErrorClosed: a rate check that cannot reach Redis refuses the call.
+	OnErrorClosed = "closed"
+)
+
+// DefaultConfirmTimeout is State.ConfirmTimeout when state.confirm_timeout
+// is not set.
+const DefaultConfirmTimeout = 500 * time.Millisecond
 
 // RedisSettings is state.redis for a Redis Cluster (Cluster set) or a
 // primary that Sentinels manage (SentinelMaster set). With a single server

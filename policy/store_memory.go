@@ -120,7 +120,7 @@ func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 		maxBytes: opts.MaxBytes,
 		now:      opts.Now,
 		onEvict:  opts.OnEvict,
-		scopeKey: []byte(newScopeKey()),
+		scopeKey: []byte(NewScopeKey()),
 		done:     newMemPartitions(),
 		inFlight: make(map[IdempotencyKey]*memFlight),
 	}
@@ -142,7 +142,7 @@ func (s *MemoryStore) Claim(_ context.Context, k IdempotencyKey, fp Fingerprint,
 	now := s.now()
 	s.sweepLocked(now)
 	if r, _, ok := s.lookupLocked(k, now); ok {
-		return claimFor(cloneRecord(r)), nil
+		return ClaimFor(cloneRecord(r)), nil
 	}
 	return s.newFlightLocked(k, fp, lease, ttl, now), nil
 }
@@ -163,7 +163,7 @@ func (s *MemoryStore) Reclaim(_ context.Context, k IdempotencyKey, fp Fingerprin
 		s.done.remove(k)
 		return s.newFlightLocked(k, fp, lease, ttl, now), nil
 	}
-	return claimFor(cloneRecord(r)), nil
+	return ClaimFor(cloneRecord(r)), nil
 }
 
 // Complete implements IdempotencyStore.
@@ -177,7 +177,7 @@ func (s *MemoryStore) MarkUnknown(_ context.Context, k IdempotencyKey, token str
 }
 
 func (s *MemoryStore) finish(k IdempotencyKey, token string, state RecordState, envelope []byte, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
+	if err := CheckTTL(ttl); err != nil {
 		return err
 	}
 	if err := s.lock(); err != nil {
@@ -310,7 +310,7 @@ func (s *MemoryStore) lock() error {
 
 // lockClaim checks a claim's durations and takes the lock, as lock does.
 func (s *MemoryStore) lockClaim(lease, ttl time.Duration) error {
-	if err := checkDurations(lease, ttl); err != nil {
+	if err := CheckDurations(lease, ttl); err != nil {
 		return err
 	}
 	return s.lock()

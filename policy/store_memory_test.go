@@ -35,15 +35,6 @@ func (c *storeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func TestMemoryStore(t *testing.T) {
-	testStoreConformance(t, func(t *testing.T) storeTarget {
-		clock := newStoreClock()
-		s := NewMemoryStore(MemoryOptions{Now: clock.Now})
-		t.Cleanup(func() { _ = s.Close() })
-		return storeTarget{store: s, advance: clock.Advance}
-	})
-}
-
 // evictionLog records OnEvict calls.
 type evictionLog struct {
 	mu   sync.Mutex

@@ -16,6 +16,8 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -212,7 +214,7 @@ func TestToolListIsFilteredByCaller(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var out struct {
-			Tools []ToolInfo `json:"tools"`
+			Tools []toolformats.Info `json:"tools"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 			t.Fatal(err)
@@ -320,7 +322,7 @@ func TestBudgetsSharedByTwoInstancesOnOneRedis(t *testing.T) {
 	newBudgets := func() policy.BudgetStore {
 		client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		t.Cleanup(func() { client.Close() })
-		return policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
+		return redisstate.NewBudgets(client, redisstate.BudgetOptions{})
 	}
 	a := newAccessHarness(t, "header", "deny", newBudgets(), backend.URL)
 	b := newAccessHarness(t, "header", "deny", newBudgets(), backend.URL)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/config"
@@ -29,7 +31,7 @@ func BenchmarkAnswerSize(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return cannedTransport{body: body} }})
+			core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return proxytest.CannedTransport{Body: body} }})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -10,12 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/policy"
 )
-
-// maxArgsDepth bounds nesting in arguments. Tool arguments are shallow; a
-// deep document is an attack on the parser, not a call.
-const maxArgsDepth = 32
 
 // validate is the arguments stage: it decodes and checks the arguments
 // and the idempotency key, and binds the backend request (Call.bound).
@@ -41,9 +36,7 @@ func (c *Core) validate(ctx context.Context, cl *Call) (key string, o contracts.
 	var keyArg any
 	var hasKeyArg bool
 	if t.contract.SideEffect {
-		// The key argument belongs to toolgate, never to the backend.
-		keyArg, hasKeyArg = args[contracts.IdempotencyKeyArg]
-		delete(args, contracts.IdempotencyKeyArg)
+		keyArg, hasKeyArg = contracts.TakeIdempotencyKeyArg(args)
 	}
 	if err := t.contract.Schema.Validate(args); err != nil {
 		t.metrics.violation(ViolationSchema)
@@ -51,7 +44,7 @@ func (c *Core) validate(ctx context.Context, cl *Call) (key string, o contracts.
 	}
 	if t.contract.SideEffect {
 		var reason contracts.Reason
-		if key, reason = policy.ResolveIdempotencyKey(cl.req.IdempotencyKey, keyArg, hasKeyArg); reason != "" {
+		if key, reason = contracts.ResolveIdempotencyKey(cl.req.IdempotencyKey, keyArg, hasKeyArg); reason != "" {
 			t.metrics.violation(ViolationKey)
 			if reason == contracts.ReasonKeyMissing {
 				t.metrics.event(EventMissingKey)
@@ -88,7 +81,7 @@ func decodeArgs(req *Request, limit int64) (map[string]any, contracts.Outcome, b
 	if len(body) == 0 {
 		return map[string]any{}, contracts.Outcome{}, true
 	}
-	args, err := contracts.DecodeArgs(body, maxArgsDepth)
+	args, err := contracts.DecodeArgs(body, contracts.MaxArgsDepth)
 	if err != nil {
 		return nil, contracts.ArgOutcome(err), false
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/config"
@@ -38,33 +40,6 @@ func benchCore(b *testing.B, rt http.RoundTripper) *Core {
 	return core
 }
 
-// handlerTransport serves requests with handlers in-process, without
-// sockets, so the benchmark measures toolgate rather than the kernel.
-type handlerTransport struct {
-	search, notify http.Handler
-}
-
-func (h handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	handler := h.search
-	if strings.HasPrefix(r.URL.Opaque, "/v1/users") {
-		handler = h.notify
-	}
-	r.URL.Path = r.URL.Opaque
-	r.RequestURI = r.URL.RequestURI()
-	handler.ServeHTTP(rec, r)
-	resp := rec.Result()
-	resp.Request = r
-	return resp, nil
-}
-
-func newHandlerTransport() handlerTransport {
-	return handlerTransport{
-		search: examples.NewSearchBackend(examples.SearchOptions{}),
-		notify: examples.NewNotifyBackend(examples.NotifyOptions{}),
-	}
-}
-
 // BenchmarkPipeline measures Core.Call end to end against in-process
 // backends: validate, bind, call, classify with CEL, render, record.
 func BenchmarkPipeline(b *testing.B) {
@@ -79,7 +54,7 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			core := benchCore(b, newHandlerTransport())
+			core := benchCore(b, proxytest.HandlerTransport())
 			body := []byte(tc.args)
 			key := tc.key
 			if tc.name == "replay" {
@@ -121,7 +96,7 @@ func BenchmarkHTTPFront(b *testing.B) {
 	doc := strings.NewReplacer("http://127.0.0.1:7001", backend.URL).Replace(string(examples.Policy()))
 	core := newTestCore(b, doc, Options{Registry: prometheus.NewRegistry()})
 	defer core.Close()
-	front := httptest.NewServer(core.Handler())
+	front := httptest.NewServer(agentHandler(core))
 	defer front.Close()
 	client := front.Client()
 	body := []byte(`{"q":"go","limit":5}`)
@@ -141,27 +116,13 @@ func BenchmarkHTTPFront(b *testing.B) {
 	runtime.GC()
 }
 
-// cannedTransport answers every request with the same search answer, so a
-// benchmark measures toolgate's own work and nothing of a backend.
-type cannedTransport struct{ body []byte }
-
-func (c cannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return &http.Response{
-		StatusCode:    200,
-		Header:        http.Header{"Content-Type": {"application/json"}},
-		Body:          io.NopCloser(bytes.NewReader(c.body)),
-		ContentLength: int64(len(c.body)),
-		Request:       r,
-	}, nil
-}
-
 // BenchmarkCoreOnly is the search call's pipeline against a canned answer:
 // toolgate's own cost per call, without sockets or a backend.
 func BenchmarkCoreOnly(b *testing.B) {
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil)
 	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, req)
-	core := benchCore(b, cannedTransport{body: rec.Body.Bytes()})
+	core := benchCore(b, proxytest.CannedTransport{Body: rec.Body.Bytes()})
 	body := []byte(`{"q":"go","limit":5}`)
 	b.ReportAllocs()
 	for b.Loop() {

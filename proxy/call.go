@@ -10,7 +10,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/boundedio"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/redact"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // This file is the pipeline: begin → send → end, for every front.
@@ -24,10 +27,13 @@ import (
 //	send, by toolgate (View.Call) or by Envoy (View.Begin, then Call.Finish/Fail):
 //	  5. breaker and bulkhead     send.go          Core.attempt
 //	  6. the backend request      backend.go       Call.backendRequest, the same for both sends
-//	  7. send, deadline, retries  send.go          Core.send, upstream.send (upstream.go)
-//	  8. classify                 classify.go      upstream.answered / upstream.failure (the
-//	                                               answer's code, size and read errors), then
-//	                              redact.go        Core.redactAnswer (the call's secrets out of
+//	  7. send, deadline, retries  send.go          Core.send; upstream.go upstreamRuntime.send:
+//	                                               the credential (auth.go), then the
+//	                                               upstream's client (package upstream),
+//	                                               which reports what happened
+//	  8. classify                 classify.go      upstreamRuntime.answered / failure (the
+//	                                               report's code, size and read errors), then
+//	                              secrets.go       Core.redactAnswer (the call's secrets out of
 //	                                               the answer, before anything reads it), then
 //	                              classify.go      Core.classify (the contract's rules)
 //	end (Call.end, below):
@@ -130,16 +136,18 @@ type Call struct {
 	// here rather than returned, so that it takes no room on the stack of
 	// the agent's connection, once per stage.
 	out contracts.Outcome
-	// att is the attempt under way (Core.attempt), for the same reason.
+	// att is the attempt under way (Core.attempt), and rep what its
+	// client reported (package upstream), for the same reason.
 	att attempt
+	rep upstream.Report
 
 	// cred is the upstream's credential for a request Envoy sends: had
 	// before the request is described (Begin), applied in Backend.
-	cred credential
+	cred upstream.Credential
 
 	// identity finds the credentials this call forwards
 	// (Call.identityMatcher), made once identityDone.
-	identity     *matcher
+	identity     *redact.Matcher
 	identityDone bool
 
 	span trace.Span // the call's span, when tracing
@@ -286,7 +294,7 @@ func (cl *Call) end() *Result {
 // (backend.go).
 func (cl *Call) Backend() BackendRequest {
 	b := cl.backendRequest(0)
-	b.RawQuery = cl.cred.apply(b.Header, b.RawQuery)
+	b.RawQuery = cl.cred.Apply(b.Header, b.RawQuery)
 	return b
 }
 
@@ -298,8 +306,8 @@ func (cl *Call) Timeout() time.Duration { return cl.tool.contract.Timeout }
 type Answer struct {
 	Code   int
 	Header http.Header
-	// Body is the answer's body, read with ReadBody (or AppendBody)
-	// within server.max_response_bytes.
+	// Body is the answer's body, read with boundedio.ReadBody (or
+	// AppendBody) within server.max_response_bytes.
 	Body []byte
 	// BodyTooLarge says the body went past server.max_response_bytes;
 	// Body is then not the answer's.
@@ -310,14 +318,15 @@ type Answer struct {
 // classifies the answers it reads itself.
 func (cl *Call) Finish(ans Answer) *Result {
 	cl.once.Do(func() {
-		a := answer{code: ans.Code, header: ans.Header, body: ans.Body, writes: 1}
+		// What Envoy read, as a client would report it: one whole write.
+		r := upstream.Report{Status: ans.Code, Header: ans.Header, Body: ans.Body, Connected: true, Writes: 1}
 		if ans.BodyTooLarge || int64(len(ans.Body)) > cl.st.snap.Server.MaxResponseBytes {
-			a.body, a.bodyErr = nil, ErrBodyTooLarge
+			r.Body, r.BodyErr = nil, boundedio.ErrBodyTooLarge
 		}
 		ct := cl.tool.contract
-		cl.tool.upstream.auth.answered(cl.cred, ans.Code)
+		cl.tool.upstream.auth.Answered(cl.cred, ans.Code)
 		var at attempt
-		cl.tool.upstream.answered(cl.ctx, &a, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
+		cl.tool.upstream.answered(cl.ctx, &r, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
 		cl.c.redactAnswer(cl, &at)
 		cl.attempts = 1
 		cl.c.conclude(cl.ctx, cl, &at)

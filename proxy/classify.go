@@ -11,41 +11,35 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/boundedio"
 	"github.com/toolgate/toolgate/internal/jsontape"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // This file classifies what came of a sent request, whoever sent it:
-// toolgate's own clients (send.go) or Envoy (Call.Finish and Call.Fail).
+// toolgate's own clients (package upstream, whose reports say what
+// happened and never what it means) or Envoy (Call.Finish and Call.Fail).
 // First the pre-classification, one function for an answer (answered: its
 // code, a body over max_response_bytes, a body that broke off) and one for
-// no answer (failure: connect, reset, deadline); then the contract's rules
-// and the default table read the answer (classify).
+// no answer (failure, from the report's error by transportFailure:
+// connect, reset, deadline); then the contract's rules and the default
+// table read the answer (classify).
 
 // attempt is one send of the backend request and what came of it.
 type attempt struct {
 	outcome contracts.Outcome
 	code    int // HTTP status, 0 without an answer
 	header  http.Header
-	body    []byte
-	sent    bool // the request may have reached the backend
+	body    []byte // the report's (upstream.Report.Body), until it is released
+	sent    bool   // the request may have reached the backend
 	verdict policy.Verdict
-	buf     *[]byte // pooled buffer behind body; putBody once classified
 }
 
-// answer is a backend's answer as a client read it.
-type answer struct {
-	code    int
-	header  http.Header
-	body    []byte
-	bodyErr error // ErrBodyTooLarge, or what cut the body off; body is nil then
-	writes  int   // times the request went out whole: 2 when it was resent
-}
-
-// failed classifies an exchange of toolgate's own clients that got no
+// failed classifies a report of toolgate's own clients that got no
 // answer.
-func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes bool, a *attempt) {
-	if errors.Is(ex.err, errInvalidRequest) {
+func (u *upstreamRuntime) failed(ctx context.Context, r *upstream.Report, sideEffect, dedupes bool, a *attempt) {
+	if errors.Is(r.Err, upstream.ErrInvalidRequest) {
 		// toolgate's own fault: nothing was sent, the backend is not to
 		// blame (the breaker does not hear of it), and the same call
 		// would fail again.
@@ -55,8 +49,8 @@ func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes
 		}
 		return
 	}
-	f := transportFailure(ctx, ex.err, ex.gotConn)
-	written := ex.writes > 0
+	f := transportFailure(ctx, r.Err, r.Connected)
+	written := r.Writes > 0
 	if f == contracts.FailConnect && written {
 		// The resend could not connect, but the first write went out
 		// whole before its connection broke.
@@ -67,7 +61,7 @@ func (u *upstream) failed(ctx context.Context, ex *exchange, sideEffect, dedupes
 
 // failure classifies a send that got no answer: what failed, and whether
 // the request went out whole. It counts the failure on the upstream.
-func (u *upstream) failure(f contracts.Failure, written, sideEffect, dedupes bool) attempt {
+func (u *upstreamRuntime) failure(f contracts.Failure, written, sideEffect, dedupes bool) attempt {
 	a := attempt{outcome: contracts.ClassifyTransport(f, written, sideEffect, dedupes), sent: written}
 	a.verdict = policy.VerdictFailure
 	switch f {
@@ -84,21 +78,22 @@ func (u *upstream) failure(f contracts.Failure, written, sideEffect, dedupes boo
 	return a
 }
 
-// answered pre-classifies an answer and counts its code on the upstream. A
+// answered pre-classifies an answer (a client's report, or Envoy's answer
+// as Call.Finish hands it over) and counts its code on the upstream. A
 // 2xx answer whose body is over max_response_bytes or broke off is
 // unreadable, though the backend acted: the rules never see it. A non-2xx
 // answer gets the default table's outcome, which the rules may still
 // override; its body goes to them only when it was read whole. The
 // attempt is written to a, which the caller holds: an attempt returned by
 // value would take room twice on the stack of every call.
-func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupes bool, now func() time.Time, a *attempt) {
-	code := ans.code
-	*a = attempt{code: code, header: ans.header, body: ans.body, sent: true}
+func (u *upstreamRuntime) answered(ctx context.Context, ans *upstream.Report, sideEffect, dedupes bool, now func() time.Time, a *attempt) {
+	code := ans.Status
+	*a = attempt{code: code, header: ans.Header, body: ans.Body, sent: true}
 	u.codes.count(code)
 	success := code >= 200 && code < 300
 	switch {
-	case ans.bodyErr == nil:
-	case errors.Is(ans.bodyErr, ErrBodyTooLarge):
+	case ans.BodyErr == nil:
+	case errors.Is(ans.BodyErr, boundedio.ErrBodyTooLarge):
 		if success {
 			a.outcome = contracts.BadResponse(code)
 			a.verdict = policy.VerdictSuccess
@@ -106,7 +101,7 @@ func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupe
 		}
 		a.body = nil // an oversized error body is not read by the rules
 	default:
-		f := transportFailure(ctx, ans.bodyErr, true)
+		f := transportFailure(ctx, ans.BodyErr, true)
 		if success {
 			// The backend acted; only its answer is lost.
 			a.outcome = contracts.BadResponse(code)
@@ -120,8 +115,8 @@ func (u *upstream) answered(ctx context.Context, ans *answer, sideEffect, dedupe
 	}
 	a.verdict = breakerVerdict(code)
 	if !success {
-		a.outcome = contracts.ClassifyHTTP(code, sideEffect, dedupes, retryAfter(ans.header, now()))
-		if sideEffect && ans.writes > 1 && a.outcome.Effect == contracts.SideEffectNone {
+		a.outcome = contracts.ClassifyHTTP(code, sideEffect, dedupes, retryAfter(ans.Header, now()))
+		if sideEffect && ans.Resent() && a.outcome.Effect == contracts.SideEffectNone {
 			// This answer is to a resend: the first write may have acted
 			// before its connection broke, whatever the resend met.
 			a.outcome.Effect, a.outcome.Retryable = contracts.SideEffectUnknown, dedupes
@@ -316,4 +311,55 @@ func isEmptyJSON(data []byte) bool {
 		return true
 	}
 	return false
+}
+
+// transportFailure maps a transport error to a failure class. Each branch
+// says why.
+func transportFailure(ctx context.Context, err error, gotConn bool) contracts.Failure {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The agent hung up: not the backend's fault, not a breaker failure.
+		return contracts.FailCanceled
+	case ctx.Err() != nil || upstream.TimedOut(err):
+		// Our deadline passed, whatever the transport was doing.
+		return contracts.FailDeadline
+	case upstream.Untrusted(err):
+		// A certificate we do not trust is a configuration fault.
+		return contracts.FailTLS
+	case upstream.DialFailed(err) || !gotConn:
+		// No connection was made, so nothing was sent.
+		return contracts.FailConnect
+	default:
+		// The connection broke after it was made: reset, EOF, malformed answer.
+		return contracts.FailReset
+	}
+}
+
+// maxRetryAfter bounds a backend's Retry-After, whichever form it takes:
+// a day is longer than any agent will wait, and far longer waits (or a
+// date centuries away) are a backend's mistake, not advice.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date),
+// clamped to maxRetryAfter.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// A number too large for int64 is out of range, and clamped too.
+		if secs <= 0 {
+			return 0
+		}
+		if secs > int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		// Sub saturates at the largest Duration rather than overflowing.
+		return min(max(t.Sub(now), 0), maxRetryAfter)
+	}
+	return 0
 }

@@ -33,6 +33,8 @@ import (
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/redact"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // Options are the Core's collaborators. Zero values: a fresh registry, a
@@ -43,7 +45,9 @@ type Options struct {
 	Now      func() time.Time
 	Version  string
 	// Transport, when set, makes the round tripper of each upstream
-	// instead of a pooled http.Transport (tests, embedding).
+	// instead of a pooled http.Transport (tests, embedding, the dry run):
+	// its passthrough routes' and its tool calls', through an
+	// upstream.NetHTTPClient whatever server.upstream_client says.
 	Transport func(*policy.Upstream) http.RoundTripper
 	// Store keeps idempotency records. Nil means a memory store bounded by
 	// the policy's state.max_keys and state.max_bytes. The Core closes it in
@@ -86,7 +90,7 @@ type Core struct {
 // finishes on it, so a reload never changes a request midway.
 type state struct {
 	snap      *policy.Snapshot
-	upstreams map[string]*upstream
+	upstreams map[string]*upstreamRuntime
 	tools     map[string]*tool
 	unknown   *toolMetrics
 	router    *router
@@ -95,15 +99,15 @@ type state struct {
 // tool is a contract with everything resolved that a call needs.
 type tool struct {
 	contract *contracts.Contract
-	upstream *upstream
+	upstream *upstreamRuntime
 	baseURL  url.URL // scheme and host of the upstream, path prefix trimmed
 	prefix   string
 	header   http.Header // static request headers
 	metrics  *toolMetrics
 	// secrets are the needles of the ${VAR} values the tool's requests
 	// carry (its binding's, its upstream's headers'); red is the redactor
-	// of those and the upstream's credential (redact.go).
-	secrets []needle
+	// of those and the upstream's credential (secrets.go).
+	secrets []redact.Needle
 	red     atomic.Pointer[redactor]
 }
 
@@ -151,6 +155,12 @@ func NewCore(snap *policy.Snapshot, opts Options) (*Core, error) {
 	return c, nil
 }
 
+// Logger is the core's logger, for the fronts' own log lines.
+func (c *Core) Logger() *slog.Logger { return c.logger }
+
+// Version is toolgate's version, as the fronts name it to their clients.
+func (c *Core) Version() string { return c.version }
+
 // Metrics returns the core's metrics.
 func (c *Core) Metrics() *Metrics { return c.metrics }
 
@@ -169,16 +179,17 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 	prev := c.state.Load()
 	st := &state{
 		snap:      snap,
-		upstreams: make(map[string]*upstream, len(snap.Upstreams)),
+		upstreams: make(map[string]*upstreamRuntime, len(snap.Upstreams)),
 		tools:     make(map[string]*tool, len(snap.Tools)),
 		unknown:   newToolMetrics(c.metrics, "unknown", snap),
 	}
+	uo := upstreamOptions{newRT: c.newRT, kind: snap.Server.UpstreamClient, env: upstream.Env{Now: c.now, Logger: c.logger}}
 	for name, cfg := range snap.Upstreams {
-		var old *upstream
+		var old *upstreamRuntime
 		if prev != nil {
 			old = prev.upstreams[name]
 		}
-		st.upstreams[name] = newUpstream(cfg, c.metrics, old, c.newRT, runtimeEnv{now: c.now, logger: c.logger})
+		st.upstreams[name] = newUpstream(cfg, c.metrics, old, uo)
 	}
 	for name, contract := range snap.Tools {
 		up := st.upstreams[contract.Upstream]
@@ -191,7 +202,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		t.header = staticHeader(up.cfg.Headers, contract.Binding, c.version)
 		t.secrets = slices.Clip(up.headerSecrets)
 		for _, v := range contract.Binding.Secrets() {
-			t.secrets = appendNeedles(t.secrets, v)
+			t.secrets = redact.AppendNeedles(t.secrets, v)
 		}
 		t.redactor()
 		st.tools[name] = t
@@ -206,7 +217,7 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 			if next := st.upstreams[name]; next == nil || next.client != up.client {
 				up.closeIdle()
 			} else if next.auth != up.auth {
-				up.auth.closeIdle() // the old token endpoint client
+				up.auth.CloseIdle() // the old token endpoint client
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // The secrets of TestSecretsNeverAppear: distinctive strings, so finding
@@ -150,7 +151,7 @@ access: {shared_credentials: [basic_env, basic_file, bearer, query_key, header_k
 	if err := os.WriteFile(bearerFile, []byte(hygieneBearer+"\x00more\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.clock.Add(fileCheckInterval)
+	a.clock.Add(upstream.FileCheckInterval)
 	call("t_bearer", `{"mode":"ok"}`)
 	if !strings.Contains(a.log(), "credential file unusable") || !strings.Contains(a.log(), "upstream token request failed") {
 		t.Fatalf("the warnings this test looks into were not logged:\n%s", a.log())

@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // seenRequests is a backend that remembers every request it gets and
@@ -525,22 +526,22 @@ access: {shared_credentials: [api]}
 			expect("before the rotation", "one")
 
 			secret.update(map[string]string{tc.key: "two\n"})
-			a.clock.Add(fileCheckInterval)
+			a.clock.Add(upstream.FileCheckInterval)
 			expect("the next call after the ..data swap", "two")
 
 			secret.update(map[string]string{}) // the key is gone
-			a.clock.Add(fileCheckInterval)
+			a.clock.Add(upstream.FileCheckInterval)
 			expect("the file is missing: the last good secret", "two")
 			if !strings.Contains(a.log(), "credential file unusable") {
 				t.Errorf("no warning logged:\n%s", a.log())
 			}
 
 			secret.update(map[string]string{tc.key: "bad\x00value"})
-			a.clock.Add(fileCheckInterval)
+			a.clock.Add(upstream.FileCheckInterval)
 			expect("the file holds a NUL: the last good secret", "two")
 
 			secret.update(map[string]string{tc.key: "five"})
-			a.clock.Add(fileCheckInterval)
+			a.clock.Add(upstream.FileCheckInterval)
 			expect("a good file again", "five")
 			if !strings.Contains(a.log(), "credential file usable again") {
 				t.Errorf("no recovery logged:\n%s", a.log())
@@ -835,18 +836,4 @@ access: {shared_credentials: [maps, fcm]} # a passthrough checks no caller
 			t.Error("the backend got a request without the credential")
 		}
 	})
-}
-
-func TestWithQueryParam(t *testing.T) {
-	for _, tc := range []struct{ raw, want string }{
-		{"", "key=v"},
-		{"a=1", "a=1&key=v"},
-		{"key=old", "key=v"},
-		{"k%65y=old&a=1&key", "a=1&key=v"},
-		{"a=1&&b=2", "a=1&b=2&key=v"},
-	} {
-		if got := withQueryParam(tc.raw, "key", "v"); got != tc.want {
-			t.Errorf("withQueryParam(%q) = %q, want %q", tc.raw, got, tc.want)
-		}
-	}
 }

@@ -1,7 +1,8 @@
 package proxy
 
 // Browsers are not callers (DESIGN.md section 8). Every agent-facing route
-// (the tool endpoint and list, the transparent routes, /mcp) refuses:
+// (the tool endpoint and list, the transparent routes, /mcp through
+// BrowserGuard) refuses:
 //
 //   - a Host that may be a DNS rebinding: a page that rebinds its own name
 //     to 127.0.0.1 reaches a loopback listener with its own name as Host.
@@ -35,21 +36,31 @@ import (
 	"github.com/toolgate/toolgate/policy"
 )
 
-// browserGuard decides whether a request may be served on the agent port.
-type browserGuard struct {
-	core     *Core
-	origins  originSet // besides server.allowed_origins (MCPOptions)
+// BrowserGuard decides whether a request may be served on the agent port,
+// by the rules above. Every route of Core.Handler has one; a front of its
+// own (Front: the MCP front) makes one and asks Refusal before it serves
+// a request, so that it refuses in its own protocol.
+type BrowserGuard struct {
+	origins  originSet // besides server.allowed_origins
 	hostname string    // this machine's name, lower case; "" if unknown
 }
 
-func newBrowserGuard(c *Core, origins originSet) *browserGuard {
+// NewBrowserGuard is a guard that trusts allowedOrigins
+// (scheme://host[:port]) besides server.allowed_origins, the request's own
+// host and loopback origins.
+func NewBrowserGuard(allowedOrigins []string) *BrowserGuard {
 	name, _ := os.Hostname()
-	return &browserGuard{core: c, origins: origins, hostname: strings.ToLower(strings.TrimSuffix(name, "."))}
+	return &BrowserGuard{origins: newOriginSet(allowedOrigins), hostname: strings.ToLower(strings.TrimSuffix(name, "."))}
 }
 
-// refusal returns why r must be refused, or "" to serve it, by the
-// server settings of the request's snapshot.
-func (g *browserGuard) refusal(r *http.Request, srv *policy.Server) string {
+// Refusal returns why r must be refused, or "" to serve it, by the server
+// settings of the view the request runs on.
+func (g *BrowserGuard) Refusal(r *http.Request, v View) string {
+	return g.refusal(r, &v.st.snap.Server)
+}
+
+// refusal is Refusal by the server settings srv.
+func (g *BrowserGuard) refusal(r *http.Request, srv *policy.Server) string {
 	if !g.hostAllowed(r, srv) {
 		return fmt.Sprintf("Host %q is not a name of this server", r.Host)
 	}
@@ -78,7 +89,7 @@ func (g *browserGuard) refusal(r *http.Request, srv *policy.Server) string {
 }
 
 // hostAllowed applies the Host rule of the package comment.
-func (g *browserGuard) hostAllowed(r *http.Request, srv *policy.Server) bool {
+func (g *BrowserGuard) hostAllowed(r *http.Request, srv *policy.Server) bool {
 	host := requestHost(r)
 	if localHost(host, g.hostname) || hostListed(host, srv.AllowedHosts) {
 		return true
@@ -117,9 +128,9 @@ func hostListed(host string, allowed []string) bool {
 	return false
 }
 
-// trustedOrigin reports whether origin is configured (server.allowed_origins
-// or MCPOptions) or local (a loopback host).
-func (g *browserGuard) trustedOrigin(origin string, srv *policy.Server) bool {
+// trustedOrigin reports whether origin is configured (server.allowed_origins,
+// or the guard's own) or local (a loopback host).
+func (g *BrowserGuard) trustedOrigin(origin string, srv *policy.Server) bool {
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
@@ -219,13 +230,14 @@ func isLoopbackHost(host string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// guard wraps the agent port's routes other than /mcp (which answers a
-// refusal in JSON-RPC itself): it takes the request's View, which the
-// route serves the request on; a refused request gets a forbidden
-// envelope, counted and logged like any call, and reaches no route.
-func (g *browserGuard) guard(next func(http.ResponseWriter, *http.Request, View)) http.Handler {
+// guarded wraps the agent port's routes other than the fronts of their
+// own (which refuse in their own protocol): it takes the request's View,
+// which the route serves the request on; a refused request gets a
+// forbidden envelope, counted and logged like any call, and reaches no
+// route.
+func (c *Core) guarded(g *BrowserGuard, next func(http.ResponseWriter, *http.Request, View)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v := g.core.View()
+		v := c.View()
 		if why := g.refusal(r, &v.st.snap.Server); why != "" {
 			refuseCrossSite(w, r, v, why)
 			return

@@ -12,13 +12,15 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // browserEnv is a toolgate with the example policy in transparent mode
 // (plus a passthrough), on a loopback listener like the demo.
-func browserEnv(t *testing.T, extraServer string) *mcpEnv {
+func browserEnv(t *testing.T, extraServer string) *mcptest.Env {
 	t.Helper()
-	return newMCPEnv(t, func(doc string) string {
+	return mcptest.NewEnv(t, func(doc string) string {
 		return strings.Replace(doc, "  http_status: mapped\n", "  http_status: mapped\n  transparent: true\n"+
 			"  passthrough: [{prefix: /health, upstream: search}]\n"+extraServer, 1)
 	})
@@ -47,9 +49,9 @@ func agentRoutes() []agentRoute {
 }
 
 // send makes the request of route with header on env's loopback listener.
-func (r agentRoute) send(t *testing.T, env *mcpEnv, host string, header http.Header) (*http.Response, []byte) {
+func (r agentRoute) send(t *testing.T, env *mcptest.Env, host string, header http.Header) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(r.method, env.server.URL+r.path, strings.NewReader(r.body))
+	req, err := http.NewRequest(r.method, env.Server.URL+r.path, strings.NewReader(r.body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +98,7 @@ func TestBrowsersAreNotCallers(t *testing.T) {
 	for _, route := range agentRoutes() {
 		for _, page := range pages {
 			t.Run(route.name+"/"+page.name, func(t *testing.T) {
-				before := env.notify.Count()
+				before := env.Notify.Count()
 				resp, body := route.send(t, env, page.host, page.header)
 				if resp.StatusCode != http.StatusForbidden {
 					t.Fatalf("HTTP %d, want 403: %s", resp.StatusCode, body)
@@ -115,7 +117,7 @@ func TestBrowsersAreNotCallers(t *testing.T) {
 						t.Errorf("want a forbidden envelope, nothing done: %v %s", err, body)
 					}
 				}
-				if n := env.notify.Count(); n != before {
+				if n := env.Notify.Count(); n != before {
 					t.Errorf("the backend sent %d notifications", n-before)
 				}
 			})
@@ -128,7 +130,7 @@ func TestBrowsersAreNotCallers(t *testing.T) {
 // console or the MCP Inspector).
 func TestAgentsAndLocalPagesAreServed(t *testing.T) {
 	env := browserEnv(t, "")
-	self := strings.TrimPrefix(env.server.URL, "http://")
+	self := strings.TrimPrefix(env.Server.URL, "http://")
 	callers := []struct {
 		name   string
 		host   string
@@ -166,7 +168,7 @@ func TestHostRuleFollowsTheListener(t *testing.T) {
 	locked := browserEnv(t, "  allowed_hosts: [toolgate.agents.svc.cluster.local, \"*.example.com\"]\n")
 	cases := []struct {
 		name   string
-		env    *mcpEnv
+		env    *mcptest.Env
 		local  net.Addr
 		host   string
 		served bool
@@ -193,7 +195,7 @@ func TestHostRuleFollowsTheListener(t *testing.T) {
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Accept", "application/json, text/event-stream")
 				rec := httptest.NewRecorder()
-				tc.env.core.Handler().ServeHTTP(rec, req)
+				mcptest.AgentHandler(tc.env.Core, mcpfront.Options{}).ServeHTTP(rec, req)
 				if served := rec.Code != http.StatusForbidden; served != tc.served {
 					t.Errorf("HTTP %d, want served=%v: %s", rec.Code, tc.served, rec.Body)
 				}
@@ -239,7 +241,7 @@ func TestAllowedOriginsAreServed(t *testing.T) {
 // curl's default form type is served when no browser header says a page
 // sent it.
 func TestToolEndpointTakesJSONBodies(t *testing.T) {
-	env := newMCPEnv(t, nil)
+	env := mcptest.NewEnv(t, nil)
 	cases := []struct {
 		name   string
 		header http.Header
@@ -259,9 +261,9 @@ func TestToolEndpointTakesJSONBodies(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := env.notify.Count()
+			before := env.Notify.Count()
 			key := "ct-" + string(rune('a'+i))
-			req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/v1/tools/send_notification",
+			req, _ := http.NewRequest(http.MethodPost, env.Server.URL+"/v1/tools/send_notification",
 				strings.NewReader(`{"user_id":"alice","text":"hello","idempotency_key":"`+key+`"}`))
 			req.Header = tc.header
 			resp, err := http.DefaultClient.Do(req)
@@ -277,7 +279,7 @@ func TestToolEndpointTakesJSONBodies(t *testing.T) {
 			if err != nil {
 				t.Fatalf("not an envelope: %s", body)
 			}
-			sent := env.notify.Count() - before
+			sent := env.Notify.Count() - before
 			if tc.status == 415 {
 				if e.Status != contracts.StatusBadArgs || e.SideEffect != contracts.SideEffectNone || sent != 0 {
 					t.Errorf("want bad_args with nothing sent, got %s/%s and %d sent: %s", e.Status, e.SideEffect, sent, e.Message)
@@ -291,10 +293,10 @@ func TestToolEndpointTakesJSONBodies(t *testing.T) {
 		})
 	}
 	t.Run("always_200 keeps its 200", func(t *testing.T) {
-		env := newMCPEnv(t, func(doc string) string {
+		env := mcptest.NewEnv(t, func(doc string) string {
 			return strings.Replace(doc, "http_status: mapped", "http_status: always_200", 1)
 		})
-		req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/v1/tools/search_articles", strings.NewReader(`{"q":"go"}`))
+		req, _ := http.NewRequest(http.MethodPost, env.Server.URL+"/v1/tools/search_articles", strings.NewReader(`{"q":"go"}`))
 		req.Header.Set("Content-Type", "text/plain")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -311,7 +313,7 @@ func TestToolEndpointTakesJSONBodies(t *testing.T) {
 // asked for; the envelope names no tool.
 func TestUnknownRoutesNameTheRoute(t *testing.T) {
 	for _, transparent := range []bool{false, true} {
-		env := newMCPEnv(t, nil)
+		env := mcptest.NewEnv(t, nil)
 		if transparent {
 			env = browserEnv(t, "")
 		}
@@ -320,7 +322,7 @@ func TestUnknownRoutesNameTheRoute(t *testing.T) {
 			{http.MethodDelete, "/v1/tools", "DELETE /v1/tools"},
 		} {
 			t.Run(fmt.Sprintf("transparent %v/%s", transparent, tc.want), func(t *testing.T) {
-				req, _ := http.NewRequest(tc.method, env.server.URL+tc.path, nil)
+				req, _ := http.NewRequest(tc.method, env.Server.URL+tc.path, nil)
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					t.Fatal(err)

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // requestLineBackend is a raw TCP backend: it logs the request line of
@@ -115,7 +117,7 @@ func TestDotSegmentPathValuesAreNeverSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(core.Handler())
+	front := httptest.NewServer(mcptest.AgentHandler(core, mcpfront.Options{}))
 	t.Cleanup(func() { front.Close(); core.Close() })
 	refused := []string{"..", ".", "%2e%2E", "%2E%2e", ".%2E", "%2e.", "%252e%252e", "%u002e%u002e", "..;x", "../admin", "..\\admin", "．．", "%c0%ae%c0%ae"}
 
@@ -153,10 +155,10 @@ func TestDotSegmentPathValuesAreNeverSent(t *testing.T) {
 			wantRefused(t, env.Status, env.Message)
 		})
 	}
-	cs := mcpConnect(t, front.URL+"/mcp", mcpRevisions[len(mcpRevisions)-1], nil)
+	cs := mcptest.Connect(t, front.URL+"/mcp", mcptest.Revisions[len(mcptest.Revisions)-1], nil)
 	for _, year := range refused {
 		t.Run("MCP: year "+year, func(t *testing.T) {
-			res := mcpResultOf(t, mcpCallTool(t, cs, "get_report", map[string]any{"year": year, "name": "admin"}))
+			res := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "get_report", map[string]any{"year": year, "name": "admin"}))
 			wantRefused(t, res.Status, res.Text)
 		})
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/toolformats"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // This file is the dry run behind `toolgate try`: one call through the
@@ -25,9 +27,9 @@ import (
 // (loading the policy checks them, as for serve).
 //
 // The request is kept as toolgate writes it to a plain-HTTP backend
-// (writeRequest); for an https:// upstream, net/http sends the same fields,
+// (upstream.WriteRequest); for an https:// upstream, net/http sends the same fields,
 // over HTTP/2 where the server speaks it. The arguments reach the Core as
-// the HTTP front hands them over (nullArgs).
+// the HTTP front hands them over (toolformats.NullArgs).
 //
 // What differs from a served call, and why:
 //   - The Core is new: an empty memory idempotency store, fresh rate
@@ -123,7 +125,7 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 	}
 	if t := v.st.tools[d.Tool]; t != nil {
 		out.Upstream = t.contract.Upstream
-		body = nullArgs(t.contract, body) // as the HTTP front reads them
+		body = toolformats.NullArgs(t.contract, body) // as the HTTP front reads them
 	}
 	res := v.Call(ctx, &Request{
 		Tool:           d.Tool,
@@ -147,7 +149,7 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 // goes: "Basic ***", "Bearer ***", an API key's "***" (after its scheme,
 // if any), or for OAuth2 "Bearer *** (oauth2 token from TOKEN_URL)". Nil
 // for an upstream without auth.
-func maskedAuth(a *policy.UpstreamAuth) *upstreamAuth {
+func maskedAuth(a *policy.UpstreamAuth) *upstream.Auth {
 	if a == nil {
 		return nil
 	}
@@ -158,10 +160,7 @@ func maskedAuth(a *policy.UpstreamAuth) *upstreamAuth {
 	case a.Scheme != "":
 		mask = a.Scheme + " " + maskedSecret
 	}
-	cred := credential{header: a.Header, query: a.Query, value: mask}
-	return &upstreamAuth{header: a.Header, query: a.Query, value: func(context.Context) (credential, error) {
-		return cred, nil
-	}}
+	return upstream.NewStaticAuth(a.Header, a.Query, mask)
 }
 
 // dryBackend is a dry run's backend: it records the request it is sent and
@@ -184,14 +183,9 @@ func (r *dryBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.RawQuery != "" {
 		r.url += "?" + req.URL.RawQuery
 	}
-	if _, ok := req.Body.(emptyBody); ok {
-		// noReplay's stand-in for no body (upstream.roundTrip): a plain-HTTP
-		// backend gets no body at all.
-		req.Body = nil
-	}
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
-	err := writeRequest(w, req) // as toolgate writes it to a plain-HTTP backend
+	err := upstream.WriteRequest(w, req) // as toolgate writes it to a plain-HTTP backend
 	if err == nil {
 		err = w.Flush()
 	}
@@ -216,7 +210,7 @@ func (r *dryBackend) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// sortedRequest is a request as writeRequest wrote it, with "\n" line
+// sortedRequest is a request as upstream.WriteRequest wrote it, with "\n" line
 // ends and the header fields after Host sorted by name (stably: repeated
 // fields keep their order), so that the same call always reads the same.
 func sortedRequest(wire []byte) []byte {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/toolgate/toolgate/config"
@@ -50,13 +52,13 @@ func loadedCore(tb testing.TB, n int) *Core {
 	if len(snap.Tools) != n {
 		tb.Fatalf("%d tools, want %d", len(snap.Tools), n)
 	}
-	answer := searchAnswer()
-	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return cannedTransport{body: answer} }})
+	answer := proxytest.SearchAnswer()
+	core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return proxytest.CannedTransport{Body: answer} }})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := core.Handler()
-	ctx := loopbackContext()
+	h := agentHandler(core)
+	ctx := proxytest.LoopbackContext()
 	for _, r := range []struct{ path, body string }{
 		{"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}`},
 		{"/v1/tools/search_articles", `{"q":"go","limit":5}`},

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+
 	"github.com/toolgate/toolgate/examples"
 )
 
@@ -18,7 +20,7 @@ import (
 func BenchmarkAgentHandler(b *testing.B) {
 	rec := httptest.NewRecorder()
 	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil))
-	h := benchCore(b, cannedTransport{body: rec.Body.Bytes()}).Handler()
+	h := benchCore(b, proxytest.CannedTransport{Body: rec.Body.Bytes()}).Handler()
 	body := []byte(`{"q":"go","limit":5}`)
 	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
 	b.ReportAllocs()

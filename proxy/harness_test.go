@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -10,13 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +26,8 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // secretHost appears in every test backend's error bodies; no envelope may
@@ -221,7 +222,7 @@ func newTestCore(t testing.TB, doc string, opts Options) *Core {
 // test.
 func serveCore(t *testing.T, core *Core) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(core.Handler())
+	srv := httptest.NewServer(agentHandler(core))
 	t.Cleanup(func() {
 		srv.Client().CloseIdleConnections()
 		srv.Close()
@@ -423,107 +424,6 @@ func (s *recordStore) ScopeKey(context.Context) ([]byte, error) {
 
 func (s *recordStore) Close() error { return nil }
 
-// rawBackend is a TCP server whose handler sees each connection and the
-// number of the request on it, so a test can answer, close or reset at
-// exactly the point it means to.
-type rawBackend struct {
-	ln       net.Listener
-	conns    atomic.Int64 // connections accepted
-	requests atomic.Int64 // requests read whole
-	serve    func(c *rawConn, n int) bool
-	wg       sync.WaitGroup
-
-	mu   sync.Mutex
-	seen map[string]int // requests read whole, by X-Request-Id (toolgate sends the call_id there)
-}
-
-// rawConn is one server-side connection.
-type rawConn struct {
-	net.Conn
-	br  *bufio.Reader
-	req *http.Request // the request being served
-}
-
-// newRawBackend starts a backend. serve answers the n-th request (from 1)
-// on a connection and says whether to keep reading it.
-func newRawBackend(t *testing.T, serve func(c *rawConn, n int) bool) *rawBackend {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &rawBackend{ln: ln, serve: serve, seen: map[string]int{}}
-	b.wg.Go(func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.conns.Add(1)
-			b.wg.Go(func() {
-				defer nc.Close()
-				c := &rawConn{Conn: nc, br: bufio.NewReader(nc)}
-				for n := 1; ; n++ {
-					req, err := http.ReadRequest(c.br)
-					if err != nil {
-						return
-					}
-					_, _ = io.Copy(io.Discard, req.Body)
-					b.requests.Add(1)
-					b.mu.Lock()
-					b.seen[req.Header.Get("X-Request-Id")]++
-					b.mu.Unlock()
-					c.req = req
-					if !b.serve(c, n) {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		b.wg.Wait()
-	})
-	return b
-}
-
-// received says how many requests with X-Request-Id id the backend read
-// whole: for a side-effecting tool, how many times it acted.
-func (b *rawBackend) received(id string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.seen[id]
-}
-
-func (c *rawConn) answer(s string) bool {
-	_, err := io.WriteString(c, s)
-	return err == nil
-}
-
-// reset closes the connection with a RST instead of a FIN.
-func (c *rawConn) reset() {
-	if tc, ok := c.Conn.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	c.Close()
-}
-
-// failingWriteConn fails one write, writing nothing, when fail is set, as
-// a socket does once the backend's reset has arrived. Its socket stays
-// reachable for the check before reuse.
-type failingWriteConn struct {
-	*net.TCPConn
-	fail *atomic.Bool
-}
-
-func (c *failingWriteConn) Write(p []byte) (int, error) {
-	if c.fail.CompareAndSwap(true, false) {
-		return 0, syscall.EPIPE
-	}
-	return c.TCPConn.Write(p)
-}
-
 func newWireCore(t testing.TB, url string, rt func(*policy.Upstream) http.RoundTripper) *Core {
 	t.Helper()
 	return newTestCore(t, strings.ReplaceAll(wirePolicy, "{{url}}", url), Options{Transport: rt})
@@ -535,7 +435,7 @@ func tlsTransport(srv *httptest.Server) func(*policy.Upstream) http.RoundTripper
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	return func(cfg *policy.Upstream) http.RoundTripper {
-		t := newTransport(cfg, nil)
+		t := upstream.NewTransport(cfg, upstream.Env{Now: time.Now, Logger: slog.New(slog.DiscardHandler)})
 		t.TLSClientConfig = &tls.Config{RootCAs: pool}
 		return t
 	}
@@ -686,8 +586,8 @@ func (h *idemHarness) send(t *testing.T, tool, key, args string) (*http.Response
 	return postCall(t, h.front, tool, args, hdr)
 }
 
-func newRedisStore(t *testing.T, srv *redistest.Server) *policy.RedisStore {
+func newRedisStore(t *testing.T, srv *redistest.Server) *redisstate.Store {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialerRetries: 1, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	return policy.NewRedisStore(client, policy.RedisOptions{})
+	return redisstate.NewStore(client, redisstate.StoreOptions{})
 }

@@ -769,7 +769,7 @@ func FuzzAgentArguments(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		args, err := contracts.DecodeArgs(body, maxArgsDepth)
+		args, err := contracts.DecodeArgs(body, contracts.MaxArgsDepth)
 		if err != nil {
 			if args != nil {
 				t.Fatal("arguments returned with an error")
@@ -786,8 +786,8 @@ func FuzzAgentArguments(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("invalid JSON out: %s", out)
 		}
-		if depth := jsonDepth(args); depth > maxArgsDepth {
-			t.Fatalf("depth %d over the bound %d", depth, maxArgsDepth)
+		if depth := jsonDepth(args); depth > contracts.MaxArgsDepth {
+			t.Fatalf("depth %d over the bound %d", depth, contracts.MaxArgsDepth)
 		}
 	})
 }

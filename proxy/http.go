@@ -6,23 +6,35 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/internal/boundedio"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
+// Front is a front of the agent port with a package of its own, which
+// Handler mounts at Pattern (a ServeMux pattern): package proxy/mcpfront's
+// endpoint at /mcp. It runs calls through the View API as the HTTP front
+// does, and checks Host and Origin itself (BrowserGuard), to refuse in its
+// own protocol.
+type Front struct {
+	Pattern string
+	Handler http.Handler
+}
+
 // Handler returns the agent-facing HTTP handler: POST /v1/tools/{tool},
-// GET /v1/tools, /mcp and, in transparent mode, the tools' own routes. It
-// never serves an admin path. Every route refuses browser requests from
-// other sites and foreign Host names (crossorigin.go); the guard takes the
-// request's View, which the route then serves it on.
-func (c *Core) Handler() http.Handler {
-	g := newBrowserGuard(c, nil)
+// GET /v1/tools, the fronts (cmd/toolgate mounts the MCP front at /mcp)
+// and, in transparent mode, the tools' own routes. It never serves an
+// admin path. Every route refuses browser requests from other sites and
+// foreign Host names (crossorigin.go); the guard takes the request's View,
+// which the route then serves it on.
+func (c *Core) Handler(fronts ...Front) http.Handler {
+	g := NewBrowserGuard(nil)
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/tools/{tool}", g.guard(c.serveCall))
-	mux.Handle("GET /v1/tools", g.guard(serveList))
-	// "/mcp" without a method: the SDK answers GET and DELETE with 405.
-	// The MCP handler checks Host and Origin itself, to refuse in JSON-RPC.
-	mux.Handle("/mcp", c.MCPHandler(MCPOptions{}))
-	mux.Handle("/", g.guard(c.serveOther))
+	mux.Handle("POST /v1/tools/{tool}", c.guarded(g, c.serveCall))
+	mux.Handle("GET /v1/tools", c.guarded(g, serveList))
+	for _, f := range fronts {
+		mux.Handle(f.Pattern, f.Handler)
+	}
+	mux.Handle("/", c.guarded(g, c.serveOther))
 	return mux
 }
 
@@ -36,7 +48,7 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request, v View) {
 	// their own strings), so its buffer goes back to the pool after.
 	p := inPool.Get().(*[]byte)
 	defer putIn(p)
-	body, tooLarge, err := readRequestBody(r, snap.Server.MaxRequestBytes, p)
+	body, tooLarge, err := boundedio.ReadHTTPBody(r, snap.Server.MaxRequestBytes, p)
 	switch {
 	case err != nil:
 		// The client went away or sent a broken body (a truncated chunked
@@ -51,7 +63,7 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request, v View) {
 		req.Invalid = &contracts.ArgError{Problem: contracts.ProblemMediaType, Got: string(got)}
 		w = statusRewriter{ResponseWriter: w, from: http.StatusBadRequest, to: http.StatusUnsupportedMediaType}
 	default:
-		body = nullArgs(snap.Tools[tool], body)
+		body = v.NullArgs(tool, body)
 	}
 	req.Body, req.BodyTooLarge = body, tooLarge
 	if body == nil {
@@ -108,31 +120,9 @@ func (w statusRewriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// ToolInfo is one entry of GET /v1/tools, in the shape function-calling
-// APIs take.
-type ToolInfo struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	SideEffect  bool            `json:"side_effect"`
-}
-
-// ToolList lists the tools of snap that allow accepts, sorted by name.
-func ToolList(snap *policy.Snapshot, allow func(name string) bool) []ToolInfo {
-	out := make([]ToolInfo, 0, len(snap.ToolNames))
-	for _, name := range snap.ToolNames {
-		if !allow(name) {
-			continue
-		}
-		ct := snap.Tools[name]
-		out = append(out, ToolInfo{Name: name, Description: ct.Description, Parameters: ct.PublishedSchema(), SideEffect: ct.SideEffect})
-	}
-	return out
-}
-
 // serveList answers GET /v1/tools: the tools the caller may use, in
 // toolgate's shape or, with ?format=, in the shape of a model API
-// (toolformats.go).
+// (package toolformats).
 func serveList(w http.ResponseWriter, r *http.Request, v View) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -141,10 +131,10 @@ func serveList(w http.ResponseWriter, r *http.Request, v View) {
 	allow := func(name string) bool { return snap.Access.Allows(caller, name) }
 	format := r.URL.Query().Get("format")
 	if format == "" {
-		_ = json.NewEncoder(w).Encode(map[string]any{"tools": ToolList(snap, allow)})
+		_ = json.NewEncoder(w).Encode(map[string]any{"tools": toolformats.List(snap, allow)})
 		return
 	}
-	tools, left, err := ToolListIn(snap, allow, format)
+	tools, left, err := toolformats.ListIn(snap, allow, format)
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})

@@ -25,7 +25,7 @@ const leaseMargin = 5 * time.Second
 // storeWriteFloor, so a call that ended late is still recorded. With a
 // stalled store a call therefore answers at most 1.25s after its deadline:
 // a claim or a charge that timed out is withdrawn within 500ms (see
-// policy.RedisStore), and the writes after it end by the deadline plus 1s,
+// redisstate.Store), and the writes after it end by the deadline plus 1s,
 // plus 250ms for a second write.
 const (
 	storeWriteTimeout = 2 * time.Second

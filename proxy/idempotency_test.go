@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 )
 
 func TestReplayReturnsTheStoredEnvelope(t *testing.T) {
@@ -96,11 +97,11 @@ func TestConcurrentCallsWithOneKeyRunOnce(t *testing.T) {
 			if backend == "redis" {
 				// The client toolgate serves with, not the quick-failing one
 				// of the store-outage tests: 200 claims dial at once.
-				opts, err := policy.RedisClientOptions("redis://" + redistest.Start(t).Addr())
+				opts, err := redisstate.ClientOptions("redis://" + redistest.Start(t).Addr())
 				if err != nil {
 					t.Fatal(err)
 				}
-				store = policy.NewRedisStore(redis.NewClient(opts), policy.RedisOptions{})
+				store = redisstate.NewStore(redis.NewClient(opts), redisstate.StoreOptions{})
 			}
 			b := newEffectBackend()
 			b.hold = make(chan struct{})

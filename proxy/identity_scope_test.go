@@ -13,10 +13,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // shopBackend authenticates each end user by their bearer token and
@@ -129,16 +132,16 @@ func endUserFronts() map[string]endUserFront {
 	mcpAt := func(revision string) endUserFront {
 		return func(t *testing.T, srv *httptest.Server, token, lang, key string) endUserCall {
 			t.Helper()
-			cs := mcpConnect(t, srv.URL+"/mcp", revision, endUserHeader(token, lang))
-			res := mcpResultOf(t, mcpCallTool(t, cs, "place_order", map[string]any{"item": "book", "idempotency_key": key}))
-			return endUserCall{replayed: res.Replayed, data: res.data(), status: string(res.Status)}
+			cs := mcptest.Connect(t, srv.URL+"/mcp", revision, endUserHeader(token, lang))
+			res := mcptest.ResultOf(t, mcptest.CallTool(t, cs, "place_order", map[string]any{"item": "book", "idempotency_key": key}))
+			return endUserCall{replayed: res.Replayed, data: res.Data(), status: string(res.Status)}
 		}
 	}
 	return map[string]endUserFront{
-		"http":                   toolEndpoint,
-		"transparent":            transparent,
-		"mcp " + mcpRevisions[0]: mcpAt(mcpRevisions[0]),
-		"mcp " + mcpRevisions[len(mcpRevisions)-1]: mcpAt(mcpRevisions[len(mcpRevisions)-1]),
+		"http":                        toolEndpoint,
+		"transparent":                 transparent,
+		"mcp " + mcptest.Revisions[0]: mcpAt(mcptest.Revisions[0]),
+		"mcp " + mcptest.Revisions[len(mcptest.Revisions)-1]: mcpAt(mcptest.Revisions[len(mcptest.Revisions)-1]),
 	}
 }
 
@@ -153,7 +156,7 @@ func shopReplica(t *testing.T, backendURL, doc string, store policy.IdempotencyS
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(core.Handler())
+	srv := httptest.NewServer(mcptest.AgentHandler(core, mcpfront.Options{}))
 	t.Cleanup(func() {
 		srv.Close()
 		core.Close()
@@ -162,13 +165,13 @@ func shopReplica(t *testing.T, backendURL, doc string, store policy.IdempotencyS
 }
 
 // newShopRedisStore is a Redis store on srv, as toolgate serves with.
-func newShopRedisStore(t *testing.T, srv *redistest.Server) *policy.RedisStore {
+func newShopRedisStore(t *testing.T, srv *redistest.Server) *redisstate.Store {
 	t.Helper()
-	opts, err := policy.RedisClientOptions("redis://" + srv.Addr())
+	opts, err := redisstate.ClientOptions("redis://" + srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return policy.NewRedisStore(redis.NewClient(opts), policy.RedisOptions{})
+	return redisstate.NewStore(redis.NewClient(opts), redisstate.StoreOptions{})
 }
 
 // TestForwardedIdentityScopesTheIdempotencyKey: two end users behind one

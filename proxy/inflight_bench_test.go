@@ -38,7 +38,7 @@ func BenchmarkInFlight(b *testing.B) {
 		"timeout: 800ms", "timeout: 60s",
 	).Replace(string(examples.Policy()))
 	core := newTestCore(b, doc, Options{Registry: prometheus.NewRegistry()})
-	h := core.Handler()
+	h := agentHandler(core)
 	body := []byte(`{"q":"go","limit":5}`)
 	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
 

@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/learn"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/redact"
 )
 
 // This file is learning mode's hook (server.learn, package learn): with an
@@ -98,7 +99,7 @@ func (c *Core) servePassthrough(w http.ResponseWriter, r *http.Request, snap *po
 			x.ResponseBody, x.ResponseTruncated = respBody.kept()
 			if mt := passthroughMatcher(p.up, r.Header); mt != nil {
 				var n int
-				if x.ResponseBody, n = redactBytes(x.ResponseBody, mt, nil); n > 0 {
+				if x.ResponseBody, n = redact.Bytes(x.ResponseBody, mt, nil); n > 0 {
 					c.metrics.SecretsRedacted.WithLabelValues("").Add(float64(n))
 				}
 			}
@@ -144,7 +145,7 @@ func (c *Core) observeAttempt(cl *Call, req *http.Request, a *attempt, start tim
 	t := cl.tool
 	// The request as bound may carry the tool's ${VAR} values; the answer
 	// was redacted already (Core.redactAnswer).
-	reqBody, _ := redactBytes(cl.bound.Body, t.redactor().match, nil)
+	reqBody, _ := redact.Bytes(cl.bound.Body, t.redactor().match, nil)
 	x := &learn.Exchange{
 		Upstream:       t.upstream.cfg.Name,
 		UpstreamURL:    t.upstream.cfg.URL.String(),

@@ -24,10 +24,10 @@ type Passthrough struct {
 	// Header are the upstream's static headers.
 	Header http.Header
 
-	up *upstream // its credential (Decorate)
+	up *upstreamRuntime // its credential (Decorate)
 }
 
-func newPassthroughRule(up *upstream, callerHeader string) Passthrough {
+func newPassthroughRule(up *upstreamRuntime, callerHeader string) Passthrough {
 	return Passthrough{
 		Upstream: up.cfg.Name,
 		Strip:    []string{http.CanonicalHeaderKey(callerHeader), "X-Forwarded-Client-Cert"},
@@ -64,10 +64,10 @@ type passthrough struct {
 	Passthrough
 	prefix string
 	proxy  *httputil.ReverseProxy
-	up     *upstream
+	up     *upstreamRuntime
 }
 
-func newPassthrough(prefix string, up *upstream, callerHeader string) passthrough {
+func newPassthrough(prefix string, up *upstreamRuntime, callerHeader string) passthrough {
 	p := passthrough{Passthrough: newPassthroughRule(up, callerHeader), prefix: prefix, up: up}
 	target := up.cfg.URL
 	p.proxy = &httputil.ReverseProxy{

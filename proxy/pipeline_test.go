@@ -187,3 +187,32 @@ func TestBulkheadFailsFastWhenFull(t *testing.T) {
 		}
 	})
 }
+
+// TestCallerGoneStopsTheBackendCall: an agent that goes away while the
+// backend works stops the backend request at once (not at the tool's deadline),
+// and the envelope says what is known: nothing for a read, an unknown
+// effect for a write that reached the backend.
+func TestCallerGoneStopsTheBackendCall(t *testing.T) {
+	tests := []struct {
+		tool       string
+		wantEffect contracts.SideEffect
+		wantRetry  bool
+	}{
+		{"read", contracts.SideEffectNone, true},
+		{"write", contracts.SideEffectUnknown, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			h := newHarness(t, strings.Replace(harnessPolicy, "timeout: 300ms", "timeout: 1h", 1))
+			ctx := h.leaveOnceCalled()
+			req := &Request{Tool: tt.tool, Body: []byte(`{"mode":"hang"}`), IdempotencyKey: "k-gone", Front: "http"}
+			res := h.core.Call(ctx, req)
+			env := res.Envelope
+			if res.Reason != contracts.ReasonCanceled || env.Status != contracts.StatusUpstream ||
+				env.SideEffect != tt.wantEffect || env.Retryable != tt.wantRetry {
+				t.Errorf("reason %s, envelope %+v; want canceled, upstream, side_effect %s, retryable %v",
+					res.Reason, env, tt.wantEffect, tt.wantRetry)
+			}
+		})
+	}
+}

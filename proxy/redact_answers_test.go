@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,10 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/testkit/proxytest"
+
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/examples"
+	"github.com/toolgate/toolgate/internal/testkit/redacttest"
 	"github.com/toolgate/toolgate/learn"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/redact"
 )
 
 // The secrets of TestEchoedSecretsAreRedacted, each with characters that
@@ -66,7 +75,7 @@ var echoUpstreams = []string{"bearer", "basic", "header_key", "query_key", "oaut
 // secretEchoBackend answers every request with what it got: the Authorization
 // and X-Api-Key headers, the decoded key parameter, the basic credential's
 // user and password, and the first OAuth2 token it ever saw, in the
-// encoding its path names (an index of echoEncodings), in the JSON
+// encoding its path names (an index of redacttest.Encodings), in the JSON
 // member echo; and the raw query as it came, the password as a code.
 type secretEchoBackend struct {
 	mu        sync.Mutex
@@ -100,12 +109,12 @@ func (b *secretEchoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"echo":"%s","query":%q,"code":%q}`, echoEncodings[enc].encode(echo), r.URL.RawQuery, code)
+	fmt.Fprintf(w, `{"echo":"%s","query":%q,"code":%q}`, redacttest.Encodings[enc].Encode(echo), r.URL.RawQuery, code)
 }
 
 // TestEchoedSecretsAreRedacted: a backend that echoes its request, in a
 // 4xx body the error detail quotes and in a 2xx body that is the data, in
-// every encoding of echoEncodings, for every kind of credential (bearer,
+// every encoding of redacttest.Encodings, for every kind of credential (bearer,
 // basic, API keys in a header and in the query, an OAuth2 token, current
 // and earlier, and the agent's own forwarded Authorization), over the
 // tool endpoint and transparent routes: no secret appears in the
@@ -138,7 +147,7 @@ func TestEchoedSecretsAreRedacted(t *testing.T) {
 		t.Helper()
 		for what, text := range map[string]string{"envelope": string(body), "message": fmt.Sprint(env["message"]),
 			"observation": fmt.Sprint(env["observation"])} {
-			if f, ok := leaked(text, secrets...); ok {
+			if f, ok := redacttest.Leaked(text, secrets...); ok {
 				t.Errorf("the %s holds %q: %s", what, f, text)
 			}
 		}
@@ -147,17 +156,17 @@ func TestEchoedSecretsAreRedacted(t *testing.T) {
 			d, _ := json.Marshal(env["data"])
 			where = string(d)
 		}
-		if !strings.Contains(where, redactedMarker) {
-			t.Errorf("%s has no %s: %s", map[bool]string{true: "data", false: "message"}[status < 300], redactedMarker, body)
+		if !strings.Contains(where, redact.Marker) {
+			t.Errorf("%s has no %s: %s", map[bool]string{true: "data", false: "message"}[status < 300], redact.Marker, body)
 		}
 	}
 	redacted := func(tool string) float64 {
 		return testutil.ToFloat64(a.core.Metrics().SecretsRedacted.WithLabelValues(tool))
 	}
 	for _, tool := range echoUpstreams {
-		for enc, e := range echoEncodings {
+		for enc, e := range redacttest.Encodings {
 			for _, status := range []int{400, 200} {
-				t.Run(fmt.Sprintf("%s %s %d tool endpoint", tool, e.name, status), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %s %d tool endpoint", tool, e.Name, status), func(t *testing.T) {
 					before := redacted(tool)
 					resp, env := a.call(t, tool, fmt.Sprintf(`{"enc":%d,"status":%d}`, enc, status), agent)
 					raw, _ := json.Marshal(env)
@@ -171,7 +180,7 @@ func TestEchoedSecretsAreRedacted(t *testing.T) {
 						t.Errorf("toolgate_secrets_redacted_total{tool=%q} did not grow", tool)
 					}
 				})
-				t.Run(fmt.Sprintf("%s %s %d transparent", tool, e.name, status), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s %s %d transparent", tool, e.Name, status), func(t *testing.T) {
 					req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/%s/echo/%d?status=%d", a.server.URL, tool, enc, status), nil)
 					req.Header.Set("Authorization", "Bearer "+echoAgent)
 					resp, err := a.server.Client().Do(req)
@@ -193,10 +202,10 @@ func TestEchoedSecretsAreRedacted(t *testing.T) {
 		a.clock.Add(2 * time.Hour) // past the first token's expiry
 		_, env := a.call(t, "oauth2", `{"enc":0,"status":200}`, nil)
 		raw, _ := json.Marshal(env)
-		if issued.Load() < 2 || !strings.Contains(string(raw), "first=Bearer "+redactedMarker) || !strings.Contains(string(raw), "auth=Bearer "+redactedMarker) {
+		if issued.Load() < 2 || !strings.Contains(string(raw), "first=Bearer "+redact.Marker) || !strings.Contains(string(raw), "auth=Bearer "+redact.Marker) {
 			t.Errorf("tokens issued: %d; envelope: %s", issued.Load(), raw)
 		}
-		if f, ok := leaked(string(raw), secrets...); ok {
+		if f, ok := redacttest.Leaked(string(raw), secrets...); ok {
 			t.Errorf("the envelope holds %q: %s", f, raw)
 		}
 	})
@@ -209,7 +218,7 @@ func TestEchoedSecretsAreRedacted(t *testing.T) {
 		if len(text) < 100 {
 			t.Fatalf("the %s is nearly empty: %s", what, text)
 		}
-		if f, ok := leaked(text, secrets...); ok {
+		if f, ok := redacttest.Leaked(text, secrets...); ok {
 			i := strings.Index(text, f)
 			t.Errorf("the %s holds %q: …%s…", what, f, text[max(0, i-200):min(len(text), i+100)])
 		}
@@ -258,7 +267,7 @@ tools:
 		Options{Observer: learner})
 	_, env := a.call(t, "lookup", `{}`, nil)
 	raw, _ := json.Marshal(env)
-	if f, ok := leaked(string(raw), headerVar, queryVar, bearer, plainWord); ok {
+	if f, ok := redacttest.Leaked(string(raw), headerVar, queryVar, bearer, plainWord); ok {
 		t.Errorf("the envelope holds %q: %s", f, raw)
 	}
 	if got := testutil.ToFloat64(a.core.Metrics().SecretsRedacted.WithLabelValues("lookup")); got != 4 {
@@ -293,7 +302,51 @@ tools:
 	if !strings.Contains(string(summary), `"/raw`) {
 		t.Fatalf("learning mode never saw the passthrough: %s", summary)
 	}
-	if f, ok := leaked(string(summary), headerVar, queryVar, bearer, agentTok); ok {
+	if f, ok := redacttest.Leaked(string(summary), headerVar, queryVar, bearer, agentTok); ok {
 		t.Errorf("the learned summary holds %q: %s", f, summary)
+	}
+}
+
+// BenchmarkAnswerRedaction is the search call of BenchmarkAnswerSize with
+// the search upstream holding no secret, a bearer token, and an API key
+// while the call also forwards the agent's basic Authorization (four
+// secrets, 21 needles): the cost of scanning each answer for them. The answers hold no
+// secret, as nearly all do.
+func BenchmarkAnswerRedaction(b *testing.B) {
+	cases := []struct {
+		name, auth string
+		header     http.Header
+	}{
+		{"no secret", "", nil},
+		{"a bearer token", "\n    auth: {bearer: {token: bench-token-Zq8c/Kp3sf}}", nil},
+		{"an API key and a forwarded basic Authorization", "\n    auth: {api_key: {header: X-Api-Key, value: bench-key/Vx71d}}\n    forward_headers: [Authorization]",
+			http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte("agent-user:agent-pass/Lr4e"))}}},
+	}
+	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
+		for _, tc := range cases {
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, tc.name), func(b *testing.B) {
+				body := examples.PaddedSearchAnswer(size)
+				doc := strings.NewReplacer("server:\n", "server:\n  max_response_bytes: 2097152\n", "\naccess:\n", "\naccess:\n  shared_credentials: [search]\n",
+					"url: http://127.0.0.1:7001", "url: http://127.0.0.1:7001"+tc.auth).Replace(string(examples.Policy()))
+				snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				core, err := NewCore(snap, Options{Registry: prometheus.NewRegistry(), Transport: func(*policy.Upstream) http.RoundTripper { return proxytest.CannedTransport{Body: body} }})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(core.Close)
+				args := []byte(`{"q":"go","limit":5}`)
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					res := core.Call(context.Background(), &Request{Tool: "search_articles", Body: args, CallID: "bench", Header: tc.header})
+					if res.Envelope.Status != "ok" {
+						b.Fatal(res.Envelope.Status, res.Envelope.Message)
+					}
+				}
+			})
+		}
 	}
 }

@@ -82,7 +82,7 @@ func (c *Core) attempt(ctx context.Context, cl *Call) bool {
 		cl.unsent(contracts.ReasonCircuitOpen, "circuit_open", wait)
 		return false
 	}
-	if !up.bulk.acquire(cl.caller) {
+	if !up.bulk.Acquire(cl.caller) {
 		done.Done(policy.VerdictIgnored)
 		cl.unsent(contracts.ReasonBulkhead, "bulkhead", 0)
 		return false
@@ -93,7 +93,7 @@ func (c *Core) attempt(ctx context.Context, cl *Call) bool {
 	// the learn observer keeps it.
 	var pr *pooledRequest
 	var req *http.Request
-	if up.direct != nil && c.observer == nil {
+	if up.pooled && c.observer == nil {
 		pr, req = cl.pooledHTTPRequest()
 	} else {
 		req = cl.httpRequest()
@@ -103,8 +103,8 @@ func (c *Core) attempt(ctx context.Context, cl *Call) bool {
 	sentAt := c.observeStart()
 	a := &cl.att
 	*a = attempt{}
-	up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now, a)
-	up.bulk.release(cl.caller)
+	up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now, &cl.rep, a)
+	up.bulk.Release(cl.caller)
 	done.Done(a.verdict)
 	c.redactAnswer(cl, a)
 	c.observeAttempt(cl, req, a, sentAt)
@@ -114,7 +114,9 @@ func (c *Core) attempt(ctx context.Context, cl *Call) bool {
 	if span != nil {
 		endAttemptSpan(span, cl, a)
 	}
-	defer putBody(a.buf)
+	// The answer's buffer goes back once the answer is classified (the
+	// envelope's data is always a copy).
+	defer cl.rep.Release()
 	return c.conclude(ctx, cl, a)
 }
 

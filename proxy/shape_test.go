@@ -294,7 +294,7 @@ tools:
       body: {To: to, From: {const: "+15017122661"}, Body: text}
 `
 	core := newTestCore(t, doc, Options{})
-	front := httptest.NewServer(core.Handler())
+	front := httptest.NewServer(agentHandler(core))
 	t.Cleanup(func() { front.Close(); core.Close() })
 	tests := []struct {
 		name, path, contentType, body string

@@ -101,7 +101,7 @@ func callsWithinASmallStack(t *testing.T) {
 	}
 	var agents []*httptest.Server
 	for _, core := range cores {
-		agent := httptest.NewServer(core.Handler())
+		agent := httptest.NewServer(agentHandler(core))
 		defer agent.Close()
 		agents = append(agents, agent)
 	}

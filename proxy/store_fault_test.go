@@ -17,7 +17,7 @@ import (
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
-	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 )
 
 // faultPolicy has a side-effecting tool with a cost, one on a dead
@@ -112,14 +112,14 @@ func newFaultHarness(t *testing.T) *faultHarness {
 	backend := httptest.NewServer(b)
 	t.Cleanup(backend.Close)
 	doc := strings.NewReplacer("{{url}}", backend.URL, "{{dead}}", proxytest.RefusedURL(t)).Replace(faultPolicy)
-	opts, err := policy.RedisClientOptions("redis://" + p.Addr() + "/0")
+	opts, err := redisstate.ClientOptions("redis://" + p.Addr() + "/0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := redis.NewClient(opts)
 	core := newTestCore(t, doc, Options{
-		Store:   policy.NewRedisStore(client, policy.RedisOptions{}),
-		Budgets: policy.NewRedisBudgets(client, policy.RedisBudgetOptions{}),
+		Store:   redisstate.NewStore(client, redisstate.StoreOptions{}),
+		Budgets: redisstate.NewBudgets(client, redisstate.BudgetOptions{}),
 	})
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { direct.Close() })
@@ -135,7 +135,7 @@ func (h *faultHarness) send(t *testing.T, tool, key, args string) *contracts.Env
 // spent is what the caller's budget windows hold, in cost units.
 func (h *faultHarness) spent(t *testing.T) float64 {
 	t.Helper()
-	keys, err := h.direct.Keys(t.Context(), policy.DefaultRedisBudgetPrefix+"*").Result()
+	keys, err := h.direct.Keys(t.Context(), redisstate.DefaultBudgetPrefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/contracts"
-	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/internal/testkit/mcptest"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
 // formatTools are tools whose argument schemas use what the model APIs
@@ -62,16 +64,16 @@ const formatTools = `
     request: {method: GET, path: /api/search, query: {q: q}}
 `
 
-func formatsEnv(t *testing.T) *mcpEnv {
+func formatsEnv(t *testing.T) *mcptest.Env {
 	t.Helper()
-	return newMCPEnv(t, func(doc string) string {
+	return mcptest.NewEnv(t, func(doc string) string {
 		return strings.Replace(doc, "\ntools:\n", "\ntools:\n"+formatTools, 1)
 	})
 }
 
-func getTools(t *testing.T, env *mcpEnv, format string) (int, map[string]json.RawMessage) {
+func getTools(t *testing.T, env *mcptest.Env, format string) (int, map[string]json.RawMessage) {
 	t.Helper()
-	resp, err := http.Get(env.server.URL + "/v1/tools?format=" + format)
+	resp, err := http.Get(env.Server.URL + "/v1/tools?format=" + format)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ var apiName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // take is left out with a reason rather than sent.
 func TestToolListFormatsTakeEachAPIsShape(t *testing.T) {
 	env := formatsEnv(t)
-	snap := env.core.Snapshot()
+	snap := env.Core.Snapshot()
 	cases := []struct {
 		format   string
 		leftOut  []string
@@ -145,7 +147,7 @@ func TestToolListFormatsTakeEachAPIsShape(t *testing.T) {
 		}},
 		{"mcp", nil, func(t *testing.T, e map[string]any) string {
 			name := e["name"].(string)
-			want, _ := json.Marshal(proxy.MCPTool(snap.Tools[name]))
+			want, _ := json.Marshal(mcpfront.Tool(snap.Tools[name]))
 			got, _ := json.Marshal(e)
 			var w, g any
 			_ = json.Unmarshal(want, &w)
@@ -166,7 +168,7 @@ func TestToolListFormatsTakeEachAPIsShape(t *testing.T) {
 			for _, e := range decodeEntries(t, m["tools"]) {
 				names = append(names, tc.checkOne(t, e))
 			}
-			var left []proxy.LeftOut
+			var left []toolformats.LeftOut
 			if raw, ok := m["left_out"]; ok {
 				if err := json.Unmarshal(raw, &left); err != nil {
 					t.Fatal(err)
@@ -196,7 +198,7 @@ func TestToolListFormatsTakeEachAPIsShape(t *testing.T) {
 		}
 	})
 	t.Run("the list is filtered by caller in every format", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, env.server.URL+"/v1/tools?format=openai", nil)
+		req, _ := http.NewRequest(http.MethodGet, env.Server.URL+"/v1/tools?format=openai", nil)
 		req.Header.Set("X-Toolgate-Caller", "research-agent")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -345,7 +347,7 @@ func TestStrictModeArgumentsAreServed(t *testing.T) {
 			if err := sch.Validate(args); (err == nil) != (tc.status != contracts.StatusBadArgs) {
 				t.Errorf("strict schema validation: %v", err)
 			}
-			req, _ := http.NewRequest(http.MethodPost, env.server.URL+"/v1/tools/"+tc.tool, strings.NewReader(tc.args))
+			req, _ := http.NewRequest(http.MethodPost, env.Server.URL+"/v1/tools/"+tc.tool, strings.NewReader(tc.args))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

@@ -130,7 +130,7 @@ func (t tracing) inject(ctx context.Context, req *Request, h http.Header) {
 // (a tracestate means nothing without it); an invalid tracestate drops
 // only itself. Neither ever fails the call.
 func agentTraceContext(req *Request) (parent, state string) {
-	if !validTraceParent(req.TraceParent) {
+	if !ValidTraceParent(req.TraceParent) {
 		return "", ""
 	}
 	if validTraceState(req.TraceState) {
@@ -143,13 +143,13 @@ func agentTraceContext(req *Request) (parent, state string) {
 // carry fields after the four of version 00.
 const maxTraceParentBytes = 256
 
-// validTraceParent reports whether v is a W3C trace-context traceparent
+// ValidTraceParent reports whether v is a W3C trace-context traceparent
 // toolgate continues and forwards: version-traceid-parentid-flags in lower
 // case hex (2-32-16-2 digits), a trace id and a parent id that are not all
 // zeros, version ff refused. Version 00 is exactly those 55 characters; a
 // higher version may add fields after a further "-", in lower case hex and
 // "-" only, up to 256 characters in all.
-func validTraceParent(v string) bool {
+func ValidTraceParent(v string) bool {
 	const size = 55 // 2 + 1 + 32 + 1 + 16 + 1 + 2
 	if len(v) < size || len(v) > maxTraceParentBytes {
 		return false

@@ -129,8 +129,8 @@ func TestTraceContextValidation(t *testing.T) {
 		{"a higher version over 256 characters", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-" + strings.Repeat("a", 202), false},
 	} {
 		t.Run("traceparent: "+tc.name, func(t *testing.T) {
-			if got := validTraceParent(tc.parent); got != tc.want {
-				t.Fatalf("validTraceParent(%q) = %v, want %v", tc.parent, got, tc.want)
+			if got := ValidTraceParent(tc.parent); got != tc.want {
+				t.Fatalf("ValidTraceParent(%q) = %v, want %v", tc.parent, got, tc.want)
 			}
 		})
 	}
@@ -201,7 +201,7 @@ func TestInvalidTraceContextIsNotForwarded(t *testing.T) {
 				}
 				parent := h.Get("Traceparent")
 				switch {
-				case parent != "" && !validTraceParent(parent):
+				case parent != "" && !ValidTraceParent(parent):
 					t.Errorf("backend got an invalid traceparent %.100q", parent)
 				case tc.wantParent && !strings.Contains(parent, "4bf92f3577b34da6a3ce929d0e0e4736"):
 					t.Errorf("backend got traceparent %q, want the agent's trace continued", parent)

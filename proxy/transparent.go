@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/boundedio"
 )
 
 // router finds the tool whose legacy route a request takes. It is built
@@ -77,7 +78,7 @@ func (c *Core) serveTransparent(w http.ResponseWriter, r *http.Request, v View) 
 	var body []byte
 	if route.HasBody {
 		var err error
-		body, req.BodyTooLarge, err = readRequestBody(r, v.st.snap.Server.MaxRequestBytes, new([]byte))
+		body, req.BodyTooLarge, err = boundedio.ReadHTTPBody(r, v.st.snap.Server.MaxRequestBytes, new([]byte))
 		if err != nil {
 			w.Header().Set("Connection", "close")
 			req.Invalid = &contracts.ArgError{Problem: contracts.ProblemIncomplete}

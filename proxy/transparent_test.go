@@ -96,7 +96,7 @@ func newTransparentHarness(t *testing.T) (*httptest.Server, *echoBackend, *Core)
 	backend := httptest.NewServer(eb)
 	t.Cleanup(backend.Close)
 	core := newTestCore(t, strings.ReplaceAll(transparentPolicy, "{{url}}", backend.URL), Options{})
-	front := httptest.NewServer(core.Handler())
+	front := httptest.NewServer(agentHandler(core))
 	t.Cleanup(func() { front.Close(); core.Close() })
 	return front, eb, core
 }
@@ -231,7 +231,7 @@ func TestTransparentModeOffServesNoLegacyRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	core, _ := NewCore(snap, Options{})
-	front := httptest.NewServer(core.Handler())
+	front := httptest.NewServer(agentHandler(core))
 	defer front.Close()
 	resp, err := front.Client().Get(front.URL + "/api/search?q=go")
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // testCA is a certificate authority made for one test.
@@ -198,7 +199,7 @@ func TestClientCertificateRequired(t *testing.T) {
 		_, newPEM, newKey := ca.issue("toolgate-client-new")
 		writeFile(t, keyFile, newKey)
 		writeFile(t, certFile, newPEM)
-		a.clock.Add(fileCheckInterval)
+		a.clock.Add(upstream.FileCheckInterval)
 		res := a.callDirect("invoice", `{}`, nil)
 		if res.Envelope.Status != contracts.StatusOK {
 			t.Fatalf("after the rotation: %s: %+v", res.Reason, res.Envelope)
@@ -260,7 +261,7 @@ func TestPrivateCA(t *testing.T) {
 		}
 		// A bundle with both CAs, as during a CA rollover.
 		writeFile(t, rotating, []byte(strings.Join([]string{string(other.pem), string(ca.pem)}, "")))
-		a.clock.Add(fileCheckInterval)
+		a.clock.Add(upstream.FileCheckInterval)
 		if res := a.callDirect("invoice", `{}`, nil); res.Envelope.Status != contracts.StatusOK {
 			t.Fatalf("after: %s: %+v", res.Reason, res.Envelope)
 		}

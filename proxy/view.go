@@ -6,6 +6,7 @@ import (
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
 // View is the policy snapshot one request runs on, with its runtime. A
@@ -61,7 +62,7 @@ func (v View) MatchRoute(method, escapedPath string) (route Route, ok bool) {
 // cause to put in Request.Invalid.
 func (r Route) Args(rawQuery string, header http.Header, body []byte) (map[string]any, error) {
 	lr := contracts.LegacyRequest{PathValues: r.PathValues, RawQuery: rawQuery, Header: header, Body: body}
-	return r.tool.contract.ReadArgs(lr, maxArgsDepth)
+	return r.tool.contract.ReadArgs(lr, contracts.MaxArgsDepth)
 }
 
 // Passthrough returns how a request whose escaped path falls under a
@@ -81,6 +82,21 @@ func (v View) NoRoute(ctx context.Context, req *Request, method, path string) *R
 	asked := *req
 	asked.Tool = ""
 	return v.withoutTool(ctx, &asked, routeLabel(method, path), contracts.Reject(contracts.ReasonUnknownTool))
+}
+
+// UnknownTool answers a call of a tool the view's policy does not have,
+// which a front found out before it called (the MCP front, whose SDK
+// routes calls by tool): a not_found envelope, counted and logged as every
+// call is.
+func (v View) UnknownTool(ctx context.Context, req *Request) *Result {
+	return v.withoutTool(ctx, req, req.Tool, contracts.Reject(contracts.ReasonUnknownTool))
+}
+
+// NullArgs is a JSON front's arguments object of a call of tool, with an
+// optional argument given as null read as absent (toolformats.NullArgs),
+// as the tool endpoint and MCP hand arguments to the pipeline.
+func (v View) NullArgs(tool string, args []byte) []byte {
+	return toolformats.NullArgs(v.st.snap.Tools[tool], args)
 }
 
 // withoutTool makes the envelope for a request that never reached a tool

@@ -25,9 +25,10 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/testkit/clienttest"
 	"github.com/toolgate/toolgate/internal/testkit/policytest"
-	"github.com/toolgate/toolgate/internal/testkit/proxytest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // The backend wire: which bytes belong to which call, and when a request
@@ -81,35 +82,26 @@ func jsonAnswer(code int, body string) string {
 
 // whoAnswer answers with the request's own id: whoever reads it can tell
 // whose answer it is.
-func whoAnswer(c *rawConn) string {
+func whoAnswer(c *clienttest.RawConn) string {
 	code := http.StatusOK
-	if c.req.Method == http.MethodPost {
+	if c.Req.Method == http.MethodPost {
 		code = http.StatusCreated
 	}
-	return jsonAnswer(code, `{"who":"`+c.req.Header.Get("X-Request-Id")+`"}`)
+	return jsonAnswer(code, `{"who":"`+c.Req.Header.Get("X-Request-Id")+`"}`)
 }
 
 // pooledConnStirred says a connection in the upstream's pool is no longer
 // quiet: bytes or an end arrived on it. Tests wait for it, so the race
 // between the backend's bytes and the next call is decided before the call.
-func pooledConnStirred(core *Core, upstream string) bool {
-	c := core.state.Load().upstreams[upstream].direct
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, pc := range c.idle {
-		if !pc.alive() {
-			return true
-		}
-	}
-	return false
+func pooledConnStirred(core *Core, name string) bool {
+	_, stirred := core.state.Load().upstreams[name].client.(*upstream.H1Client).Idle()
+	return stirred > 0
 }
 
 // pooledConns is the number of connections in the upstream's pool.
-func pooledConns(core *Core, upstream string) int {
-	c := core.state.Load().upstreams[upstream].direct
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.idle)
+func pooledConns(core *Core, name string) int {
+	n, _ := core.state.Load().upstreams[name].client.(*upstream.H1Client).Idle()
+	return n
 }
 
 func wantEnv(t *testing.T, res *Result, status contracts.Status, effect contracts.SideEffect, retryable bool) {
@@ -146,17 +138,17 @@ func TestStrayBytesAreNeverAnotherCallsAnswer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			writeStray, strayWritten := make(chan struct{}), make(chan struct{})
-			b := newRawBackend(t, func(c *rawConn, n int) bool {
-				if c.req.Header.Get("X-Request-Id") == "A" {
-					c.answer(tt.answer)
+			b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool {
+				if c.Req.Header.Get("X-Request-Id") == "A" {
+					c.Answer(tt.answer)
 					<-writeStray
-					c.answer(tt.stray) // late: the connection is idle in toolgate's pool
+					c.Answer(tt.stray) // late: the connection is idle in toolgate's pool
 					close(strayWritten)
 					return true // and the connection is served on
 				}
-				return c.answer(whoAnswer(c))
+				return c.Answer(whoAnswer(c))
 			})
-			core := newWireCore(t, "http://"+b.ln.Addr().String(), nil)
+			core := newWireCore(t, b.URL(), nil)
 			a := wireCall(core, tt.tool, "A")
 			if a.Envelope.Status != contracts.StatusOK || string(a.Envelope.Data) != `{"who":"A"}` {
 				t.Fatalf("A got %s %s", a.Envelope.Status, a.Envelope.Data)
@@ -177,7 +169,7 @@ func TestStrayBytesAreNeverAnotherCallsAnswer(t *testing.T) {
 			if got := string(res.Envelope.Data); got != `{"who":"B"}` {
 				t.Errorf("B got the data %s", got)
 			}
-			if got := b.received("B"); got != 1 {
+			if got := b.Received("B"); got != 1 {
 				t.Errorf("the backend received B's request %d times, want once", got)
 			}
 		})
@@ -203,20 +195,20 @@ func TestReusedConnectionClosedUnanswered(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
-			b := newRawBackend(t, func(c *rawConn, n int) bool {
+			b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool {
 				if n == 2 {
 					c.Close() // the request was read; no answer comes
 					return false
 				}
-				return c.answer(whoAnswer(c))
+				return c.Answer(whoAnswer(c))
 			})
-			core := newWireCore(t, "http://"+b.ln.Addr().String(), nil)
+			core := newWireCore(t, b.URL(), nil)
 			if a := wireCall(core, tt.tool, "A"); a.Envelope.Status != contracts.StatusOK {
 				t.Fatalf("A got %s", a.Envelope.Status)
 			}
 			res := wireCall(core, tt.tool, "B")
 			wantEnv(t, res, tt.status, tt.effect, tt.retryable)
-			if got := b.received("B"); got != tt.received {
+			if got := b.Received("B"); got != tt.received {
 				t.Errorf("the backend received B's request %d times, want %d", got, tt.received)
 			}
 		})
@@ -233,16 +225,16 @@ func TestQuickCloseBeforeReuse(t *testing.T) {
 	for _, tool := range []string{"write", "write_get"} {
 		t.Run(tool, func(t *testing.T) {
 			closed := make(chan struct{}, 1)
-			b := newRawBackend(t, func(c *rawConn, n int) bool {
-				c.answer(whoAnswer(c))
-				if c.req.Header.Get("X-Request-Id") == "A" {
+			b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool {
+				c.Answer(whoAnswer(c))
+				if c.Req.Header.Get("X-Request-Id") == "A" {
 					c.Close()
 					closed <- struct{}{}
 					return false
 				}
 				return true
 			})
-			core := newWireCore(t, "http://"+b.ln.Addr().String(), nil)
+			core := newWireCore(t, b.URL(), nil)
 			if a := wireCall(core, tool, "A"); a.Envelope.Status != contracts.StatusOK {
 				t.Fatalf("A got %s", a.Envelope.Status)
 			}
@@ -250,7 +242,7 @@ func TestQuickCloseBeforeReuse(t *testing.T) {
 			policytest.Eventually(t, "the close to reach toolgate", func() bool { return pooledConnStirred(core, "svc") })
 			res := wireCall(core, tool, "B")
 			wantEnv(t, res, contracts.StatusOK, contracts.SideEffectDone, false)
-			if got, conns := b.received("B"), b.conns.Load(); got != 1 || conns != 2 {
+			if got, conns := b.Received("B"), b.Conns(); got != 1 || conns != 2 {
 				t.Errorf("the backend received B %d times over %d connections, want once on a second connection", got, conns)
 			}
 		})
@@ -261,25 +253,19 @@ func TestQuickCloseBeforeReuse(t *testing.T) {
 // the request left (the socket had already been reset) demonstrably
 // reached no backend: side_effect none, retryable.
 func TestNothingWrittenIsNothingDone(t *testing.T) {
-	b := newRawBackend(t, func(c *rawConn, n int) bool { return c.answer(whoAnswer(c)) })
-	cfg := &policy.Upstream{Name: "svc", URL: mustURL(t, "http://"+b.ln.Addr().String()), MaxConcurrent: 1}
-	u := newUpstream(cfg, NewMetrics(prometheus.NewRegistry(), "test"), nil, nil, runtimeEnv{now: time.Now, logger: slog.New(slog.DiscardHandler)})
+	b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool { return c.Answer(whoAnswer(c)) })
+	cfg := &policy.Upstream{Name: "svc", URL: mustURL(t, b.URL()), MaxConcurrent: 1}
+	u := newUpstream(cfg, NewMetrics(prometheus.NewRegistry(), "test"), nil, upstreamOptions{env: upstream.Env{Now: time.Now, Logger: slog.New(slog.DiscardHandler)}})
 	fail := &atomic.Bool{}
 	fail.Store(true)
-	dial := u.direct.dial
-	u.direct.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &failingWriteConn{TCPConn: nc.(*net.TCPConn), fail: fail}, nil
-	}
+	u.client = upstream.NewH1Client(upstream.H1Options{Addr: b.Addr(), MaxIdle: 1, Dial: clienttest.FailingDial(fail, 0)})
 	defer u.closeIdle()
 	req, _ := http.NewRequest(http.MethodPost, "http://backend.test/w", strings.NewReader(`{"n":"x"}`))
 	var a attempt
-	u.send(context.Background(), req, 1<<20, true, false, time.Now, &a)
-	if a.sent || a.outcome.Effect != contracts.SideEffectNone || !a.outcome.Retryable || b.requests.Load() != 0 {
-		t.Errorf("attempt %+v sent=%v after %d backend requests, want nothing sent, none, retryable", a.outcome, a.sent, b.requests.Load())
+	var r upstream.Report
+	u.send(context.Background(), req, 1<<20, true, false, time.Now, &r, &a)
+	if a.sent || a.outcome.Effect != contracts.SideEffectNone || !a.outcome.Retryable || b.Requests() != 0 {
+		t.Errorf("attempt %+v sent=%v after %d backend requests, want nothing sent, none, retryable", a.outcome, a.sent, b.Requests())
 	}
 }
 
@@ -365,94 +351,6 @@ func TestHTTPSNeverResendsASideEffect(t *testing.T) {
 			})
 		}
 	}
-}
-
-// TestNoReplayWritesNoBody: the empty body that keeps net/http from
-// resending a bodiless side-effecting request is written as no body at
-// all: no Content-Length, no chunking, nothing after the header.
-func TestNoReplayWritesNoBody(t *testing.T) {
-	tests := []struct {
-		method      string
-		key         bool   // an Idempotency-Key header, which makes any method replayable to net/http
-		wantLength  string // the Content-Length header, "" for none
-		wantChunked bool
-	}{
-		{method: http.MethodGet, wantLength: ""},
-		{method: http.MethodGet, key: true, wantLength: ""},
-		{method: http.MethodHead, wantLength: ""},
-		{method: http.MethodOptions, wantLength: ""},
-		{method: http.MethodDelete, key: true, wantLength: ""},
-		{method: http.MethodPost, wantLength: "0"}, // never replayable: untouched
-		// The one shape that gets an empty chunked body: a bodiless POST
-		// carrying an Idempotency-Key header (from the upstream's static
-		// headers; a forwarded key means the backend dedupes, and then no
-		// empty body is needed).
-		{method: http.MethodPost, key: true, wantChunked: true},
-	}
-	b := newRawBackend(t, func(c *rawConn, n int) bool {
-		return c.answer("HTTP/1.1 204 No Content\r\n\r\n")
-	})
-	var raw proxytest.LogBuffer
-	rt := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		return &recordingConn{Conn: nc, w: &raw}, err
-	}}
-	defer rt.CloseIdleConnections()
-	for _, tt := range tests {
-		name := tt.method + " without an Idempotency-Key header"
-		if tt.key {
-			name = tt.method + " with an Idempotency-Key header"
-		}
-		t.Run(name, func(t *testing.T) {
-			before := b.requests.Load()
-			req, _ := http.NewRequest(tt.method, "http://"+b.ln.Addr().String()+"/x", nil)
-			if tt.key {
-				req.Header.Set("Idempotency-Key", "k")
-			}
-			noReplay(req)
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if b.requests.Load() != before+1 {
-				t.Fatal("the backend did not read one whole request")
-			}
-			wire := raw.String()
-			wire = wire[strings.LastIndex(wire, tt.method+" /x"):]
-			head, rest, _ := strings.Cut(wire, "\r\n\r\n")
-			if tt.wantChunked {
-				if headerValue(head, "Transfer-Encoding") != "chunked" || rest != "0\r\n\r\n" {
-					t.Errorf("%s written as %q, want an empty chunked body", tt.method, wire)
-				}
-			} else if headerValue(head, "Transfer-Encoding") != "" || rest != "" {
-				t.Errorf("%s written as %q, want no body", tt.method, wire)
-			}
-			if got := headerValue(head, "Content-Length"); got != tt.wantLength {
-				t.Errorf("Content-Length %q, want %q in %q", got, tt.wantLength, head)
-			}
-		})
-	}
-}
-
-// recordingConn copies what is written to a connection.
-type recordingConn struct {
-	net.Conn
-	w io.Writer
-}
-
-func (c *recordingConn) Write(p []byte) (int, error) {
-	_, _ = c.w.Write(p)
-	return c.Conn.Write(p)
-}
-
-func headerValue(head, name string) string {
-	for _, line := range strings.Split(head, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(k, name) {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // brokenTransport is an injected round tripper that fails every request
@@ -600,15 +498,15 @@ func manyFields() string {
 // header line into memory.
 func TestResponseHeaderBounds(t *testing.T) {
 	bombH1 := func(t *testing.T) string {
-		b := newRawBackend(t, func(c *rawConn, n int) bool {
+		b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool {
 			streamHeaderBomb(c)
 			return false
 		})
-		return "http://" + b.ln.Addr().String()
+		return "http://" + b.Addr()
 	}
 	fieldsH1 := func(t *testing.T) string {
-		b := newRawBackend(t, func(c *rawConn, n int) bool { return c.answer(manyFields()) })
-		return "http://" + b.ln.Addr().String()
+		b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool { return c.Answer(manyFields()) })
+		return "http://" + b.Addr()
 	}
 	var tlsSrv *httptest.Server
 	bombTLS := func(t *testing.T) string {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/policy"
-	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/toolformats"
 )
 
 // loadFlag parses "-config FILE" for commands that only need a policy.
@@ -120,7 +120,7 @@ func runTools(args []string, stdout, stderr io.Writer) int {
 	if snap == nil {
 		return code
 	}
-	out := map[string]any{"tools": proxy.ToolList(snap, func(string) bool { return true })}
+	out := map[string]any{"tools": toolformats.List(snap, func(string) bool { return true })}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -172,22 +173,22 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 
 // newRedisState connects to the state store st names (a single server, a
 // Cluster or a Sentinel's primary) with the options the stores expect
-// (policy.NewRedisClient: commands bounded by the call's deadline, lost
+// (redisstate.NewClient: commands bounded by the call's deadline, lost
 // replies retried, fast failure while Redis is down), and puts the
 // idempotency store, the budgets and the rate limits on it. The idempotency
 // store owns the client and closes it; the others share it.
 func newRedisState(st policy.State, opts *proxy.Options) error {
-	client, err := policy.NewRedisClient(st)
+	client, err := redisstate.NewClient(st)
 	if err != nil {
 		return fmt.Errorf("state.redis: %w", err)
 	}
-	limiters, err := policy.NewRedisRateLimiters(client, policy.RedisRateOptions{OnError: st.OnError})
+	limiters, err := redisstate.NewRateLimiters(client, redisstate.RateOptions{OnError: st.OnError})
 	if err != nil {
 		_ = client.Close()
 		return fmt.Errorf("state: %w", err)
 	}
-	opts.Store = policy.NewRedisStore(client, policy.RedisOptions{ConfirmReplicas: st.ConfirmReplicas, ConfirmTimeout: st.ConfirmTimeout})
-	opts.Budgets = policy.NewRedisBudgets(client, policy.RedisBudgetOptions{})
+	opts.Store = redisstate.NewStore(client, redisstate.StoreOptions{ConfirmReplicas: st.ConfirmReplicas, ConfirmTimeout: st.ConfirmTimeout})
+	opts.Budgets = redisstate.NewBudgets(client, redisstate.BudgetOptions{})
 	opts.Limiters = limiters
 	return nil
 }

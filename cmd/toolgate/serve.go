@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // runServe is `toolgate serve`: the proxy, until SIGTERM.
@@ -32,7 +33,7 @@ type agentFront struct {
 
 func newAgentFront(core *proxy.Core, s policy.Server, logger *slog.Logger) front {
 	calls, cancel := context.WithCancel(context.Background())
-	srv := newAgentServer(core.Handler(), s, logger)
+	srv := newAgentServer(core.Handler(mcpfront.Front(core, mcpfront.Options{})), s, logger)
 	srv.BaseContext = func(net.Listener) context.Context { return calls }
 	return &agentFront{srv: srv, cancelCalls: cancel}
 }

@@ -1,13 +1,16 @@
 // Package boundedio reads inputs that must not grow without bound: policy
-// secrets, learned summaries, manifests, admission reviews. It is the one
-// home of "read at most N bytes, and say so when there were more" outside
-// the proxy's pooled body reader (proxy.ReadBody).
+// secrets, learned summaries, manifests, admission reviews, and the bodies
+// the sidecar reads on every call (agents' requests, backends' answers,
+// the chunks Envoy hands the external processor: ReadBody, AppendBody,
+// into buffers the caller pools). It is the one home of "read at most N
+// bytes, and say so when there were more".
 package boundedio
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 )
 
@@ -48,4 +51,76 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return ReadAll(f, limit)
+}
+
+// ErrBodyTooLarge is a body longer than its limit.
+var ErrBodyTooLarge = errors.New("body too large")
+
+// ReadBody appends r's bytes to *buf until r ends, keeping at most limit
+// bytes in all: past that it stops reading and returns ErrBodyTooLarge. A
+// body that comes in chunks (Envoy's) is read with one call per chunk on
+// the same buffer. sizeHint, when known (a Content-Length, a chunk's
+// length), sizes the buffer once. On success the body is returned and
+// *buf holds it; on any error *buf holds what was read, which is not a
+// body.
+func ReadBody(r io.Reader, limit, sizeHint int64, buf *[]byte) ([]byte, error) {
+	b := *buf
+	if sizeHint > 0 && int64(len(b))+sizeHint <= limit && int64(cap(b)-len(b)) < sizeHint+1 {
+		// One read past the end sees EOF.
+		grown := make([]byte, len(b), int64(len(b))+sizeHint+1)
+		copy(grown, b)
+		b = grown
+	}
+	for {
+		if len(b) == cap(b) {
+			if int64(len(b)) > limit {
+				break
+			}
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			break
+		}
+		if err == io.EOF {
+			*buf = b
+			return b, nil
+		}
+		if err != nil {
+			*buf = b
+			return nil, err
+		}
+	}
+	*buf = b
+	return nil, ErrBodyTooLarge
+}
+
+// AppendBody is ReadBody for a body that is already in memory, one chunk
+// at a time: the chunk is appended to *buf, or ErrBodyTooLarge says the
+// body went past limit (and *buf is not a body).
+func AppendBody(chunk []byte, limit int64, buf *[]byte) ([]byte, error) {
+	if int64(len(*buf))+int64(len(chunk)) > limit {
+		return nil, ErrBodyTooLarge
+	}
+	*buf = append(*buf, chunk...)
+	return *buf, nil
+}
+
+// ReadHTTPBody reads an agent's request body into *buf, within limit
+// bytes. tooLarge says the body is over the limit: a declared length over
+// it is refused without reading. err is a body that broke off (the client
+// went away, a truncated chunked stream).
+func ReadHTTPBody(r *http.Request, limit int64, buf *[]byte) (body []byte, tooLarge bool, err error) {
+	if r.ContentLength > limit {
+		return nil, true, nil
+	}
+	body, err = ReadBody(r.Body, limit, r.ContentLength, buf)
+	switch {
+	case errors.Is(err, ErrBodyTooLarge):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return body, false, nil
 }

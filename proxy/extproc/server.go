@@ -65,6 +65,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/internal/boundedio"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -304,7 +305,7 @@ func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders
 // requestBody decides a call of a tool with body fields.
 func (ex *exchange) requestBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	if !ex.tooLarge {
-		if _, err := proxy.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxRequestBytes, &ex.body); err != nil {
+		if _, err := boundedio.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxRequestBytes, &ex.body); err != nil {
 			ex.tooLarge, ex.body = true, nil
 		}
 	}
@@ -505,7 +506,7 @@ func (ex *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 	}
 	// Past max_response_bytes the size is all that matters.
 	if !ex.respTooLarge {
-		if _, err := proxy.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxResponseBytes, &ex.respBody); err != nil {
+		if _, err := boundedio.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxResponseBytes, &ex.respBody); err != nil {
 			ex.respTooLarge, ex.respBody = true, nil
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -59,7 +60,7 @@ func (f redisFaults) summary(p *redistest.FaultProxy) string {
 // row, so the run checks what retries do, not how often they run out.
 func faultyRedisClient(t *testing.T, p *redistest.FaultProxy) *redis.Client {
 	t.Helper()
-	opts, err := policy.RedisClientOptions("redis://" + p.Addr() + "/0")
+	opts, err := redisstate.ClientOptions("redis://" + p.Addr() + "/0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestSoakRedisFaults(t *testing.T) {
 	p := redistest.StartFaultProxy(t, srv.Addr())
 	faults := injectRedisFaults(p, *soakSeed)
 	soak(t, "redis-faults", *soakRedis, func(t *testing.T) policy.IdempotencyStore {
-		return policy.NewRedisStore(faultyRedisClient(t, p), policy.RedisOptions{})
+		return redisstate.NewStore(faultyRedisClient(t, p), redisstate.StoreOptions{})
 	})
 	line := faults.summary(p)
 	fmt.Println(line)
@@ -192,8 +193,8 @@ func TestSoakRedisFaultsActOnce(t *testing.T) {
 	core, err := proxy.NewCore(snap, proxy.Options{
 		Logger:   slog.New(&unrefunded),
 		Registry: reg,
-		Store:    policy.NewRedisStore(client, policy.RedisOptions{}),
-		Budgets:  policy.NewRedisBudgets(client, policy.RedisBudgetOptions{}),
+		Store:    redisstate.NewStore(client, redisstate.StoreOptions{}),
+		Budgets:  redisstate.NewBudgets(client, redisstate.BudgetOptions{}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +328,7 @@ func TestSoakRedisFaultsActOnce(t *testing.T) {
 	direct := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer direct.Close()
 	var units int64
-	budgetKeys, err := direct.Keys(context.Background(), policy.DefaultRedisBudgetPrefix+"*").Result()
+	budgetKeys, err := direct.Keys(context.Background(), redisstate.DefaultBudgetPrefix+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -342,7 +343,7 @@ func TestSoak(t *testing.T) {
 		soak(t, "redis", *soakRedis, func(*testing.T) policy.IdempotencyStore {
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialerRetries: 1, MaxRetries: 1,
 				DialTimeout: time.Second, PoolSize: 4 * *soakCallers})
-			return policy.NewRedisStore(client, policy.RedisOptions{})
+			return redisstate.NewStore(client, redisstate.StoreOptions{})
 		})
 	})
 }

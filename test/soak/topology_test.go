@@ -26,6 +26,7 @@ import (
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/internal/testkit/redistest"
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
 )
 
@@ -113,26 +114,26 @@ func (e *effectCounter) duplicates() (dups []string, keys int) {
 
 // newInstance compiles the policy and builds a Core on the Redis its state
 // section names, with the stores `toolgate serve` gives it.
-func newInstance(t *testing.T, state, url string) (*proxy.Core, *policy.RedisStore) {
+func newInstance(t *testing.T, state, url string) (*proxy.Core, *redisstate.Store) {
 	t.Helper()
 	doc := strings.NewReplacer("{{state}}", state, "{{url}}", url).Replace(topologyPolicy)
 	snap, err := config.CompileSource("topology.yaml", []byte(doc), config.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := policy.NewRedisClient(snap.State)
+	client, err := redisstate.NewClient(snap.State)
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiters, err := policy.NewRedisRateLimiters(client, policy.RedisRateOptions{OnError: snap.State.OnError})
+	limiters, err := redisstate.NewRateLimiters(client, redisstate.RateOptions{OnError: snap.State.OnError})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := policy.NewRedisStore(client, policy.RedisOptions{ConfirmReplicas: snap.State.ConfirmReplicas, ConfirmTimeout: snap.State.ConfirmTimeout})
+	store := redisstate.NewStore(client, redisstate.StoreOptions{ConfirmReplicas: snap.State.ConfirmReplicas, ConfirmTimeout: snap.State.ConfirmTimeout})
 	core, err := proxy.NewCore(snap, proxy.Options{
 		Registry: prometheus.NewRegistry(),
 		Store:    store,
-		Budgets:  policy.NewRedisBudgets(client, policy.RedisBudgetOptions{}),
+		Budgets:  redisstate.NewBudgets(client, redisstate.BudgetOptions{}),
 		Limiters: limiters,
 	})
 	if err != nil {
@@ -209,7 +210,7 @@ func TestClusterSlotMigrationUnderLoad(t *testing.T) {
 	// slot carries live records of concurrent calls: found while the
 	// cluster starts.
 	const rounds, perRound = 8, 3
-	naming := policy.NewRedisStore(nil, policy.RedisOptions{}) // for its key names only
+	naming := redisstate.NewStore(nil, redisstate.StoreOptions{}) // for its key names only
 	recordKey := func(key string) string {
 		return naming.Key(policy.IdempotencyKey{Caller: "agent", Tool: "send", Key: key})
 	}

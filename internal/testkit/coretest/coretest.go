@@ -1,6 +1,7 @@
-// Package coretest serves a proxy.Core on a loopback test server, for the
-// tests outside package proxy that drive a whole toolgate (the API zoo, the
-// learned draft, the MCP clients).
+// Package coretest serves a proxy.Core's agent port (the HTTP front, and
+// the MCP front at /mcp) on a loopback test server, for the tests outside
+// package proxy that drive a whole toolgate (the API zoo, the learned
+// draft, the MCP clients).
 package coretest
 
 import (
@@ -9,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
+	"github.com/toolgate/toolgate/proxy/mcpfront"
 )
 
 // Serve starts a core of snap (with a metrics registry of its own unless
@@ -19,7 +21,7 @@ func Serve(t testing.TB, snap *policy.Snapshot, opts proxy.Options) (*httptest.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(core.Handler())
+	srv := httptest.NewServer(core.Handler(mcpfront.Front(core, mcpfront.Options{})))
 	t.Cleanup(func() {
 		srv.Close()
 		core.Close()

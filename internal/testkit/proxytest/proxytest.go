@@ -1,16 +1,20 @@
 // Package proxytest holds what the tests of toolgate's fronts share: the
-// proxy package's own tests (internal and external), the Envoy external
-// processor's, the toolgate command's and the dashboards'. It does not
-// import proxy, so that proxy's internal tests can use it.
+// proxy package's own tests (internal and external), the MCP front's, the
+// Envoy external processor's, the toolgate command's and the dashboards':
+// policies, backends and transports, the log sink, the HTTP and MCP
+// clients' calls. It does not import proxy, so that proxy's internal tests
+// can use it.
 package proxytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +22,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/policy"
 )
 
@@ -173,4 +178,60 @@ func MCPPost(t testing.TB, endpoint, revision string, header http.Header, body s
 		t.Fatal(err)
 	}
 	return resp, b
+}
+
+// HandlerTransport serves a core's backend requests with the example
+// backends' handlers in process, without sockets, so a benchmark measures
+// toolgate rather than the kernel: /v1/users... to the notification
+// backend, anything else to the search backend.
+func HandlerTransport() http.RoundTripper {
+	return handlerTransport{
+		search: examples.NewSearchBackend(examples.SearchOptions{}),
+		notify: examples.NewNotifyBackend(examples.NotifyOptions{}),
+	}
+}
+
+type handlerTransport struct {
+	search, notify http.Handler
+}
+
+func (h handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	handler := h.search
+	if strings.HasPrefix(r.URL.Opaque, "/v1/users") {
+		handler = h.notify
+	}
+	r.URL.Path = r.URL.Opaque
+	r.RequestURI = r.URL.RequestURI()
+	handler.ServeHTTP(rec, r)
+	resp := rec.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+// CannedTransport answers every backend request 200 with Body as JSON.
+type CannedTransport struct{ Body []byte }
+
+// RoundTrip implements http.RoundTripper.
+func (c CannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{
+		StatusCode:    200,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(c.Body)),
+		ContentLength: int64(len(c.Body)),
+		Request:       r,
+	}, nil
+}
+
+// SearchAnswer is the example search backend's answer to q=go&limit=5.
+func SearchAnswer() []byte {
+	rec := httptest.NewRecorder()
+	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil))
+	return rec.Body.Bytes()
+}
+
+// LoopbackContext is the context of a request an agent sends to the agent
+// port on loopback (the browser checks read the local address).
+func LoopbackContext() context.Context {
+	return context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
 }

@@ -1,0 +1,257 @@
+package mcpfront
+
+// The fast path of the MCP front: a tools/call of a registered tool, in
+// the plainest form a client sends it under a revision before 2026-07-28,
+// is answered here instead of by the SDK, which would decode the message
+// nine times (each decode allocating a 32 KiB buffer), build a session
+// and a JSON-RPC connection for it, and run the same handler
+// (server.callTool) in the end.
+//
+// The answer is the SDK's, byte for byte: the JSON the SDK writes for the
+// same result, written directly (fast_encode.go), with the SDK's
+// headers. Anything the fast path does not recognise exactly (another
+// method, a batch, a key it does not know, a repeated key, an escaped
+// key, an id that is not a small integer or a plain string, _meta beyond
+// the trace context, revision 2026-07-28 with its routing headers and
+// per-request _meta) goes to the SDK. TestMCPFastPathAnswersAsTheSDK sends every outcome at every
+// revision both ways and compares the answers; TestMCPFastAnswerIsTheSDKs
+// compares the encodings for hostile strings and every outcome.
+
+import (
+	"bytes"
+	"mime"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/toolgate/toolgate/internal/jsontape"
+	"github.com/toolgate/toolgate/proxy"
+)
+
+// fastCall is a tools/call the fast path serves.
+type fastCall struct {
+	id     jsonrpc.ID
+	name   string
+	args   []byte // the arguments as sent; nil when absent
+	tp, ts any    // _meta's traceparent and tracestate
+}
+
+// serveFast answers a tools/call on the fast path and reports whether it
+// did; when it did not, nothing was written.
+func (f *front) serveFast(w http.ResponseWriter, r *http.Request, v proxy.View, revision string, body []byte) bool {
+	s := f.serverOf(v)
+	call := f.fastCallOf(r, s, revision, body)
+	if call == nil {
+		return false
+	}
+	if revision == "" {
+		revision = "2025-03-26" // the SDK's assumption without the header
+	}
+	env := s.callTool(r.Context(), r.Header, call.name, call.args, call.tp, call.ts, revision)
+	// The SDK's bytes for result(env), written directly (fast_encode.go).
+	p := outPool.Get().(*[]byte)
+	msg, ok := appendFastAnswer((*p)[:0], call.id, env)
+	if !ok {
+		putOut(p, msg)
+		return false // cannot happen: the SDK would fail alike
+	}
+	f.fastCalls.Add(1)
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(msg)
+	putOut(p, msg)
+	return true
+}
+
+// fastCallOf is the tools/call the fast path serves, or nil when the SDK
+// serves the message. Out of line, with the call on the heap: what it
+// reads takes no room on the stack the call runs on.
+//
+//go:noinline
+func (f *front) fastCallOf(r *http.Request, s *server, revision string, body []byte) *fastCall {
+	if f.sdkOnly || revision >= "2026-07-28" || len(r.Header.Values("Last-Event-ID")) > 0 {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil
+	}
+	call := new(fastCall)
+	if !parseFastCall(body, s.tools, call) {
+		return nil
+	}
+	return call
+}
+
+// parseFastCall reads body as one tools/call request of a tool in tools:
+// {"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":NAME,
+// "arguments":ANY,"_meta":{"traceparent":S,"tracestate":S}}} in any order,
+// params' members but name optional. ok is false for anything else.
+func parseFastCall(body []byte, tools map[string]bool, call *fastCall) (ok bool) {
+	tape, root, err := jsontape.ParseObject(body)
+	if err != nil {
+		return false
+	}
+	defer tape.Release()
+	var key [32]byte
+	var seen [4]bool
+	for c := root.Cursor(); c.More(); {
+		k, val := c.Member()
+		i := plainKey(k, key[:0], "jsonrpc", "id", "method", "params")
+		if i < 0 || seen[i] {
+			return false
+		}
+		seen[i] = true
+		switch i {
+		case 0:
+			ok = plainString(val, key[:0]) == "2.0"
+		case 1:
+			call.id, ok = fastID(val)
+		case 2:
+			ok = plainString(val, key[:0]) == "tools/call"
+		case 3:
+			ok = fastParams(val, tools, call)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return seen[0] && seen[1] && seen[2] && seen[3]
+}
+
+// fastParams reads the params of a tools/call into call.
+func fastParams(params jsontape.Value, tools map[string]bool, call *fastCall) bool {
+	if params.Kind() != jsontape.Object {
+		return false
+	}
+	var key [32]byte
+	var seen [3]bool
+	for c := params.Cursor(); c.More(); {
+		k, val := c.Member()
+		i := plainKey(k, key[:0], "name", "arguments", "_meta")
+		if i < 0 || seen[i] {
+			return false
+		}
+		seen[i] = true
+		switch i {
+		case 0:
+			if val.Kind() != jsontape.String {
+				return false
+			}
+			call.name = val.Text()
+			if !tools[call.name] || string(val.AppendRaw(nil)) != `"`+call.name+`"` {
+				return false
+			}
+		case 1:
+			call.args = val.AppendRaw(nil)
+		case 2:
+			if !fastMeta(val, call) {
+				return false
+			}
+		}
+	}
+	return seen[0]
+}
+
+// fastMeta reads a _meta of traceparent and tracestate strings only.
+func fastMeta(meta jsontape.Value, call *fastCall) bool {
+	if meta.Kind() != jsontape.Object {
+		return false
+	}
+	var key [32]byte
+	var seen [2]bool
+	for c := meta.Cursor(); c.More(); {
+		k, val := c.Member()
+		i := plainKey(k, key[:0], "traceparent", "tracestate")
+		if i < 0 || seen[i] || val.Kind() != jsontape.String || !plainText(val) {
+			return false
+		}
+		seen[i] = true
+		if i == 0 {
+			call.tp = val.Text()
+		} else {
+			call.ts = val.Text()
+		}
+	}
+	return true
+}
+
+// plainKey returns the index in names of an object key written without
+// escapes, or -1.
+func plainKey(k jsontape.Value, buf []byte, names ...string) int {
+	raw := k.AppendRaw(buf)
+	for i, n := range names {
+		if len(raw) == len(n)+2 && string(raw[1:len(raw)-1]) == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// plainString returns a string value written without escapes, or "".
+func plainString(v jsontape.Value, buf []byte) string {
+	if v.Kind() != jsontape.String {
+		return ""
+	}
+	raw := v.AppendRaw(buf)
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return ""
+	}
+	return string(raw[1 : len(raw)-1])
+}
+
+// plainText reports whether a string value is printable ASCII without
+// escapes, which every JSON decoder reads alike.
+func plainText(v jsontape.Value) bool {
+	raw := v.AppendRaw(nil)
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c > 0x7e || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// fastID reads a request id the fast path echoes: an integer of at most
+// 15 digits (exact as the float64 the SDK reads it as), or a string of
+// printable ASCII without escapes.
+func fastID(v jsontape.Value) (jsonrpc.ID, bool) {
+	switch v.Kind() {
+	case jsontape.Number:
+		raw := v.AppendRaw(nil)
+		digits := bytes.TrimPrefix(raw, []byte("-"))
+		if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
+			return jsonrpc.ID{}, false
+		}
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return jsonrpc.ID{}, false
+			}
+		}
+		n, ok := v.Int()
+		if !ok {
+			return jsonrpc.ID{}, false
+		}
+		id, err := jsonrpc.MakeID(float64(n))
+		return id, err == nil
+	case jsontape.String:
+		if !plainText(v) {
+			return jsonrpc.ID{}, false
+		}
+		id, err := jsonrpc.MakeID(v.Text())
+		return id, err == nil
+	}
+	return jsonrpc.ID{}, false
+}
+
+// outPool recycles the buffers the fast path writes answers into.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// putOut returns a buffer to outPool, keeping the array b grew it to.
+func putOut(p *[]byte, b []byte) {
+	if cap(b) <= 64<<10 {
+		*p = b[:0]
+		outPool.Put(p)
+	}
+}

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/toolgate/toolgate/proxy/redact"
+)
+
+// This file decides which secrets a call has, for package redact to find
+// and replace in what the backend answered (DESIGN section 1, "Secrets"):
+// the tool's ${VAR} values and its upstream's credential (tool.redactor),
+// and the credentials the agent sent in the headers the call forwards
+// (Call.identityMatcher). The answer is redacted once, before anything
+// reads it (Core.redactAnswer, called by the send and by Call.Finish).
+
+// redactor is a tool's matcher, and the generation of its upstream's
+// secrets it was built from.
+type redactor struct {
+	match *redact.Matcher // nil: no secret
+	gen   uint64
+}
+
+// identityCacheSize bounds the forwarded credentials an upstream keeps the
+// needles of: an agent sends the same one call after call, and making
+// them takes a few dozen allocations.
+const identityCacheSize = 256
+
+// identityMatcher returns the matcher of one forwarded credential header,
+// from the upstream's cache when it holds it.
+func (u *upstreamRuntime) identityMatcher(name, value string) *redact.Matcher {
+	key := name + "\x00" + value
+	u.identityMu.Lock()
+	mt, ok := u.identityCache.Get(key)
+	u.identityMu.Unlock()
+	if ok {
+		return mt
+	}
+	mt = redact.NewMatcher(redact.AppendHeaderSecrets(nil, name, value))
+	u.identityMu.Lock()
+	u.identityCache.Add(key, mt)
+	u.identityMu.Unlock()
+	return mt
+}
+
+// redactor returns the tool's redactor: its own secrets and its
+// upstream's credential, made again when the credential took a new value.
+func (t *tool) redactor() *redactor {
+	ns, gen := t.upstream.auth.Secrets().Current()
+	if r := t.red.Load(); r != nil && r.gen == gen {
+		return r
+	}
+	all := slices.Clip(t.secrets)
+	for _, n := range ns {
+		if !slices.ContainsFunc(all, func(o redact.Needle) bool { return o.Text() == n.Text() }) {
+			all = append(all, n)
+		}
+	}
+	r := &redactor{match: redact.NewMatcher(all), gen: gen}
+	t.red.Store(r)
+	return r
+}
+
+// identityMatcher is the matcher of the credentials the agent sent in the
+// headers this call forwards to the backend; made once a call, nil for
+// none.
+func (cl *Call) identityMatcher() *redact.Matcher {
+	up := cl.tool.upstream
+	if len(up.identity) == 0 || cl.req.Header == nil {
+		return nil
+	}
+	if !cl.identityDone {
+		cl.identityDone = true
+		var all []redact.Needle
+		for _, name := range up.identity {
+			for _, v := range cl.req.Header[name] {
+				mt := up.identityMatcher(name, v)
+				if cl.identity == nil && all == nil {
+					cl.identity = mt
+					continue
+				}
+				// More than one credential header: rare, so merged here.
+				if all == nil && cl.identity != nil {
+					all = slices.Clip(cl.identity.Needles())
+				}
+				if mt != nil {
+					all = append(all, mt.Needles()...)
+				}
+			}
+		}
+		if all != nil {
+			cl.identity = redact.NewMatcher(all)
+		}
+	}
+	return cl.identity
+}
+
+// redactAnswer replaces every secret of the call in the answer of a, before
+// anything reads it: its body, and its headers when the contract's rules
+// read them. Each occurrence is counted in
+// toolgate_secrets_redacted_total.
+func (c *Core) redactAnswer(cl *Call, a *attempt) {
+	if a.code == 0 {
+		return
+	}
+	t := cl.tool
+	set := t.redactor().match
+	extra := cl.identityMatcher()
+	if set.Empty() && extra.Empty() {
+		return
+	}
+	var n int
+	if len(a.body) > 0 {
+		a.body, n = redact.Bytes(a.body, set, extra)
+	}
+	if a.header != nil && t.contract.Rules.NeedsHeaders() {
+		n += redact.Header(&a.header, set, extra)
+	}
+	if n > 0 {
+		t.metrics.redacted.Add(float64(n))
+	}
+}
+
+// passthroughMatcher finds the secrets a passthrough exchange may hold,
+// for the copy learning mode keeps of it: the upstream's credential and
+// header values, and every credential header the agent sent (a
+// passthrough route forwards the agent's headers). Nil for none.
+func passthroughMatcher(up *upstreamRuntime, agent http.Header) *redact.Matcher {
+	ns, _ := up.auth.Secrets().Current()
+	out := append(slices.Clip(up.headerSecrets), ns...)
+	for name, vs := range agent {
+		if redact.IdentityHeader(name) {
+			for _, v := range vs {
+				out = redact.AppendHeaderSecrets(out, name, v)
+			}
+		}
+	}
+	return redact.NewMatcher(out)
+}
