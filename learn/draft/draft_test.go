@@ -132,6 +132,23 @@ func TestDraftingRules(t *testing.T) {
 			want: []string{`data: '{"items": body.items, "next": has(body.next) ? body.next : null}'`, "empty: size(body.items) == 0", "rare (<1%)"},
 		},
 		{
+			name: "an array answer's credentials stay out of data",
+			exchanges: []*learn.Exchange{
+				ex("GET", "/client", "", 200, `[{"id":1,"name":"phone","token":"CXkq8u0kWbz6wLT"}]`),
+				ex("GET", "/client", "", 200, `[{"id":2,"name":"laptop","token":"Cq2z1xPL0PaWd3s"}]`),
+			},
+			want: []string{`data: 'body.map(x1, {"id": x1.id, "name": x1.name})'`, "Left out of data, as their names look like credentials (data goes to the model): [].token."},
+			not:  []string{"x1.token"},
+		},
+		{
+			name: "nested credentials stay out of an object answer's data",
+			exchanges: []*learn.Exchange{
+				ex("GET", "/apps", "", 200, `{"apps":[{"id":1,"app":{"name":"a","apiKey":"k1"}}],"total":1}`),
+			},
+			want: []string{`data: '{"apps": dyn(body.apps.map(x1, {"app": dyn({"name": x1.app.name}), "id": x1.id})), "total": body.total}'`, "apps[].app.apiKey"},
+			not:  []string{"apiKey\""},
+		},
+		{
 			name: "a side-effecting route answered 204 has no data and is ok",
 			exchanges: []*learn.Exchange{
 				ex("DELETE", "/orders/1234", "", 204, ""),

@@ -42,6 +42,7 @@ type toolDraft struct {
 	timeout       time.Duration
 	timeoutNote   string
 	data, empty   string
+	dataLeft      []string // fields left out of data: their names look like credentials
 	responseNotes []string
 	errors        []rule
 	errorNotes    []string
@@ -360,6 +361,11 @@ func (t *toolDraft) response() {
 	}
 	if a.Types["object"] != a.Seen {
 		if a.Types["array"] == a.Seen {
+			if t.data, t.dataLeft = policydoc.SecretFreeData(dataNode(a, 0), "body"); t.data != "" {
+				t.responseNotes = append(t.responseNotes, "The successful answers are JSON arrays: data is each item without the fields whose names look like credentials, and an empty array is empty.")
+				t.noData()
+				return
+			}
 			t.responseNotes = append(t.responseNotes, "The successful answers are JSON arrays: data is the array as it comes, and an empty one is empty.")
 		} else {
 			t.responseNotes = append(t.responseNotes, "TODO: response: the successful answers are not all JSON objects ("+strings.Join(byCount(a.Types), ", ")+"); data is the body as it comes.")
@@ -389,14 +395,21 @@ func (t *toolDraft) response() {
 		return
 	}
 	var parts []string
+	kept := &policydoc.DataNode{}
 	for _, name := range slices.Sorted(slices.Values(slices.Concat(always, mostly))) {
 		get := policydoc.CELGet("body", name)
 		if !slices.Contains(always, name) {
 			get = policydoc.CELHas("body", name) + " ? " + get + " : null"
 		}
 		parts = append(parts, strconv.Quote(name)+": "+get)
+		kept.Fields = append(kept.Fields, policydoc.DataField{Name: name, Always: slices.Contains(always, name), Node: dataNode(a.Fields[name], 1)})
 	}
 	t.data = "{" + strings.Join(parts, ", ") + "}"
+	if secretFree, left := policydoc.SecretFreeData(kept, "body"); secretFree != "" {
+		// Fields whose names look like credentials, at any depth, stay
+		// out of data: it goes to the model.
+		t.data, t.dataLeft = secretFree, left
+	}
 	if len(rare) > 0 {
 		t.responseNotes = append(t.responseNotes, "Left out of data, present in fewer than 99% of the successful answers: "+strings.Join(rare, ", ")+".")
 	}
@@ -418,6 +431,46 @@ func (t *toolDraft) response() {
 		}
 	}
 	t.numericCodes(a)
+}
+
+// noData drops the 204 adjustment a written data needs when some
+// successful answers had no body (see response).
+func (t *toolDraft) noData() {
+	ok := int64(0)
+	for code, n := range t.route.Statuses {
+		if code >= 200 && code < 300 {
+			ok += n
+		}
+	}
+	if ok > t.route.Answer.Seen+t.route.Coded {
+		t.data = "body == null ? dyn(null) : dyn(" + t.data + ")"
+	}
+}
+
+// dataNode describes a learned body shape for policydoc.SecretFreeData:
+// its fields, its items, whether it was ever null. Keys merged into
+// "{key}" (ids or secrets) cannot be named: such an object is opaque.
+func dataNode(s *learn.Shape, depth int) *policydoc.DataNode {
+	if s == nil || depth > schemaDepth+8 {
+		return nil
+	}
+	n := &policydoc.DataNode{Nullable: s.Types["null"] > 0}
+	if s.Types["array"] > 0 && s.Types["object"] == 0 {
+		n.Items = dataNode(s.Items, depth+1)
+		return n
+	}
+	if s.Types["object"] == 0 || s.Types["array"] > 0 {
+		return n
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Fields)) {
+		if name == "{key}" {
+			n.Fields, n.Opaque = nil, true
+			return n
+		}
+		f := s.Fields[name]
+		n.Fields = append(n.Fields, policydoc.DataField{Name: name, Always: f.Presence(s) >= 1, Node: dataNode(f, depth+1)})
+	}
+	return n
 }
 
 // emptyRule makes response.empty from the answer's list field: one of
@@ -624,7 +677,11 @@ func (t *toolDraft) node() (*yaml.Node, *yaml.Node) {
 			resp.Content = append(resp.Content, policydoc.String("empty"), policydoc.String(t.empty))
 		}
 		k := policydoc.String("response")
-		k.HeadComment = policydoc.Comment([]string{"TODO: response: keep what the agent needs; these fields were present in at least 99% of the successful answers."}, 4)
+		head := []string{"TODO: response: keep what the agent needs; these fields were present in at least 99% of the successful answers."}
+		if len(t.dataLeft) > 0 {
+			head = append(head, "Left out of data, as their names look like credentials (data goes to the model): "+strings.Join(t.dataLeft, ", ")+".")
+		}
+		k.HeadComment = policydoc.Comment(head, 4)
 		add(k, resp)
 	}
 	notes := append(append([]string(nil), t.responseNotes...), t.errorNotes...)
