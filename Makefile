@@ -140,7 +140,7 @@ soak:
 # check validates every example policy, as CI or a pre-commit hook would;
 # one line per file. examples/zoo.env gives zoo.yaml's ${VAR}s.
 check: build
-	env $$(grep -v '^#' examples/zoo.env) ./$(BIN) check examples/*.yaml
+	./$(BIN) check -env-file examples/zoo.env examples/*.yaml
 
 # bench runs the Go benchmarks (the core pipeline, the stores) and then the
 # side-by-side load benchmark, bench/run.sh (nginx, httputil.ReverseProxy and
