@@ -110,7 +110,11 @@ func TestPocketBaseFilterFromFreeText(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(page)
-	doc = doc[strings.Index(doc, "**Building a filter from free text.**"):]
+	at := strings.Index(doc, "**Building a filter from free text.**")
+	if at < 0 {
+		t.Fatal("docs/policy.md has no filter example")
+	}
+	doc = doc[at:]
 	block := doc[strings.Index(doc, "```yaml\n")+len("```yaml\n"):]
 	block = block[:strings.Index(block, "```")]
 	naive := strings.Replace(strings.Replace(block, "search_notes:", "search_notes_naively:", 1), `args.text.replace('"', '\\"')`, "args.text", 1)
