@@ -211,7 +211,7 @@ func TestRuleFunctionsAreDocumented(t *testing.T) {
 	// The list's entries are the names in backquotes that start each
 	// cell of its first column.
 	documented := map[string]bool{}
-	row := regexp.MustCompile("(?m)^\\| ([^|]+) \\|")
+	row := regexp.MustCompile(`(?m)^\| ([^|]+) \|`)
 	name := regexp.MustCompile("`([a-zA-Z_][a-zA-Z0-9_.]*)")
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		for _, n := range name.FindAllStringSubmatch(m[1], -1) {
