@@ -36,7 +36,7 @@ export TOOLGATE_REQUIRE_PROMETHEUS := 1
 export TOOLGATE_REQUIRE_NODE := 1
 REQUIRE_UNSET := -u TOOLGATE_REQUIRE_REDIS -u TOOLGATE_REQUIRE_PROMETHEUS -u TOOLGATE_REQUIRE_NODE
 
-.PHONY: all build demo quick quick-unit test full e2e-kube deps binaries-check bench-tools bench-smoke fmt-check vet staticcheck unit fuzz-short fuzz fuzz-full soak check tidy-check bench bench-load clean mcp-node
+.PHONY: all build demo quick quick-unit test full e2e-kube e2e-apis deps binaries-check bench-tools bench-smoke fmt-check vet staticcheck unit fuzz-short fuzz fuzz-full soak check tidy-check bench bench-load clean mcp-node
 
 all: build
 
@@ -97,6 +97,18 @@ e2e-kube:
 	  echo "make e2e-kube: $$([ $$status = 0 ] && echo passed || echo FAILED) in $$((secs / 60))m$$((secs % 60))s against $$($$bin/kube-apiserver --version) and etcd $$($$bin/etcd --version | sed -n 's/^etcd Version: //p')"; \
 	  exit $$status
 
+# e2e-apis runs toolgate in front of real third-party servers (test/apis,
+# a module of its own so go.mod does not grow): Mailpit, PocketBase and
+# Gotify built through the Go module proxy into bin/apis (once: a second
+# run builds nothing), json-server with json-server-auth and MailDev
+# installed with npm ci from test/apis/package-lock.json. Each server runs
+# on a free port of 127.0.0.1, seeded through its own API. Not part of
+# test: make test covers the same cases against fakes (test/apifakes).
+e2e-apis: build
+	bash test/apis/build.sh
+	bash test/apis/ensure-deps.sh
+	cd test/apis && TOOLGATE_BIN=$(CURDIR)/bin APIS_BIN=$(CURDIR)/bin/apis $(GO) test -count=1 -timeout 15m -v ./... 2>&1 | tee $(CURDIR)/bin/e2e-apis.log | grep -E '^ *(--- |PASS|FAIL|ok )'; exit $${PIPESTATUS[0]}
+
 deps:
 	./scripts/deps.sh
 
@@ -156,7 +168,7 @@ soak:
 # check validates every example policy, as CI or a pre-commit hook would;
 # one line per file. examples/zoo.env gives zoo.yaml's ${VAR}s.
 check: build
-	env $$(grep -v '^#' examples/zoo.env) ./$(BIN) check examples/*.yaml
+	./$(BIN) check -env-file examples/zoo.env examples/*.yaml
 
 # bench runs the Go benchmarks (the core pipeline, the stores) and then the
 # side-by-side load benchmark, bench/run.sh (nginx, httputil.ReverseProxy and

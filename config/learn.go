@@ -1,6 +1,7 @@
 package config
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
@@ -41,8 +42,14 @@ func (c *compiler) learn(l *learnSpec) *policy.LearnSettings {
 			c.errorAt("server.learn."+lim.key, "must be between 1 and %d", lim.max)
 		}
 	}
+	file := l.File
+	if file != "" {
+		// Relative to the policy file that names it, as every file a
+		// policy names, not to the working directory.
+		file = resolvePath(filepath.Dir(c.lookup("server.learn.file").File), file)
+	}
 	return &policy.LearnSettings{
-		File:         l.File,
+		File:         file,
 		SaveInterval: time.Duration(l.SaveInterval),
 		MaxRoutes:    l.MaxRoutes,
 		MaxShapes:    l.MaxShapes,

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,6 +33,38 @@ func TestServerLearn(t *testing.T) {
 			}
 			if !snap.Server.Learn.Equal(c.want) {
 				t.Errorf("server.learn = %+v, want %+v", snap.Server.Learn, c.want)
+			}
+		})
+	}
+}
+
+// TestLearnFileIsRelativeToThePolicy: a relative server.learn.file lies
+// next to the policy file that names it (in a directory, the file that
+// sets server), whatever the working directory; an absolute one stays.
+func TestLearnFileIsRelativeToThePolicy(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "policies"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"learned.json", filepath.Join(dir, "policies", "learned.json")},
+		{"../state/learned.json", filepath.Join(dir, "state", "learned.json")},
+		{"/var/lib/toolgate/learned.json", "/var/lib/toolgate/learned.json"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			path := filepath.Join(dir, "policies", "server.yaml")
+			if err := os.WriteFile(path, []byte("version: 1\nserver:\n  learn: {file: "+c.file+"}\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Chdir(t.TempDir())
+			for _, load := range []string{path, filepath.Dir(path)} {
+				snap, err := Load(load, Options{LookupEnv: noEnv})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := snap.Server.Learn.File; got != c.want {
+					t.Errorf("loading %s: server.learn.file = %s, want %s", load, got, c.want)
+				}
 			}
 		})
 	}

@@ -481,3 +481,41 @@ func TestPolicyReferenceExamplesCompile(t *testing.T) {
 		t.Errorf("twilio body = %s", bound.Body)
 	}
 }
+
+// TestPolicyReferenceFilterExample keeps docs/policy.md's filter built from
+// free text true: the tool compiles, the text the page shows sends the
+// query it shows, and a text ending in a backslash is refused.
+func TestPolicyReferenceFilterExample(t *testing.T) {
+	page, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(page)
+	start := strings.Index(doc, "**Building a filter from free text.**")
+	if start < 0 {
+		t.Fatal("docs/policy.md has no filter example")
+	}
+	doc = doc[start:]
+	block := doc[strings.Index(doc, "```yaml\n")+len("```yaml\n"):]
+	block = block[:strings.Index(block, "```")]
+	policy := "version: 1\nupstreams:\n  pocketbase: {url: \"http://127.0.0.1:1\"}\ntools:\n  " + strings.ReplaceAll(strings.TrimRight(block, "\n"), "\n", "\n  ") + "\n"
+	snap, err := CompileSource("policy.md", []byte(policy), Options{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, policy)
+	}
+	tool := snap.Tools["search_notes"]
+	args := decodeArgs(t, `{"text": "say \"hi\" \\ o/"}`)
+	if err := tool.Schema.Validate(args); err != nil {
+		t.Fatal(err)
+	}
+	bound, err := tool.Binding.Bind(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "`{\"text\": \"say \\\"hi\\\" \\\\ o/\"}` (the text `say \"hi\" \\ o/`) sends\n`" + strings.SplitN(bound.Query, "&", 2)[0] + "`"; !strings.Contains(string(page), want) {
+		t.Errorf("docs/policy.md does not show the query sent: %s", want)
+	}
+	if err := tool.Schema.Validate(decodeArgs(t, `{"text": "ends in \\"}`)); err == nil {
+		t.Error("a text ending in a backslash was accepted")
+	}
+}

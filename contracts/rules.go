@@ -138,7 +138,10 @@ const DefaultRuleCostLimit = 1_000_000
 
 // NewRuleEnv creates the rule environment.
 func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
-	env, err := cel.NewEnv(
+	if opts.CostLimit == 0 {
+		opts.CostLimit = DefaultRuleCostLimit
+	}
+	env, err := cel.NewEnv(append([]cel.EnvOption{
 		cel.Variable("status", cel.IntType),
 		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
 		cel.Variable("body", cel.DynType),
@@ -147,12 +150,12 @@ func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 		// Backend numbers are ints or doubles by their spelling; rules
 		// compare them with either.
 		cel.CrossTypeNumericComparisons(true),
-	)
+	}, extLibraries(opts.CostLimit)...)...)
+	if err == nil {
+		env, err = guardExtFunctions(env, opts.CostLimit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cel environment: %w", err)
-	}
-	if opts.CostLimit == 0 {
-		opts.CostLimit = DefaultRuleCostLimit
 	}
 	return &RuleEnv{env: env, costLimit: opts.CostLimit, programs: map[programKey]compiledProgram{}, templates: map[templateKey]*messageTemplate{}}, nil
 }
@@ -251,8 +254,15 @@ func (re *RuleEnv) compileNew(field, expr string, want *cel.Type) (*program, *ce
 		return nil, nil, &ruleError{Field: field, Line: 1, Column: 1,
 			Msg: fmt.Sprintf("must evaluate to %s, not %s", want, ast.OutputType())}
 	}
-	prg, err := re.env.Program(ast, cel.EvalOptions(cel.OptOptimize),
-		cel.InterruptCheckFrequency(ruleInterruptEvery), cel.CostLimit(re.costLimit))
+	popts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize),
+		cel.InterruptCheckFrequency(ruleInterruptEvery), cel.CostLimit(re.costLimit)}
+	if want == nil {
+		// response.data: its map literals keep the key order written.
+		if keep := keepMapLiteralOrder(mapLiteralOrders(ast.NativeRep().Expr())); keep != nil {
+			popts = append(popts, keep)
+		}
+	}
+	prg, err := re.env.Program(ast, popts...)
 	if err != nil {
 		return nil, nil, &ruleError{Field: field, Msg: err.Error()}
 	}
@@ -541,7 +551,7 @@ func (r *Rules) DataMembers(dst []byte, in *RuleInput) ([]byte, []Member, bool, 
 	var members []Member
 	if m, ok := out.(traits.Mapper); ok && r.dataOrder != nil {
 		members = make([]Member, 0, len(r.dataOrder))
-		dst, err = appendOrderedMap(dst, m, r.dataOrder, &members)
+		dst, err = appendOrderedMap(dst, m, r.dataOrder, &members, 0)
 	} else {
 		dst, err = appendCEL(dst, out, r.dataOrder, 0)
 	}
@@ -616,7 +626,8 @@ func markupAnswer(in *RuleInput) bool {
 const maxCELDepth = 256
 
 // appendCEL appends a CEL value as JSON. Map keys come out in order when
-// given (a top-level literal's order), otherwise sorted, so output is
+// given (a top-level literal's order) or when the map is a literal that
+// kept its order (orderedMap), otherwise sorted, so output is
 // deterministic.
 func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error) {
 	if depth > maxCELDepth {
@@ -654,6 +665,10 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 	}
 	// Views into the backend's answer are copied as they came.
 	switch t := v.(type) {
+	case *orderedMap:
+		if order == nil {
+			return appendOrderedMap(dst, t.Mapper, t.order, nil, depth)
+		}
 	case *celJSONMap:
 		if order == nil {
 			return t.v.AppendCompact(dst), nil
@@ -683,9 +698,9 @@ func appendCEL(dst []byte, v ref.Val, order []string, depth int) ([]byte, error)
 
 // appendOrderedMap writes a top-level map literal's result with its keys
 // in the order written, noting where each member's value lies.
-func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Member) ([]byte, error) {
+func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Member, depth int) ([]byte, error) {
 	if n, ok := m.Size().(types.Int); !ok || int(n) != len(order) {
-		return appendCEL(dst, m, nil, 0)
+		return appendCEL(dst, m, nil, depth)
 	}
 	dst = append(dst, '{')
 	for i, k := range order {
@@ -700,7 +715,7 @@ func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Me
 		dst = append(dst, ':')
 		start := len(dst)
 		var err error
-		if dst, err = appendCEL(dst, v, nil, 1); err != nil {
+		if dst, err = appendCEL(dst, v, nil, depth+1); err != nil {
 			return dst, err
 		}
 		if members != nil {
@@ -712,7 +727,7 @@ func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Me
 
 func appendCELMap(dst []byte, m traits.Mapper, order []string, depth int) ([]byte, error) {
 	if order != nil {
-		return appendOrderedMap(dst, m, order, nil)
+		return appendOrderedMap(dst, m, order, nil, depth)
 	}
 	var keys []string
 	it := m.Iterator()

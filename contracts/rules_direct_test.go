@@ -152,7 +152,7 @@ func FuzzDirectRules(f *testing.F) {
 				t.Fatalf("%s on %s: direct %s, CEL %v %v", r.expr, body, got, out, err)
 			}
 			var wantMembers []Member
-			want, err := appendOrderedMap([]byte("x"), m, entryKeys(r.entries), &wantMembers)
+			want, err := appendOrderedMap([]byte("x"), m, entryKeys(r.entries), &wantMembers, 0)
 			if err != nil || !bytes.Equal(got, want) || len(members) != len(wantMembers) {
 				t.Fatalf("%s on %s:\n direct %s %v\n CEL    %s %v (%v)", r.expr, body, got, members, want, wantMembers, err)
 			}

@@ -360,7 +360,7 @@ func (l *Learner) record(r *routeState, x *Exchange, p *prepared) {
 	}
 	if p.queryOK {
 		for _, name := range slices.Sorted(maps.Keys(p.query)) {
-			if name == "" || idLike(name) || req.Query[name] == nil && len(req.Query) >= l.settings.MaxKeys {
+			if name == "" || idLike(name) || CredentialParam(name) || req.Query[name] == nil && len(req.Query) >= l.settings.MaxKeys {
 				req.OtherQuery++
 				continue
 			}
@@ -393,6 +393,7 @@ func (l *Learner) record(r *routeState, x *Exchange, p *prepared) {
 		return
 	}
 	inc(&r.Statuses, p.status)
+	r.Auth.observe(credentials(x.RequestHeader, p.query), p.status)
 	r.Latency.add(x.Latency, 1)
 	addBounded(&r.ContentTypes, p.respMT, 1)
 	for _, h := range answerHeaders {

@@ -20,6 +20,7 @@ func (l *Learner) absorb(dst, src *routeState, pos int) {
 	name := dst.segs[pos].name
 	dst.Calls += src.Calls
 	dst.Coded += src.Coded
+	dst.Auth.merge(&src.Auth)
 	for code, n := range src.Statuses {
 		add(&dst.Statuses, code, n)
 	}

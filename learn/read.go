@@ -384,6 +384,8 @@ func (r *summaryReader) route(i int) (*Route, error) {
 			var n int64
 			n, err = r.int(at)
 			rt.OtherShapes += n
+		case "auth":
+			err = r.authStat(at, &rt.Auth)
 		case "headers":
 			_, err = r.object(at, func(name string) error {
 				name = http.CanonicalHeaderKey(name)
@@ -726,6 +728,37 @@ func (r *summaryReader) headerStat(what string, hs *HeaderStat) error {
 			var n int64
 			n, err = r.int(at)
 			hs.MaxSeconds = max(hs.MaxSeconds, min(max(n, 0), 86400))
+		default:
+			return unknownField(what, key)
+		}
+		return err
+	})
+	return err
+}
+
+func (r *summaryReader) authStat(what string, a *AuthStat) error {
+	_, err := r.object(what, func(key string) error {
+		var err error
+		var n int64
+		at := what + "." + key
+		switch key {
+		case "credentials":
+			err = r.counts(at, func(name string, n int64) {
+				if !validCredentialName(name) {
+					r.cut++
+					return
+				}
+				a.count(name, n)
+			})
+		case "without":
+			n, err = r.int(at)
+			a.Without += n
+		case "denied_without":
+			n, err = r.int(at)
+			a.DeniedWithout += n
+		case "denied_with":
+			n, err = r.int(at)
+			a.DeniedWith += n
 		default:
 			return unknownField(what, key)
 		}

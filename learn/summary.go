@@ -66,6 +66,9 @@ type Route struct {
 	// Headers counts the answer headers that matter to a contract
 	// (Retry-After, pagination, rate limits), by canonical name.
 	Headers map[string]*HeaderStat `json:"headers,omitempty"`
+	// Auth says which credentials the answered requests carried, by
+	// name, and how those without one were answered.
+	Auth AuthStat `json:"auth,omitzero"`
 }
 
 // Request summarizes the requests of a route.

@@ -59,7 +59,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage of toolgate check:
-  toolgate check [-config] PATH...
+  toolgate check [-extproc] [-env-file FILE]... [-config] PATH...
 
 Validates each policy file or directory (its *.yaml files merged) as toolgate serve would load it
 (with -extproc, as toolgate extproc would), and prints one line per path:
@@ -78,6 +78,8 @@ as "warning: file:line:col: ..." and do not change the exit code.
 		return nil
 	})
 	extproc := fs.Bool("extproc", false, "check as toolgate extproc loads the policy: ambiguous tool routes are errors, since ext_proc identifies every call by its route")
+	var envFiles envFileFlag
+	fs.Var(&envFiles, "env-file", "a dotenv-style `FILE` of NAME=VALUE lines giving ${VAR}s, before the environment (repeatable; a later file wins)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -88,7 +90,7 @@ as "warning: file:line:col: ..." and do not change the exit code.
 	}
 	code := 0
 	for _, path := range paths {
-		snap, err := config.Load(path, config.Options{ByRoute: *extproc, Warn: func(e *config.Error) {
+		snap, err := config.Load(path, config.Options{ByRoute: *extproc, LookupEnv: config.EnvLookup(envFiles.vars, os.LookupEnv), Warn: func(e *config.Error) {
 			fmt.Fprintf(stderr, "warning: %v\n", e)
 		}})
 		if err != nil {
@@ -100,6 +102,24 @@ as "warning: file:line:col: ..." and do not change the exit code.
 			path, len(snap.Tools), len(snap.Upstreams), snap.Checksum, dirFiles(path, snap.Sources))
 	}
 	return code
+}
+
+// envFileFlag is a repeatable -env-file flag: each file is read when the
+// flag is parsed, so a missing or malformed one is a usage error.
+type envFileFlag struct {
+	paths []string
+	vars  []map[string]string
+}
+
+func (f *envFileFlag) String() string { return strings.Join(f.paths, ",") }
+
+func (f *envFileFlag) Set(path string) error {
+	vars, err := config.ReadEnvFile(path)
+	if err != nil {
+		return err
+	}
+	f.paths, f.vars = append(f.paths, path), append(f.vars, vars)
+	return nil
 }
 
 // dirFiles names the files a directory's policy was read from, for the ok

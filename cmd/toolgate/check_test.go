@@ -118,3 +118,44 @@ func TestCheckRefusesWhatExtprocRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckAndTryReadEnvFiles: -env-file gives check and try the ${VAR}s
+// of a dotenv-style file (examples/zoo.yaml's placeholders in
+// examples/zoo.env), ahead of the environment; without it the zoo's
+// variables are unset, and a broken file is a usage error naming its line.
+func TestCheckAndTryReadEnvFiles(t *testing.T) {
+	const zoo, env = "../../examples/zoo.yaml", "../../examples/zoo.env"
+	t.Run("check without the file", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		if code := runCheck([]string{zoo}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "is not set") {
+			t.Errorf("exit %d, stderr %s", code, errOut.String())
+		}
+	})
+	t.Run("check with it", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		if code := runCheck([]string{"-env-file", env, zoo}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "ok: "+zoo) {
+			t.Errorf("exit %d, stdout %s, stderr %s", code, out.String(), errOut.String())
+		}
+	})
+	t.Run("a later file and the file before the environment", func(t *testing.T) {
+		t.Setenv("ES_URL", "http://127.0.0.1:1")
+		more := filepath.Join(t.TempDir(), "more.env")
+		if err := os.WriteFile(more, []byte("ES_URL=\"http://127.0.0.1:9999\" # a fake\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stdout, stderr, code := runTryArgs([]string{"-config", zoo, "-env-file", env, "-env-file", more, "-tool", "search_articles", "-args", `{"q":"x"}`}, "")
+		if code != 0 || !strings.Contains(stdout, "\nHost: 127.0.0.1:9999\n") {
+			t.Errorf("exit %d, stdout %s, stderr %s", code, stdout, stderr)
+		}
+	})
+	t.Run("a broken file", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.env")
+		if err := os.WriteFile(bad, []byte("A=1\nnot a line\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		if code := runCheck([]string{"-env-file", bad, zoo}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "bad.env:2: want NAME=VALUE") {
+			t.Errorf("exit %d, stderr %s", code, errOut.String())
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/toolgate/toolgate/learn"
@@ -54,6 +55,9 @@ func runLearn(args []string, stdout, stderr io.Writer) int {
 			text = d.YAML
 			for _, s := range d.Skipped {
 				fmt.Fprintf(stderr, "toolgate learn report: not drafted: %s %s (%s): %s\n", s.Method, s.Path, s.Upstream, s.Reason)
+			}
+			if len(d.Env) > 0 {
+				fmt.Fprintf(stderr, "toolgate learn report: the upstreams' credentials are read from %s; set them before toolgate check\n", strings.Join(d.Env, ", "))
 			}
 		}
 	}

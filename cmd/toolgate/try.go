@@ -48,7 +48,7 @@ func tryCommand(args []string, stdin io.Reader, stdout, stderr io.Writer, newKey
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `Usage of toolgate try:
-  toolgate try -config PATH -tool NAME [-args JSON|@FILE|-] [-caller NAME]
+  toolgate try -config PATH [-env-file FILE]... -tool NAME [-args JSON|@FILE|-] [-caller NAME]
                [-response FILE [-status 200] [-header 'Name: value']...]
 
 Runs one call of a tool through toolgate's pipeline (access, arguments, idempotency, the request
@@ -70,6 +70,8 @@ Exits 0 when the call ran, whatever its envelope says; 2 for a usage or policy e
 	caller := fs.String("caller", "", "the caller to call as, an access.callers `NAME` (default: none, so access.default applies)")
 	response := fs.String("response", "", "a `FILE` holding the backend's answer body (/dev/null for an empty one); without it, only the request is printed")
 	status := fs.Int("status", http.StatusOK, "the saved answer's HTTP `status` (with -response)")
+	var envFiles envFileFlag
+	fs.Var(&envFiles, "env-file", "a dotenv-style `FILE` of NAME=VALUE lines giving ${VAR}s, before the environment (repeatable; a later file wins)")
 	header := http.Header{}
 	fs.Func("header", "a `header` of the saved answer, 'Name: value' (repeatable; with -response), e.g. 'Content-Type: application/json'", func(s string) error {
 		name, value, ok := strings.Cut(s, ":")
@@ -99,7 +101,7 @@ Exits 0 when the call ran, whatever its envelope says; 2 for a usage or policy e
 		return usageErr("-status %d is not an HTTP status", *status)
 	}
 	env := envValues{}
-	snap, err := config.Load(*configPath, config.Options{LookupEnv: env.lookup})
+	snap, err := config.Load(*configPath, config.Options{LookupEnv: env.recording(config.EnvLookup(envFiles.vars, os.LookupEnv))})
 	if err != nil {
 		printLoadError(stderr, err)
 		return 2
@@ -241,12 +243,16 @@ const minMaskedEnv = 4
 // envValues records the ${VAR} values a policy read, to mask them.
 type envValues map[string]string
 
-func (e envValues) lookup(name string) (string, bool) {
-	v, ok := os.LookupEnv(name)
-	if ok {
-		e[name] = v
+// recording wraps lookup (the -env-file files, then the environment) to
+// record what it finds.
+func (e envValues) recording(lookup func(string) (string, bool)) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := lookup(name)
+		if ok {
+			e[name] = v
+		}
+		return v, ok
 	}
-	return v, ok
 }
 
 // toolgateHeaders are the header fields toolgate writes itself, whatever

@@ -25,11 +25,6 @@ type upstreamAuth struct {
 	notes  []string
 }
 
-// secretLike matches the names of fields and parameters that hold
-// credentials; the importer never shows them to the model (no argument, no
-// response.data suggestion).
-var secretLike = regexp.MustCompile(`(?i)password|token|secret|key|credential`)
-
 // draftAuth picks the security scheme the upstream authenticates with and
 // drafts its auth block. The scheme is the first of the first security
 // requirement the selected operations (or, without their own, the document)

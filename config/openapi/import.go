@@ -45,7 +45,7 @@
 // argument; a body that is not an object is one argument named body.
 //
 // Header parameters are bound to arguments, except those that carry a
-// credential (see secretLike), those toolgate or the upstream's auth sets,
+// credential (see policydoc.SecretName), those toolgate or the upstream's auth sets,
 // and Accept, Content-Type and Authorization, which OpenAPI ignores; cookie
 // parameters get a TODO. An Idempotency-Key header on a side-effecting
 // operation instead gets the suggestion to forward toolgate's key with

@@ -167,7 +167,9 @@ func TestSuggestionsCompileWhenUncommented(t *testing.T) {
 				t.Fatal(err)
 			}
 			accepted, n := uncommentSuggestions(string(text))
-			if n == 0 {
+			if n == 0 && !strings.Contains(string(text), "\n      data: ") {
+				// A draft whose only suggestion was data writes it
+				// itself where the answer holds credentials.
 				t.Fatal("the draft offers no suggestion to uncomment")
 			}
 			if _, err := config.CompileSource(golden, []byte(accepted), config.Options{LookupEnv: policydoc.PlaceholderEnv(draftEnv([]byte(accepted)))}); err != nil {

@@ -262,11 +262,25 @@ func (b *builder) toolNode(t *toolDraft) (*yaml.Node, *yaml.Node) {
 	reqKey.HeadComment = policydoc.Comment(t.requestNotes, 4)
 	add(reqKey, req)
 	last := reqKey
+	resp := &yaml.Node{Kind: yaml.MappingNode}
+	notes := t.dataNotes
+	if t.data != "" {
+		// The answer holds credentials: data leaves them out in the
+		// draft itself, not only in a suggestion.
+		dataKey := policydoc.String("data")
+		dataKey.HeadComment = policydoc.Comment(append(notes,
+			fmt.Sprintf("Left out of data, as their names look like credentials (data goes to the model): %s.", strings.Join(t.dataLeft, ", "))), 6)
+		notes = nil
+		resp.Content = append(resp.Content, dataKey, policydoc.String(t.data))
+	}
 	if t.responseSchema != nil {
 		schemaKey := policydoc.String("schema")
-		schemaKey.HeadComment = policydoc.Comment(append(t.dataNotes, "The schema of the answer, from the document: an answer that departs from it counts in toolgate_contract_violations_total."), 6)
+		schemaKey.HeadComment = policydoc.Comment(append(notes, "The schema of the answer, from the document: an answer that departs from it counts in toolgate_contract_violations_total."), 6)
+		resp.Content = append(resp.Content, schemaKey, policydoc.Value(t.responseSchema, false))
+	}
+	if len(resp.Content) > 0 {
 		resKey := policydoc.String("response")
-		add(resKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{schemaKey, policydoc.Value(t.responseSchema, false)}})
+		add(resKey, resp)
 		last = resKey
 	}
 	last.FootComment = policydoc.Comment(t.responseNotes, 4)

@@ -64,6 +64,10 @@ type schemaConverter struct {
 	// left out instead of readOnly ones, and so are the annotations
 	// (title, description, examples, deprecated), which validate nothing.
 	response bool
+	// optionalNull makes a property of an answer that its object does
+	// not require accept null too (a Swagger 2.0 answer: see
+	// responseSchema).
+	optionalNull bool
 
 	stack    map[*openapi3.Schema]bool
 	defNames map[*openapi3.Schema]string
@@ -250,7 +254,11 @@ func (c *schemaConverter) schema(s *openapi3.Schema) any {
 			if c.leftOut(p) {
 				continue
 			}
-			props.set(name, c.convert(p))
+			v := c.convert(p)
+			if c.response && c.optionalNull && !slices.Contains(s.Required, name) {
+				v = orNull(v)
+			}
+			props.set(name, v)
 		}
 		m.set("properties", props)
 	}
@@ -353,6 +361,46 @@ func (c *schemaConverter) nullable(m *omap, nullable bool, types []any) any {
 		wrapped := newOmap()
 		wrapped.set("anyOf", []any{m, null})
 		return wrapped
+	}
+	return m
+}
+
+// orNull makes a converted schema accept null as well: "null" joins its
+// type (and enum), or, where it has no type to join (a $ref, a
+// composition), the schema becomes anyOf itself or null.
+func orNull(v any) any {
+	m, ok := v.(*omap)
+	if !ok {
+		return v // a boolean schema: true takes null already
+	}
+	t, typed := m.vals["type"]
+	_, ref := m.vals["$ref"]
+	if !typed || ref {
+		if _, union := m.vals["anyOf"]; len(m.keys) == 1 && union {
+			if list, ok := m.vals["anyOf"].([]any); ok && len(list) == 2 {
+				if o, ok := list[1].(*omap); ok && o.len() == 1 && o.vals["type"] == "null" {
+					return m // already nullable
+				}
+			}
+		}
+		null := newOmap()
+		null.set("type", "null")
+		wrapped := newOmap()
+		wrapped.set("anyOf", []any{m, null})
+		return wrapped
+	}
+	switch tt := t.(type) {
+	case string:
+		if tt != "null" {
+			m.set("type", []any{tt, "null"})
+		}
+	case []any:
+		if !containsString(tt, "null") {
+			m.set("type", append(append([]any(nil), tt...), "null"))
+		}
+	}
+	if enum, ok := m.vals["enum"].([]any); ok && !containsNil(enum) {
+		m.set("enum", append(append([]any(nil), enum...), nil))
 	}
 	return m
 }

@@ -58,6 +58,11 @@ type toolDraft struct {
 	// suggestion that goes in the response block with it.
 	responseSchema any
 	dataNotes      []string
+	// data is response.data when the answer holds fields whose names
+	// look like credentials: the answer without them, written in the
+	// draft itself; dataLeft names the fields it leaves out.
+	data     string
+	dataLeft []string
 }
 
 // maxInlineValues and maxInlineDepth bound an inlined argument schema; past
@@ -103,13 +108,16 @@ func (b *builder) tool(op *operation) *toolDraft {
 	}
 	t.argsNotes = append(t.argsNotes, bd.argsNotes...)
 	if b.schemaKey {
-		t.responseSchema = responseSchema(op)
+		t.responseSchema = responseSchema(op, b.kind == "Swagger 2.0")
 	}
-	if t.responseSchema != nil {
-		t.dataNotes = b.responseHints(op)
+	if ref := firstJSONSchema(op); ref != nil {
+		t.data, t.dataLeft = policydoc.SecretFreeData(dataNode(ref, 0, map[*openapi3.Schema]bool{}), "body")
+	}
+	if t.responseSchema != nil || t.data != "" {
+		t.dataNotes = b.responseHints(op, t.data != "")
 		t.responseNotes = b.errorHints(op, t.sideEffect)
 	} else {
-		t.responseNotes = append(b.responseHints(op), b.errorHints(op, t.sideEffect)...)
+		t.responseNotes = append(b.responseHints(op, false), b.errorHints(op, t.sideEffect)...)
 	}
 	return t
 }
@@ -571,7 +579,7 @@ func (b *builder) unbindableHeader(p *openapi3.Parameter) string {
 	if b.auth.header != "" && name == b.auth.header {
 		return "the upstream's auth sets it"
 	}
-	if secretLike.MatchString(p.Name) {
+	if policydoc.SecretName(p.Name) {
 		return "it carries a credential, which the model must never hold; set it in the upstream's auth or headers"
 	}
 	if p.Schema != nil && p.Schema.Value != nil && p.Schema.Value.Type != nil && p.Schema.Value.Type.Includes("object") {
@@ -811,9 +819,12 @@ func escapeLiteral(s string) string {
 
 // responseHints suggests response.data and response.empty from the first
 // documented 2xx answer.
-func (b *builder) responseHints(op *operation) []string {
-	lines := b.dataHints(op)
-	if b.schemaKey && firstJSONSchema(op) != nil {
+//
+// With dataWritten, the draft writes response.data itself (the answer
+// without its credentials), and only empty is suggested.
+func (b *builder) responseHints(op *operation, dataWritten bool) []string {
+	lines := b.dataHints(op, dataWritten)
+	if (b.schemaKey || dataWritten) && firstJSONSchema(op) != nil {
 		// The tool has a response block (its schema): the suggestion
 		// goes in it, after the comment that says what it is.
 		out := []string{}
@@ -854,7 +865,13 @@ func firstJSONSchema(op *operation) *openapi3.SchemaRef {
 // answer, as the document gives it (writeOnly fields left out); nil when
 // that answer is not JSON or has no schema. Recursive schemas, and all
 // named ones of a schema too large to inline, go to $defs.
-func responseSchema(op *operation) any {
+//
+// A Swagger 2.0 document cannot say that a value may be null (only the
+// x-nullable extension can), and servers described by one commonly answer
+// null for an optional value they do not have (a Go nil slice or pointer).
+// So in a Swagger 2.0 answer, a property the schema does not require
+// accepts null as well as its type; a required one only with x-nullable.
+func responseSchema(op *operation, swagger2 bool) any {
 	ref := firstJSONSchema(op)
 	if ref == nil {
 		return nil
@@ -862,6 +879,7 @@ func responseSchema(op *operation) any {
 	for _, useDefs := range []bool{false, true} {
 		c := newSchemaConverter(useDefs)
 		c.response = true
+		c.optionalNull = swagger2
 		v := c.convert(ref)
 		if c.overflow {
 			continue
@@ -878,7 +896,7 @@ func responseSchema(op *operation) any {
 
 // dataHints suggests response.data and response.empty from the first
 // documented 2xx answer.
-func (b *builder) dataHints(op *operation) []string {
+func (b *builder) dataHints(op *operation, dataWritten bool) []string {
 	responses := map[string]*openapi3.ResponseRef{}
 	if op.op.Responses != nil {
 		responses = op.op.Responses.Map()
@@ -906,6 +924,13 @@ func (b *builder) dataHints(op *operation) []string {
 	}
 	h := suggestResponse(mt.Schema)
 	text := fmt.Sprintf("TODO: response: decide what the agent sees. The %s answer is %s.", status, h.shape)
+	if dataWritten {
+		h.data = ""
+		text = fmt.Sprintf("TODO: response: keep what the agent needs of data. The %s answer is %s.", status, h.shape)
+		if h.empty == "" {
+			return []string{text}
+		}
+	}
 	if h.data == "" && h.empty == "" {
 		return []string{text + " By default data is the body as it comes, and null, \"\", [] or {} is empty."}
 	}
@@ -1034,7 +1059,7 @@ func hasSecret(ref *openapi3.SchemaRef, depth int, seen map[*openapi3.Schema]boo
 	s := ref.Value
 	seen[s] = true
 	for name, p := range s.Properties {
-		if secretLike.MatchString(name) || hasSecret(p, depth+1, seen) {
+		if policydoc.SecretName(name) || hasSecret(p, depth+1, seen) {
 			return true
 		}
 	}
@@ -1046,6 +1071,44 @@ func hasSecret(ref *openapi3.SchemaRef, depth int, seen map[*openapi3.Schema]boo
 		}
 	}
 	return hasSecret(s.Items, depth+1, seen) || hasSecret(s.AdditionalProperties.Schema, depth+1, seen)
+}
+
+// dataNode describes an answer's schema for policydoc.SecretFreeData:
+// its properties (allOf merged; writeOnly ones are never in an answer),
+// its items, whether it may be null. A schema met again inside itself is
+// opaque when a secret-named property lies within it.
+func dataNode(ref *openapi3.SchemaRef, depth int, stack map[*openapi3.Schema]bool) *policydoc.DataNode {
+	if ref == nil || ref.Value == nil {
+		return nil
+	}
+	s := ref.Value
+	if stack[s] || depth > 16 {
+		if hasSecret(ref, 0, map[*openapi3.Schema]bool{}) {
+			return &policydoc.DataNode{Opaque: true}
+		}
+		return nil
+	}
+	stack[s] = true
+	defer delete(stack, s)
+	n := &policydoc.DataNode{Nullable: s.Nullable || (s.Type != nil && s.Type.Includes("null"))}
+	if s.Type != nil && s.Type.Includes("array") {
+		n.Items = dataNode(s.Items, depth+1, stack)
+		return n
+	}
+	props, required := mergedProperties(ref, 0)
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		p := props[name]
+		if p != nil && p.Value != nil && p.Value.WriteOnly {
+			continue
+		}
+		n.Fields = append(n.Fields, policydoc.DataField{Name: name, Always: slices.Contains(required, name), Node: dataNode(p, depth+1, stack)})
+	}
+	if s.AdditionalProperties.Schema != nil && hasSecret(s.AdditionalProperties.Schema, 0, map[*openapi3.Schema]bool{}) {
+		// A map whose values hold credentials: its keys are not known,
+		// so it cannot be copied in part.
+		n.Fields, n.Opaque = nil, true
+	}
+	return n
 }
 
 // field is a property a suggested expression reads.
@@ -1068,7 +1131,7 @@ func scalarFields(props map[string]*openapi3.SchemaRef, required []string, onlyR
 			continue
 		}
 		t := p.Value.Type
-		if t.Includes("array") || t.Includes("object") || secretLike.MatchString(name) {
+		if t.Includes("array") || t.Includes("object") || policydoc.SecretName(name) {
 			continue
 		}
 		if req[name] {

@@ -4,11 +4,20 @@
 //   - arguments from the requests the backend accepted (2xx): path
 //     placeholders, query parameters and the top-level fields of JSON
 //     object bodies, typed by what was sent (integer, number, boolean,
-//     string, array), required when present in at least 99 % of them;
+//     string, array); required only on evidence (present in at least 99 %
+//     of them, and lacking in some call the route refused while it
+//     refuses invalid calls with 400 or 422: see refusedWithout), never
+//     merely because every call sent it;
 //   - response.data from the fields present in at least 99 % of the 2xx
 //     answers that carried no error code (those under 100 % read with
-//     has(), so an answer without one still renders), and response.empty
+//     has(), so an answer without one still renders), leaving out those
+//     whose names look like credentials at any depth, and response.empty
 //     from the answer's list field, for read-only tools;
+//   - response.error_detail when the route's JSON error answers share a
+//     shape (all strings, or all with the same string member);
+//   - the upstream's auth, with a TODO and access.shared_credentials,
+//     from the credentials the requests carried (by name) and the
+//     requests without one that were answered 401 or 403;
 //   - an errors rule for each error code seen on 2xx answers, with a
 //     status guessed from the code's name and a TODO to confirm it;
 //   - a timeout of four times the p99 latency (1s at least, rounded up to
@@ -23,7 +32,8 @@
 // but such a route is rarely a tool; the header says to keep them on
 // passthrough, or to write the tool by hand.
 //
-// The draft passes `toolgate check` as written, and its routes are not
+// The draft passes `toolgate check` as written (once the variables of a
+// drafted credential, Draft.Env, are set), and its routes are not
 // ambiguous in transparent mode: it is compiled both ways before it is
 // returned, and a tool that does not compile is left out with a comment
 // saying why. It defines only upstreams and tools, so it joins a policy
@@ -35,6 +45,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -58,6 +69,9 @@ type Draft struct {
 	Tools []Tool
 	// Skipped are the learned routes that did not become a tool.
 	Skipped []Skipped
+	// Env names the variables the drafted upstream credentials read: the
+	// draft passes toolgate check once they are set.
+	Env []string
 }
 
 // Tool is one drafted tool.
@@ -94,13 +108,13 @@ func Write(sum *learn.Summary, opts Options) (*Draft, error) {
 		tools = append(tools, newTool(r, names))
 	}
 	for range len(tools) + 1 {
-		text, err := render(sum, opts, tools, skipped)
+		text, env, err := render(sum, opts, tools, skipped)
 		if err != nil {
 			return nil, err
 		}
-		err = check(text)
+		err = check(text, env)
 		if err == nil {
-			d := &Draft{YAML: text, Skipped: skipped}
+			d := &Draft{YAML: text, Skipped: skipped, Env: env}
 			for _, t := range tools {
 				d.Tools = append(d.Tools, Tool{Name: t.name, Upstream: t.route.Upstream, Method: t.route.Method, Path: t.path, SideEffect: t.sideEffect})
 			}
@@ -121,23 +135,23 @@ func Write(sum *learn.Summary, opts Options) (*Draft, error) {
 
 // check compiles the draft as `toolgate check` does, and again in
 // transparent mode, where two tools must not take the same route.
-func check(text []byte) error {
-	if err := policydoc.Check("draft.yaml", text); err != nil {
+func check(text []byte, env []string) error {
+	if err := policydoc.Check("draft.yaml", text, env...); err != nil {
 		return err
 	}
-	return policydoc.Check("draft.yaml", append(slices.Clip(text), "server:\n  transparent: true\n"...))
+	return policydoc.Check("draft.yaml", append(slices.Clip(text), "server:\n  transparent: true\n"...), env...)
 }
 
-func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skipped) ([]byte, error) {
+func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skipped) ([]byte, []string, error) {
 	root := &yaml.Node{Kind: yaml.MappingNode}
-	root.HeadComment = header(sum, opts)
 	root.Content = append(root.Content, policydoc.String("version"), &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "1"})
 
-	used := map[string]bool{}
+	used := map[string][]*learn.Route{}
 	for _, t := range tools {
-		used[t.route.Upstream] = true
+		used[t.route.Upstream] = append(used[t.route.Upstream], t.route)
 	}
 	ups := &yaml.Node{Kind: yaml.MappingNode}
+	var env, shared []string
 	for _, name := range slices.Sorted(maps.Keys(used)) {
 		urlKey := policydoc.String("url")
 		urlKey.HeadComment = policydoc.Comment([]string{"TODO: timeout (default 2s), max_concurrent, retries, breaker and credentials (headers): see docs/policy.md."}, 4)
@@ -147,7 +161,19 @@ func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skip
 			urlVal = policydoc.String(placeholderURL)
 			urlVal.LineComment = "TODO: the summary does not hold this upstream's URL"
 		}
-		ups.Content = append(ups.Content, policydoc.String(name), &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}})
+		up := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}}
+		if a := draftAuth(name, used[name]); a != nil {
+			if a.block == nil {
+				urlVal.FootComment = policydoc.Comment(a.notes, 4)
+			} else {
+				authKey := policydoc.String("auth")
+				authKey.HeadComment = policydoc.Comment(a.notes, 4)
+				up.Content = append(up.Content, authKey, a.block)
+				env = append(env, a.env...)
+				shared = append(shared, name)
+			}
+		}
+		ups.Content = append(ups.Content, policydoc.String(name), up)
 	}
 	if len(used) == 0 {
 		ups.Style = yaml.FlowStyle
@@ -171,21 +197,44 @@ func render(sum *learn.Summary, opts Options, tools []*toolDraft, skipped []Skip
 		toolsVal.Content = append(toolsVal.Content, k, v)
 	}
 	root.Content = append(root.Content, toolsKey, toolsVal)
-	return policydoc.Encode(root)
+	if len(shared) > 0 {
+		// toolgate refuses to lend a credential to callers it cannot
+		// identify unless the policy says so (docs/policy.md, access).
+		accessKey := policydoc.String("access")
+		accessKey.HeadComment = policydoc.Comment([]string{
+			fmt.Sprintf("toolgate sends the credential of %s in place of any a caller sends, for every caller it serves. TODO: list your callers in access.callers and set access.default: deny, or forward each caller's own credential (forward_headers) instead of auth; until then this line says that anyone who reaches toolgate may use it:", strings.Join(shared, ", ")),
+		}, 0)
+		list := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+		for _, n := range shared {
+			list.Content = append(list.Content, policydoc.String(n))
+		}
+		root.Content = append(root.Content, accessKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{policydoc.String("shared_credentials"), list}})
+	}
+	root.HeadComment = header(sum, opts, env)
+	text, err := policydoc.Encode(root)
+	return text, env, err
 }
 
-func header(sum *learn.Summary, opts Options) string {
+func header(sum *learn.Summary, opts Options, env []string) string {
 	values := "No request or answer value was kept, except the error codes the rules name."
 	if !sum.EnumValues {
 		values = "No request or answer value was kept (enum_values was off, so error codes are not known either)."
 	}
 	return policydoc.Comment([]string{
 		fmt.Sprintf("toolgate policy draft learned from traffic by `toolgate learn report` (%s: %s).", opts.Source, sum),
-		"It passes `toolgate check` as written, in transparent mode too. It defines only upstreams and tools, so it can join the policy directory whose other files set server, state and access; remove the passthrough prefixes that would take these routes before the tools can. " + values + " To finish it, work through the TODO comments:",
+		passes(env) + " remove the passthrough prefixes that would take these routes before the tools can. " + values + " To finish it, work through the TODO comments:",
 		"- description: what each tool does and when to use it, for the agent.",
 		"- errors: each rule's status is guessed from the code's name; confirm it.",
 		"- response: data keeps the fields present in at least 99% of the successful answers; trim it to what the agent needs.",
 		"- timeout: four times the p99 latency observed, at least 1s; cost; and the upstream's retries, breaker and credentials.",
 		"See docs/policy.md for every key.",
 	}, 0)
+}
+
+// passes says when the draft passes toolgate check, and what it defines.
+func passes(env []string) string {
+	if len(env) == 0 {
+		return "It passes `toolgate check` as written, in transparent mode too. It defines only upstreams and tools, so it can join the policy directory whose other files set server, state and access;"
+	}
+	return fmt.Sprintf("It passes `toolgate check` once %s are set, in transparent mode too. It defines upstreams, tools and the credentials' access.shared_credentials, so it can join the policy directory whose other files set server, state and the rest of access;", strings.Join(env, ", "))
 }

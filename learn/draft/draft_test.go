@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/config/policydoc"
 	"github.com/toolgate/toolgate/learn"
 	"github.com/toolgate/toolgate/learn/draft"
 	"github.com/toolgate/toolgate/policy"
@@ -20,6 +21,11 @@ func ex(method, path, query string, status int, answer string) *learn.Exchange {
 		x.ResponseHeader.Set("Content-Type", "application/json")
 		x.ResponseBody = []byte(answer)
 	}
+	return x
+}
+
+func withHeader(x *learn.Exchange, name, value string) *learn.Exchange {
+	x.RequestHeader.Set(name, value)
 	return x
 }
 
@@ -132,6 +138,76 @@ func TestDraftingRules(t *testing.T) {
 			want: []string{`data: '{"items": body.items, "next": has(body.next) ? body.next : null}'`, "empty: size(body.items) == 0", "rare (<1%)"},
 		},
 		{
+			name: "requests refused without a credential draft the upstream's auth, with the opt-in to share it",
+			exchanges: []*learn.Exchange{
+				withHeader(ex("GET", "/apps", "", 200, `[{"id":1}]`), "Authorization", "Bearer s3cr3t-t0ken-value"),
+				withHeader(ex("GET", "/apps", "", 200, `[{"id":2}]`), "Authorization", "Bearer s3cr3t-t0ken-value"),
+				ex("GET", "/apps", "", 401, `{"message":"missing token"}`),
+			},
+			want: []string{
+				"auth:\n      bearer: {token: '${API_TOKEN}'}",
+				"Learned: 1 request without a credential were answered 401 or 403 (GET /apps).",
+				"Learned: requests carried Authorization: Bearer (names only: no value was kept).",
+				"access:\n  shared_credentials: [api]",
+				"once API_TOKEN are set",
+				"Credentials: requests carried Authorization: Bearer ×2",
+			},
+			not: []string{"s3cr3t"},
+		},
+		{
+			name: "a credential in the query is the upstream's, not an argument",
+			exchanges: []*learn.Exchange{
+				ex("POST", "/message", "token=AbCdEf.12345", 200, `{"id":1}`),
+				ex("POST", "/message", "", 401, `{"error":"Unauthorized","errorCode":401,"errorDescription":"you need to provide a valid access token"}`),
+			},
+			want: []string{"auth:\n      api_key: {query: token, value: '${API_API_KEY}'}", "error_detail: 'type(body) == map && has(body.errorDescription) ? body.errorDescription : \"\"'"},
+			not:  []string{"AbCdEf", "token: {type"},
+		},
+		{
+			name: "error answers that share a message draft error_detail",
+			exchanges: []*learn.Exchange{
+				ex("GET", "/orders", "q=a", 200, `{"items":[]}`),
+				ex("GET", "/orders", "", 400, `{"error":{"message":"q is required","code":7}}`),
+				ex("GET", "/orders", "q=b", 404, `{"error":{"message":"no such shop"}}`),
+			},
+			want: []string{`error_detail: 'type(body) == map && has(body.error) && type(body.error) == map && has(body.error.message) ? body.error.message : ""'`},
+		},
+		{
+			name: "error answers that are JSON strings draft error_detail",
+			exchanges: []*learn.Exchange{
+				ex("POST", "/login", "", 200, `{"accessToken":"x"}`),
+				ex("POST", "/login", "", 400, `"Email and password are required"`),
+			},
+			want: []string{`error_detail: 'type(body) == string ? body : ""'`},
+		},
+		{
+			name: "an argument always sent is optional until a call without it is refused as invalid",
+			exchanges: []*learn.Exchange{
+				ex("GET", "/search", "q=a&lang=en", 200, `{"items":[]}`),
+				ex("GET", "/search", "q=b&lang=de", 200, `{"items":[]}`),
+				ex("GET", "/search", "lang=en", 400, `{"message":"q is required"}`),
+			},
+			want: []string{"required: [q]", "q: {type: string} # query; 100% of accepted calls; required: a call without it was refused (400/422)",
+				"lang: {type: string} # query; 100% of accepted calls; optional: no call without it was refused"},
+		},
+		{
+			name: "an array answer's credentials stay out of data",
+			exchanges: []*learn.Exchange{
+				ex("GET", "/client", "", 200, `[{"id":1,"name":"phone","token":"CXkq8u0kWbz6wLT"}]`),
+				ex("GET", "/client", "", 200, `[{"id":2,"name":"laptop","token":"Cq2z1xPL0PaWd3s"}]`),
+			},
+			want: []string{`data: 'body.map(x1, {"id": x1.id, "name": x1.name})'`, "Left out of data, as their names look like credentials (data goes to the model): [].token."},
+			not:  []string{"x1.token"},
+		},
+		{
+			name: "nested credentials stay out of an object answer's data",
+			exchanges: []*learn.Exchange{
+				ex("GET", "/apps", "", 200, `{"apps":[{"id":1,"app":{"name":"a","apiKey":"k1"}}],"total":1}`),
+			},
+			want: []string{`data: '{"apps": dyn(body.apps.map(x1, {"app": dyn({"name": x1.app.name}), "id": x1.id})), "total": body.total}'`, "apps[].app.apiKey"},
+			not:  []string{"apiKey\""},
+		},
+		{
 			name: "a side-effecting route answered 204 has no data and is ok",
 			exchanges: []*learn.Exchange{
 				ex("DELETE", "/orders/1234", "", 204, ""),
@@ -160,7 +236,7 @@ func TestDraftingRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			text := string(d.YAML)
-			if _, err := config.CompileSource("draft.yaml", d.YAML, config.Options{LookupEnv: func(string) (string, bool) { return "", false }}); err != nil {
+			if _, err := config.CompileSource("draft.yaml", d.YAML, config.Options{LookupEnv: policydoc.PlaceholderEnv(d.Env)}); err != nil {
 				t.Fatalf("does not compile: %v\n%s", err, text)
 			}
 			for _, w := range c.want {

@@ -65,5 +65,22 @@ func (t *toolDraft) observed() []string {
 			lines = append(lines, "toolgate honours Retry-After: the envelope's retry_after_ms says when to come back.")
 		}
 	}
+	if a := r.Auth; len(a.Credentials) > 0 || a.DeniedWithout > 0 {
+		line := "Credentials:"
+		if len(a.Credentials) > 0 {
+			var cs []string
+			for _, c := range byCount(a.Credentials) {
+				cs = append(cs, fmt.Sprintf("%s ×%d", c, a.Credentials[c]))
+			}
+			line += " requests carried " + strings.Join(cs, ", ") + " (names only, no value is kept)"
+		}
+		if a.Without > 0 {
+			if len(a.Credentials) > 0 {
+				line += ";"
+			}
+			line += fmt.Sprintf(" %s carried none, of which %d were answered 401 or 403", countWord(a.Without, "request"), a.DeniedWithout)
+		}
+		lines = append(lines, line+".")
+	}
 	return lines
 }

@@ -42,6 +42,9 @@ type toolDraft struct {
 	timeout       time.Duration
 	timeoutNote   string
 	data, empty   string
+	dataLeft      []string // fields left out of data: their names look like credentials
+	detail        string   // response.error_detail
+	detailNote    string
 	responseNotes []string
 	errors        []rule
 	errorNotes    []string
@@ -129,7 +132,57 @@ func newTool(r *learn.Route, names *policydoc.Namer) *toolDraft {
 	t.timing()
 	t.response()
 	t.errorRules()
+	t.errorDetail()
 	return t
+}
+
+// detailFields are where error answers commonly put their words, in the
+// order a draft prefers them: a path of object members.
+var detailFields = [][]string{
+	{"message"}, {"error", "message"}, {"errorDescription"}, {"error_description"}, {"detail"},
+	{"error"}, {"msg"}, {"errmsg"}, {"description"}, {"title"},
+}
+
+// errorDetail drafts response.error_detail when the route's error answers
+// (non-2xx, and 2xx with an error code) share a shape: every JSON one is a
+// string, or has the same string member (message, error.message, …).
+func (t *toolDraft) errorDetail() {
+	e := t.route.Errors
+	if e == nil || e.Seen == 0 {
+		return
+	}
+	if e.Types["string"] == e.Seen {
+		t.detail = `type(body) == string ? body : ""`
+		t.detailNote = fmt.Sprintf("Every JSON error answer (%s) was a string: the message quotes it.", countWord(e.Seen, "answer"))
+		return
+	}
+	if e.Types["object"] != e.Seen {
+		return
+	}
+	for _, path := range detailFields {
+		s, parent, ok := e, e, true
+		for _, name := range path {
+			if s.Types["object"] != s.Seen || s.Fields[name] == nil {
+				ok = false
+				break
+			}
+			parent, s = s, s.Fields[name]
+		}
+		if !ok || s.Types["string"] != s.Seen || s.Seen == 0 || ratio(s.Seen, e.Seen) < required || s.Presence(parent) < required {
+			continue
+		}
+		get, cond := "body", `type(body) == map`
+		for i, name := range path {
+			if i > 0 {
+				cond += " && type(" + get + ") == map"
+			}
+			cond += " && " + policydoc.CELHas(get, name)
+			get = policydoc.CELGet(get, name)
+		}
+		t.detail = cond + " ? " + get + ` : ""`
+		t.detailNote = fmt.Sprintf("Every JSON error answer (%s) had %s as a string: the message quotes it.", countWord(e.Seen, "answer"), strings.Join(path, "."))
+		return
+	}
 }
 
 // arguments makes the arguments and the binding: path placeholders, then
@@ -173,12 +226,43 @@ func (t *toolDraft) arguments() {
 			a.schema = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
 		}
 		share := ratio(p.Seen, t.req.Count)
-		a.required = share >= required
-		a.note = "query; " + percent(share) + " of " + t.callsWord()
+		a.required = share >= required && t.refusedWithout(func(r *learn.Request) int64 {
+			if q := r.Query[name]; q != nil {
+				return q.Seen
+			}
+			return 0
+		})
+		a.note = "query; " + percent(share) + " of " + t.callsWord() + t.requiredNote(share, a.required)
 		t.args = append(t.args, a)
 		t.query = append(t.query, [2]string{name, a.name})
 	}
 	t.bodyArguments(argNames)
+}
+
+// refusedWithout is the evidence that the backend requires a parameter
+// or body field, not only that callers always sent it: the route refused
+// some calls as invalid (400 or 422), and some of its refused calls lacked
+// it (seen counts the refused calls that carried it). Learning keeps the
+// refused calls apart from the accepted ones, but not by status, so a
+// refused call without the field is taken as refused for its lack when
+// the route refuses invalid calls at all.
+func (t *toolDraft) refusedWithout(seen func(*learn.Request) int64) bool {
+	r := t.route
+	if t.fromRejected || r.Statuses[400]+r.Statuses[422] == 0 || r.Rejected.Count == 0 {
+		return false
+	}
+	return seen(&r.Rejected) < r.Rejected.Count
+}
+
+// requiredNote says why an argument always sent is required or not.
+func (t *toolDraft) requiredNote(share float64, req bool) string {
+	switch {
+	case req:
+		return "; required: a call without it was refused (400/422)"
+	case share >= required:
+		return "; optional: no call without it was refused"
+	}
+	return ""
 }
 
 func (t *toolDraft) callsWord() string {
@@ -214,8 +298,13 @@ func (t *toolDraft) bodyArguments(argNames *policydoc.Namer) {
 		}
 		a := arg{name: argNames.Take(field, "body_"+field), schema: schemaOf(f, 0)}
 		share := f.Presence(b)
-		a.required = share >= required
-		a.note = "body; " + percent(share) + " of " + t.callsWord()
+		a.required = share >= required && t.refusedWithout(func(r *learn.Request) int64 {
+			if r.Body == nil || r.Body.Fields[field] == nil {
+				return 0
+			}
+			return r.Body.Fields[field].Seen
+		})
+		a.note = "body; " + percent(share) + " of " + t.callsWord() + t.requiredNote(share, a.required)
 		t.args = append(t.args, a)
 		t.body = append(t.body, [2]string{field, a.name})
 	}
@@ -360,6 +449,11 @@ func (t *toolDraft) response() {
 	}
 	if a.Types["object"] != a.Seen {
 		if a.Types["array"] == a.Seen {
+			if t.data, t.dataLeft = policydoc.SecretFreeData(dataNode(a, 0), "body"); t.data != "" {
+				t.responseNotes = append(t.responseNotes, "The successful answers are JSON arrays: data is each item without the fields whose names look like credentials, and an empty array is empty.")
+				t.noData()
+				return
+			}
 			t.responseNotes = append(t.responseNotes, "The successful answers are JSON arrays: data is the array as it comes, and an empty one is empty.")
 		} else {
 			t.responseNotes = append(t.responseNotes, "TODO: response: the successful answers are not all JSON objects ("+strings.Join(byCount(a.Types), ", ")+"); data is the body as it comes.")
@@ -389,14 +483,21 @@ func (t *toolDraft) response() {
 		return
 	}
 	var parts []string
+	kept := &policydoc.DataNode{}
 	for _, name := range slices.Sorted(slices.Values(slices.Concat(always, mostly))) {
 		get := policydoc.CELGet("body", name)
 		if !slices.Contains(always, name) {
 			get = policydoc.CELHas("body", name) + " ? " + get + " : null"
 		}
 		parts = append(parts, strconv.Quote(name)+": "+get)
+		kept.Fields = append(kept.Fields, policydoc.DataField{Name: name, Always: slices.Contains(always, name), Node: dataNode(a.Fields[name], 1)})
 	}
 	t.data = "{" + strings.Join(parts, ", ") + "}"
+	if secretFree, left := policydoc.SecretFreeData(kept, "body"); secretFree != "" {
+		// Fields whose names look like credentials, at any depth, stay
+		// out of data: it goes to the model.
+		t.data, t.dataLeft = secretFree, left
+	}
 	if len(rare) > 0 {
 		t.responseNotes = append(t.responseNotes, "Left out of data, present in fewer than 99% of the successful answers: "+strings.Join(rare, ", ")+".")
 	}
@@ -418,6 +519,46 @@ func (t *toolDraft) response() {
 		}
 	}
 	t.numericCodes(a)
+}
+
+// noData drops the 204 adjustment a written data needs when some
+// successful answers had no body (see response).
+func (t *toolDraft) noData() {
+	ok := int64(0)
+	for code, n := range t.route.Statuses {
+		if code >= 200 && code < 300 {
+			ok += n
+		}
+	}
+	if ok > t.route.Answer.Seen+t.route.Coded {
+		t.data = "body == null ? dyn(null) : dyn(" + t.data + ")"
+	}
+}
+
+// dataNode describes a learned body shape for policydoc.SecretFreeData:
+// its fields, its items, whether it was ever null. Keys merged into
+// "{key}" (ids or secrets) cannot be named: such an object is opaque.
+func dataNode(s *learn.Shape, depth int) *policydoc.DataNode {
+	if s == nil || depth > schemaDepth+8 {
+		return nil
+	}
+	n := &policydoc.DataNode{Nullable: s.Types["null"] > 0}
+	if s.Types["array"] > 0 && s.Types["object"] == 0 {
+		n.Items = dataNode(s.Items, depth+1)
+		return n
+	}
+	if s.Types["object"] == 0 || s.Types["array"] > 0 {
+		return n
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Fields)) {
+		if name == "{key}" {
+			n.Fields, n.Opaque = nil, true
+			return n
+		}
+		f := s.Fields[name]
+		n.Fields = append(n.Fields, policydoc.DataField{Name: name, Always: f.Presence(s) >= 1, Node: dataNode(f, depth+1)})
+	}
+	return n
 }
 
 // emptyRule makes response.empty from the answer's list field: one of
@@ -615,7 +756,7 @@ func (t *toolDraft) node() (*yaml.Node, *yaml.Node) {
 	}
 	add(reqKey, req)
 
-	if t.data != "" || t.empty != "" {
+	if t.data != "" || t.empty != "" || t.detail != "" {
 		resp := &yaml.Node{Kind: yaml.MappingNode}
 		if t.data != "" {
 			resp.Content = append(resp.Content, policydoc.String("data"), policydoc.String(t.data))
@@ -623,8 +764,17 @@ func (t *toolDraft) node() (*yaml.Node, *yaml.Node) {
 		if t.empty != "" {
 			resp.Content = append(resp.Content, policydoc.String("empty"), policydoc.String(t.empty))
 		}
+		if t.detail != "" {
+			k := policydoc.String("error_detail")
+			k.HeadComment = policydoc.Comment([]string{t.detailNote}, 6)
+			resp.Content = append(resp.Content, k, policydoc.String(t.detail))
+		}
 		k := policydoc.String("response")
-		k.HeadComment = policydoc.Comment([]string{"TODO: response: keep what the agent needs; these fields were present in at least 99% of the successful answers."}, 4)
+		head := []string{"TODO: response: keep what the agent needs; these fields were present in at least 99% of the successful answers."}
+		if len(t.dataLeft) > 0 {
+			head = append(head, "Left out of data, as their names look like credentials (data goes to the model): "+strings.Join(t.dataLeft, ", ")+".")
+		}
+		k.HeadComment = policydoc.Comment(head, 4)
 		add(k, resp)
 	}
 	notes := append(append([]string(nil), t.responseNotes...), t.errorNotes...)
