@@ -142,13 +142,13 @@ tools:
 `
 }
 
-// legacyPost posts body with contentType to url as a legacy client does,
-// with an idempotency key when key is set.
-func legacyPost(t *testing.T, url, contentType string, body []byte, key string) (int, envelope) {
-	t.Helper()
+// legacyTry posts body with contentType to url as a legacy client does,
+// with an idempotency key when key is set; legacyPost fails the test on
+// an error.
+func legacyTry(url, contentType string, body []byte, key string) (int, envelope, error) {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return 0, envelope{}, err
 	}
 	req.Header.Set("Content-Type", contentType)
 	if key != "" {
@@ -156,16 +156,25 @@ func legacyPost(t *testing.T, url, contentType string, body []byte, key string) 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, envelope{}, err
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	var e envelope
 	if err := json.Unmarshal(out, &e); err != nil {
-		t.Fatalf("not an envelope: %v: %s", err, out)
+		return resp.StatusCode, e, fmt.Errorf("not an envelope: %w: %s", err, out)
 	}
 	e.raw = out
-	return resp.StatusCode, e
+	return resp.StatusCode, e, nil
+}
+
+func legacyPost(t *testing.T, url, contentType string, body []byte, key string) (int, envelope) {
+	t.Helper()
+	code, e, err := legacyTry(url, contentType, body, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, e
 }
 
 // curlF is the body curl -F sends for fields name=value (and a file part
@@ -256,9 +265,9 @@ func TestGotifyLegacyFormAndMultipartClients(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
-				code, e := legacyPost(t, srv.URL+"/message", "application/x-www-form-urlencoded", []byte("message=once&priority=1"), "k-parallel")
-				if code != 200 || e.Status != "ok" {
-					t.Errorf("HTTP %d %s", code, e.raw)
+				code, e, err := legacyTry(srv.URL+"/message", "application/x-www-form-urlencoded", []byte("message=once&priority=1"), "k-parallel")
+				if err != nil || code != 200 || e.Status != "ok" {
+					t.Errorf("HTTP %d %s %v", code, e.raw, err)
 				}
 			})
 		}
