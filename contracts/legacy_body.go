@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -27,9 +28,10 @@ import (
 // A JSON body's fields are keyed as a form binding keys them: a member of
 // a nested object is "parent[member]"; a repeated field is an array when
 // the argument's schema says array (Schema.Coerce, as for query
-// parameters). A form binding takes form and multipart bodies, a JSON
-// binding all three; any other type is ProblemMediaType, with the types
-// the route takes.
+// parameters). A body written as an object takes all three: a JSON body
+// posted to a form binding's route is read as the form's fields
+// (jsonFormValues). Any other type is ProblemMediaType, with the types the
+// route takes.
 //
 // Bounds: the body is already read within server.max_request_bytes; it
 // holds at most MaxFormFields fields or parts, each part's headers at most
@@ -83,7 +85,7 @@ func (b *Binding) legacyBodyEncoding(header map[string][]string, body []byte) (l
 	switch {
 	case mt == mediaJSON || strings.HasSuffix(mt, "+json"):
 		enc = legacyJSON
-	case mt == mediaForm && b.body != nil && bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")):
+	case mt == mediaForm && bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) && slicesContains(b.legacyMediaTypes(), mediaJSON):
 		// curl -d '{…}' labels JSON as a form; a form encoder escapes
 		// "{", so such a body is JSON (the tool endpoint reads it so too).
 		enc = legacyJSON
@@ -114,15 +116,15 @@ func encodingMedia(enc legacyEncoding) string {
 }
 
 // legacyMediaTypes are the body media types a legacy request on the
-// binding's route may use: a form binding's fields come as a form or
-// multipart body; a JSON body written as an object also takes them, while
-// a JSON body that is one leaf (an argument, an expression) takes JSON
-// only.
+// binding's route may use: a body written as an object (JSON or form)
+// takes JSON, form and multipart bodies; a JSON body that is one leaf (an
+// argument, an expression) takes JSON only, and a form body that is one
+// leaf forms only (it is read back from neither).
 func (b *Binding) legacyMediaTypes() []string {
 	switch {
-	case b.form != nil:
+	case b.form != nil && b.form.whole != nil:
 		return []string{mediaForm, mediaMultipart}
-	case b.bodyFields != nil:
+	case b.form != nil, b.bodyFields != nil:
 		return []string{mediaJSON, mediaForm, mediaMultipart}
 	}
 	return []string{mediaJSON}
@@ -259,6 +261,62 @@ func headerBytes(h textproto.MIMEHeader) int {
 		}
 	}
 	return n
+}
+
+// jsonFormValues is a JSON body posted to a route whose backend takes a
+// form, as the form's fields: a member is the field of its key, and a
+// nested object's members are "parent[member]" unless the binding takes
+// the object whole under its own key. A value is its text (a string as
+// it is, a number as written, true or false), a list repeats the key,
+// and an object or list kept whole is its compact JSON; null is no
+// value. Schema.Coerce types the text back, as for a form. It holds at
+// most MaxFormFields values, as a form does.
+func jsonFormValues(f *formShape, obj map[string]any) (url.Values, error) {
+	known := make(map[string]bool, len(f.fields))
+	for i := range f.fields {
+		known[f.fields[i].key] = true
+	}
+	vals := url.Values{}
+	var walk func(prefix string, obj map[string]any)
+	walk = func(prefix string, obj map[string]any) {
+		for k, v := range obj {
+			key := k
+			if prefix != "" {
+				key = prefix + "[" + k + "]"
+			}
+			if m, ok := v.(map[string]any); ok && !known[key] {
+				walk(key, m)
+				continue
+			}
+			items, ok := v.([]any)
+			if !ok {
+				items = []any{v}
+			}
+			for _, item := range items {
+				switch item := item.(type) {
+				case nil:
+				case string:
+					vals.Add(key, item)
+				case json.Number:
+					vals.Add(key, item.String())
+				case bool:
+					vals.Add(key, strconv.FormatBool(item))
+				default:
+					text, _ := json.Marshal(item)
+					vals.Add(key, string(text))
+				}
+			}
+		}
+	}
+	walk("", obj)
+	n := 0
+	for _, vs := range vals {
+		n += len(vs)
+	}
+	if n > MaxFormFields {
+		return nil, &ArgError{Problem: ProblemFormFields, Max: strconv.Itoa(MaxFormFields)}
+	}
+	return vals, nil
 }
 
 // jsonBodyFields is the form view of a JSON body written as an object:

@@ -98,10 +98,20 @@ func (c *Contract) ReadArgs(req LegacyRequest, maxDepth int) (map[string]any, er
 		if err := readForm(fields, form, schema, args, true, c.SideEffect); err != nil {
 			return nil, err
 		}
-	default: // JSON, for a JSON binding (legacyBodyEncoding refuses it for a form one)
+	default: // JSON
 		obj, err := DecodeArgs(body, maxDepth)
 		if err != nil {
 			return nil, err // an *ArgError naming what is wrong with the body
+		}
+		if b.form != nil {
+			form, err := jsonFormValues(b.form, obj)
+			if err != nil {
+				return nil, err
+			}
+			if err := readForm(b.form, form, schema, args, true, c.SideEffect); err != nil {
+				return nil, err
+			}
+			return args, nil
 		}
 		if c.SideEffect {
 			if key, ok := obj[IdempotencyKeyArg]; ok && !b.body.hasMember(IdempotencyKeyArg) {
