@@ -365,7 +365,7 @@ var bodyProblemWords = map[Problem]func(e *ArgError) (en, zh string){
 		if len(e.Values) > 0 { // a legacy route, which takes more than JSON
 			want := make([]string, len(e.Values))
 			for i, v := range e.Values {
-				want[i], _ = strconv.Unquote(v)
+				want[i], _ = strconv.Unquote(v) // media types: JSON strings of ASCII, as Go quotes them
 			}
 			en := strings.Join(want, ", ")
 			if n := len(want); n > 1 {

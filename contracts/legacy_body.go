@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -85,7 +86,7 @@ func (b *Binding) legacyBodyEncoding(header map[string][]string, body []byte) (l
 	switch {
 	case mt == mediaJSON || strings.HasSuffix(mt, "+json"):
 		enc = legacyJSON
-	case mt == mediaForm && bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) && slicesContains(b.legacyMediaTypes(), mediaJSON):
+	case mt == mediaForm && bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) && slices.Contains(b.legacyMediaTypes(), mediaJSON):
 		// curl -d '{…}' labels JSON as a form; a form encoder escapes
 		// "{", so such a body is JSON (the tool endpoint reads it so too).
 		enc = legacyJSON
@@ -96,7 +97,7 @@ func (b *Binding) legacyBodyEncoding(header map[string][]string, body []byte) (l
 	default:
 		return 0, "", b.mediaTypeError(mt)
 	}
-	if !slicesContains(b.legacyMediaTypes(), encodingMedia(enc)) {
+	if !slices.Contains(b.legacyMediaTypes(), encodingMedia(enc)) {
 		return 0, "", b.mediaTypeError(mt)
 	}
 	if enc == legacyMultipart && params["boundary"] == "" {
@@ -134,18 +135,9 @@ func (b *Binding) mediaTypeError(mt string) error {
 	accepted := b.legacyMediaTypes()
 	values := make([]string, len(accepted))
 	for i, a := range accepted {
-		values[i] = strconv.Quote(a)
+		values[i] = string(AppendJSONString(nil, a))
 	}
-	return &ArgError{Problem: ProblemMediaType, Got: strconv.Quote(mt), Values: values}
-}
-
-func slicesContains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
+	return &ArgError{Problem: ProblemMediaType, Got: quoteShort(mt), Values: values}
 }
 
 // readFormBody parses an application/x-www-form-urlencoded body into its
@@ -156,7 +148,7 @@ func readFormBody(body []byte) (url.Values, error) {
 	}
 	vals, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nil, &ArgError{Problem: ProblemFormSyntax, Got: strconv.Quote(mediaForm)}
+		return nil, &ArgError{Problem: ProblemFormSyntax, Got: quoteShort(mediaForm)}
 	}
 	for k, vs := range vals {
 		if !utf8.ValidString(k) {
@@ -176,7 +168,7 @@ func readFormBody(body []byte) (url.Values, error) {
 func readMultipartBody(body []byte, boundary string) (url.Values, error) {
 	mr := multipart.NewReader(bytes.NewReader(body), boundary)
 	vals := url.Values{}
-	syntax := &ArgError{Problem: ProblemFormSyntax, Got: strconv.Quote(mediaMultipart)}
+	syntax := &ArgError{Problem: ProblemFormSyntax, Got: quoteShort(mediaMultipart)}
 	for n := 0; ; n++ {
 		part, err := mr.NextRawPart()
 		if err == io.EOF {
