@@ -45,6 +45,15 @@ type BudgetStore interface {
 	Refund(ctx context.Context, c BudgetCharge) error
 }
 
+// BudgetInspector is a BudgetStore that tells what a caller has spent of
+// its current window without spending, for the admin console. The memory
+// store is one; the Redis store is not (the console does not query Redis).
+type BudgetInspector interface {
+	// Spent returns the cost caller has spent in the current window of b,
+	// and how long until that window ends.
+	Spent(caller string, b BudgetSettings) (spent float64, resetIn time.Duration)
+}
+
 // BudgetCharge is the outcome of BudgetStore.Spend, and what Refund needs to
 // give it back.
 type BudgetCharge struct {
@@ -129,6 +138,24 @@ func NewMemoryBudgets(now func() time.Time) *MemoryBudgets {
 		now = time.Now
 	}
 	return &MemoryBudgets{now: now, windows: make(map[string]memBudgetWindow)}
+}
+
+var _ BudgetInspector = (*MemoryBudgets)(nil)
+
+// Spent implements BudgetInspector. Settings the compiler would refuse
+// report nothing spent and no reset.
+func (m *MemoryBudgets) Spent(caller string, b BudgetSettings) (spent float64, resetIn time.Duration) {
+	if b.Per < time.Millisecond {
+		return 0, 0
+	}
+	start, resetIn := budgetWindow(m.now(), b.Per)
+	m.mu.Lock()
+	w, ok := m.windows[caller]
+	m.mu.Unlock()
+	if !ok || w.start != start.UnixNano() {
+		return 0, resetIn
+	}
+	return float64(w.spent) / 1e6, resetIn
 }
 
 // PrepareSpend is what every store does before it counts: a charge that
