@@ -229,6 +229,10 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 	if s.transparent {
 		yamledit.Set(server, "transparent", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	}
+	// The demo's backends are its own: the console may call its read-only
+	// tools (server.console.live_calls).
+	cons := yamledit.Ensure(server, "console", yaml.MappingNode)
+	yamledit.Set(cons, "live_calls", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	for name, u := range s.upstreams {
 		up := yamledit.MappingValue(yamledit.MappingValue(top, "upstreams"), name)
 		if up == nil || up.Kind != yaml.MappingNode {
@@ -241,6 +245,7 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 
 func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 	fmt.Fprintf(w, "toolgate demo: agents call http://%s, metrics on http://%s/metrics\n", agent, admin)
+	fmt.Fprintf(w, "console: http://%s/ui/ (the tools, live state and a playground)\n", admin)
 	fmt.Fprintf(w, "backends: search %s, notify %s\n\n", snap.Upstreams["search"].URL, snap.Upstreams["notify"].URL)
 	fmt.Fprintf(w, "# list the tools\ncurl -s http://%s/v1/tools\n\n", agent)
 	for _, c := range demoCalls() {
@@ -256,6 +261,7 @@ func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 // for the side-effecting one, so every row of the status table can be seen.
 func printFaultsDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 	fmt.Fprintf(w, "toolgate demo -faults: agents call http://%s, metrics on http://%s/metrics\n", agent, admin)
+	fmt.Fprintf(w, "console: http://%s/ui/ (the tools, live state and a playground)\n", admin)
 	fmt.Fprintf(w, "fault backend: %s (a call without \"fault\" meets the seeded random schedule)\n\n", snap.Upstreams["faulty"].URL)
 	fmt.Fprintf(w, "# a random fault\ncurl -s -X POST http://%s/v1/tools/lookup -d '{\"q\":\"go\"}'\n\n", agent)
 	for i, k := range examples.FaultKinds() {
