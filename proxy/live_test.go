@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
@@ -238,4 +239,28 @@ access: {shared_credentials: [api]}
 			}
 		})
 	}
+}
+
+// BenchmarkRecordRecent is what keeping a call among its tool's last
+// outcomes costs the call: one slot of the ring, under the slot's lock
+// (in parallel, calls of one tool take turns only on a wrapped slot).
+func BenchmarkRecordRecent(b *testing.B) {
+	lv := new(toolLive)
+	cl := &Call{caller: "agent", req: &Request{Front: "http"}}
+	env := &contracts.Envelope{Status: contracts.StatusOK, CallID: "bench", Message: "ok", SideEffect: contracts.SideEffectNone}
+	end := time.Now()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lv.recordRecent(cl, env, contracts.ReasonOK, end, time.Millisecond)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				lv.recordRecent(cl, env, contracts.ReasonOK, end, time.Millisecond)
+			}
+		})
+	})
 }
