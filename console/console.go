@@ -6,7 +6,7 @@
 // reads, and learning mode's summary and draft.
 //
 // It is a client of the pipeline's exported API only (proxy.View: Try,
-// Call, ToolState, Upstreams, Callers, HideSecrets): it keeps no state of
+// Call, ToolState, Upstreams, Callers, SecretHider): it keeps no state of
 // its own but a key for its forms' tokens. The pages are html/template
 // pages rendered on the server from templates embedded in the binary,
 // with a little plain JavaScript (console.js) that refreshes the live
@@ -22,7 +22,7 @@
 //   - No secret is rendered: the dry run shows credentials masked and
 //     ${VAR} values as *** (proxy.View.Try), a pasted answer is cleared of
 //     the secrets the running tool holds, and everything shown from the
-//     policy goes through proxy.View.HideSecrets.
+//     policy goes through proxy.View.SecretHider.
 //   - A live call runs only for a read-only tool, and only when the
 //     policy says server.console.live_calls: true; the server refuses
 //     anything else, whatever the page sent.

@@ -39,7 +39,7 @@ upstreams:
     breaker: {consecutive_failures: 2, open_for: 1m}
 tools:
   search:
-    description: Search the articles.
+    description: Search the articles of tenant ${TENANT}.
     upstream: api
     cost: 0.5
     args:
@@ -176,7 +176,7 @@ func TestPagesShowEveryToolAndItsContract(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /ui/: %d\n%s", code, page)
 	}
-	for _, want := range []string{`id="tool-search"`, `id="tool-notify"`, "Search the articles.", `id="upstream-api" data-breaker="closed"`,
+	for _, want := range []string{`id="tool-search"`, `id="tool-notify"`, "Search the articles of tenant ***.", `id="upstream-api" data-breaker="closed"`,
 		`id="caller-ops"`, "5.00 tokens left", "0 spent", "none since the start", "generation 1"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the overview does not show %q", want)
@@ -190,7 +190,7 @@ func TestPagesShowEveryToolAndItsContract(t *testing.T) {
 	if !regexp.MustCompile(`/policy.yaml:11</code>`).MatchString(page) {
 		t.Errorf("the tool page does not say where the tool is defined:\n%s", page[strings.Index(page, `id="origin"`):][:200])
 	}
-	for _, want := range []string{"Search the articles.", `&#34;minLength&#34;: 1`, `has(body.code) &amp;&amp; body.code == &#34;E_NOPERM&#34;`,
+	for _, want := range []string{"Search the articles of tenant ***.", `&#34;minLength&#34;: 1`, `has(body.code) &amp;&amp; body.code == &#34;E_NOPERM&#34;`,
 		"<td>forbidden</td>", "read-only", `name="arg.q"`, `type="number" step="1"`, `<option value="&#34;fast&#34;">`, "Live calls are off"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the tool page does not show %q", want)

@@ -48,7 +48,7 @@ type toolRow struct {
 	Calls                       int
 }
 
-func (h *Handler) policyInfo(v proxy.View) policyInfo {
+func (h *Handler) policyInfo(v proxy.View, hide func(string) string) policyInfo {
 	snap := v.Policy()
 	pi := policyInfo{Checksum: snap.Checksum, Sources: snap.Sources, Now: time.Now()}
 	if h.reloader != nil {
@@ -57,7 +57,7 @@ func (h *Handler) policyInfo(v proxy.View) policyInfo {
 			pi.Generation = cur.Generation
 		}
 		last := h.reloader.LastReload()
-		pi.Reloaded, pi.ReloadErr = last.At, v.HideSecrets(last.Err)
+		pi.Reloaded, pi.ReloadErr = last.At, hide(last.Err)
 	}
 	return pi
 }
@@ -65,9 +65,10 @@ func (h *Handler) policyInfo(v proxy.View) policyInfo {
 func (h *Handler) overview(w http.ResponseWriter, _ *http.Request) {
 	v := h.core.View()
 	snap := v.Policy()
+	hide := v.SecretHider()
 	p := overviewPage{
 		Title:     "Tools and state",
-		Policy:    h.policyInfo(v),
+		Policy:    h.policyInfo(v, hide),
 		Upstreams: v.Upstreams(),
 		Callers:   v.Callers(),
 		Learning:  h.learner != nil,
@@ -76,7 +77,7 @@ func (h *Handler) overview(w http.ResponseWriter, _ *http.Request) {
 	for _, name := range snap.ToolNames {
 		ct := snap.Tools[name]
 		ts, _ := v.ToolState(name)
-		row := toolRow{Name: name, Description: v.HideSecrets(ct.Description), Upstream: ct.Upstream, SideEffect: ct.SideEffect,
+		row := toolRow{Name: name, Description: hide(ct.Description), Upstream: ct.Upstream, SideEffect: ct.SideEffect,
 			Cost: ct.Cost, Timeout: ct.Timeout, KeysInFlight: ts.KeysInFlight, Calls: len(ts.Recent)}
 		if len(ts.Recent) > 0 {
 			row.Last = &ts.Recent[0]
@@ -110,6 +111,8 @@ type toolPage struct {
 	Token              string
 	Form               form
 	Result             *result
+
+	hide func(string) string // the view's SecretHider
 }
 
 // ruleRow is one of a tool's errors rules.
@@ -157,7 +160,7 @@ func (h *Handler) notFound(w http.ResponseWriter, v proxy.View, tool string) {
 		Title  string
 		Policy policyInfo
 		Tool   string
-	}{"No such tool", h.policyInfo(v), tool})
+	}{"No such tool", h.policyInfo(v, v.SecretHider()), tool})
 }
 
 // newToolPage describes the named tool of v's policy.
@@ -168,12 +171,13 @@ func (h *Handler) newToolPage(v proxy.View, name string) (*toolPage, bool) {
 		return nil, false
 	}
 	ts, _ := v.ToolState(name)
+	hide := v.SecretHider()
 	p := &toolPage{
-		Title: name, Policy: h.policyInfo(v), Name: name, Description: v.HideSecrets(ct.Description), SideEffect: ct.SideEffect,
+		Title: name, Policy: h.policyInfo(v, hide), Name: name, Description: hide(ct.Description), SideEffect: ct.SideEffect,
 		Cost: ct.Cost, Timeout: ct.Timeout, Idempotency: ct.Idempotency, Origin: snap.ToolOrigins[name],
-		Schema: v.HideSecrets(indentJSON(ct.PublishedSchema())), Hint: v.HideSecrets(ct.TruncationHint), State: ts,
+		Schema: hide(indentJSON(ct.PublishedSchema())), Hint: hide(ct.TruncationHint), State: ts,
 		LiveCalls: snap.Server.Console.LiveCalls, CanCall: snap.Server.Console.LiveCalls && !ct.SideEffect,
-		Token: h.tokenFor(name),
+		Token: h.tokenFor(name), hide: hide,
 	}
 	for _, up := range v.Upstreams() {
 		if up.Name == ct.Upstream {
@@ -181,7 +185,7 @@ func (h *Handler) newToolPage(v proxy.View, name string) (*toolPage, bool) {
 		}
 	}
 	for _, rule := range ct.ErrorRules() {
-		row := ruleRow{When: v.HideSecrets(rule.When), Status: string(rule.Status), Retryable: "the status's default", SideEffect: "the table's"}
+		row := ruleRow{When: hide(rule.When), Status: string(rule.Status), Retryable: "the status's default", SideEffect: "the table's"}
 		if rule.Retryable != nil {
 			row.Retryable = fmt.Sprint(*rule.Retryable)
 		}
@@ -228,7 +232,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request, v proxy.View) (*t
 	}
 	// The form comes back with the result, and what was pasted into it
 	// shows no secret toolgate holds either.
-	page.Form.hide(v.HideSecrets)
+	page.Form.hide(page.hide)
 	if err != nil {
 		page.Result = &result{Error: err.Error()}
 		h.render(w, http.StatusBadRequest, "tool.html", page)
@@ -331,7 +335,8 @@ type learnRoute struct {
 
 func (h *Handler) learnPage(w http.ResponseWriter, _ *http.Request) {
 	v := h.core.View()
-	p := learnPage{Title: "Learning mode", Policy: h.policyInfo(v), On: h.learner != nil}
+	hide := v.SecretHider()
+	p := learnPage{Title: "Learning mode", Policy: h.policyInfo(v, hide), On: h.learner != nil}
 	if h.learner != nil {
 		sum := h.learner.Summary()
 		p.Summary = sum.String()
@@ -352,10 +357,10 @@ func (h *Handler) learnPage(w http.ResponseWriter, _ *http.Request) {
 		if err != nil {
 			p.Error = err.Error()
 		} else {
-			p.Draft, p.Skipped = string(d.YAML), d.Skipped
+			p.Draft, p.Skipped = hide(string(d.YAML)), d.Skipped
 		}
 		if b, err := json.MarshalIndent(sum, "", "  "); err == nil {
-			p.JSON = string(b)
+			p.JSON = hide(string(b))
 		}
 	}
 	h.render(w, http.StatusOK, "learn.html", p)

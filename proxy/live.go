@@ -239,13 +239,15 @@ func (v View) Try(ctx context.Context, d DryRun) (*DryRunResult, error) {
 	return res, nil
 }
 
-// HideSecrets replaces in s, with ***, every secret the view's policy
-// holds: the ${VAR} values of the upstreams' headers and the tools'
-// requests (of MinMaskedSecret bytes or more) and the forms of the
-// credentials the tools' answers are cleared of. The console passes
-// everything it shows from the policy through it (descriptions, schemas,
-// rules), so a secret the policy put anywhere is never rendered.
-func (v View) HideSecrets(s string) string {
+// SecretHider returns a function that replaces in a string, with ***,
+// every secret the view's policy holds: the ${VAR} values of the
+// upstreams' headers and the tools' requests (of MinMaskedSecret bytes or
+// more) and the forms of the credentials the tools' answers are cleared
+// of, as they are now. The console passes everything it shows from the
+// policy through it (descriptions, schemas, rules, a reload's errors),
+// so a secret the policy put anywhere is never rendered. Make one per
+// page: it gathers every tool's secrets.
+func (v View) SecretHider() func(string) string {
 	var masks []SecretMask
 	for _, up := range v.st.upstreams {
 		for _, sec := range up.cfg.HeaderSecrets {
@@ -260,5 +262,5 @@ func (v View) HideSecrets(s string) string {
 			masks = append(masks, SecretMask{Value: n.Text(), As: maskedSecret})
 		}
 	}
-	return masker(masks).Replace(s)
+	return masker(masks).Replace
 }
