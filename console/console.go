@@ -83,7 +83,7 @@ func New(opts Options) *Handler {
 		h.logger = slog.New(slog.DiscardHandler)
 	}
 	_, _ = rand.Read(h.formKey[:])
-	h.pages = template.Must(template.New("console").Funcs(funcs).ParseFS(templateFiles, "templates/*.html"))
+	h.pages = template.Must(template.New("console").Funcs(funcs()).ParseFS(templateFiles, "templates/*.html"))
 	static, _ := fs.Sub(staticFiles, "static")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui/{$}", h.overview)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -65,13 +66,12 @@ func fields(ct *contracts.Contract) []field {
 	if json.Unmarshal(ct.PublishedSchema(), &s) != nil {
 		return nil
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range s.Properties {
-			if !slices.Contains(s.Required, n) && !yield(n) {
-				return
-			}
+	var names []string
+	for _, n := range slices.Sorted(maps.Keys(s.Properties)) {
+		if !slices.Contains(s.Required, n) {
+			names = append(names, n)
 		}
-	})
+	}
 	var required []string
 	for _, n := range s.Required {
 		if _, ok := s.Properties[n]; ok && !slices.Contains(required, n) {

@@ -11,13 +11,15 @@ import (
 )
 
 // funcs are the templates' functions.
-var funcs = template.FuncMap{
-	"breaker": breakerName,
-	"dur":     duration,
-	"ago":     ago,
-	"num":     number,
-	"tokens":  func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
-	"clock":   func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+func funcs() template.FuncMap {
+	return template.FuncMap{
+		"breaker": breakerName,
+		"dur":     duration,
+		"ago":     ago,
+		"num":     number,
+		"tokens":  func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) },
+		"clock":   func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	}
 }
 
 // breakerName names a breaker state as the page shows it (and the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -45,7 +46,6 @@ type toolRow struct {
 	Timeout                     time.Duration
 	KeysInFlight                int
 	Last                        *proxy.RecentCall
-	Calls                       int
 }
 
 func (h *Handler) policyInfo(v proxy.View, hide func(string) string) policyInfo {
@@ -78,7 +78,7 @@ func (h *Handler) overview(w http.ResponseWriter, _ *http.Request) {
 		ct := snap.Tools[name]
 		ts, _ := v.ToolState(name)
 		row := toolRow{Name: name, Description: hide(ct.Description), Upstream: ct.Upstream, SideEffect: ct.SideEffect,
-			Cost: ct.Cost, Timeout: ct.Timeout, KeysInFlight: ts.KeysInFlight, Calls: len(ts.Recent)}
+			Cost: ct.Cost, Timeout: ct.Timeout, KeysInFlight: ts.KeysInFlight}
 		if len(ts.Recent) > 0 {
 			row.Last = &ts.Recent[0]
 		}
@@ -194,13 +194,7 @@ func (h *Handler) newToolPage(v proxy.View, name string) (*toolPage, bool) {
 		}
 		p.Rules = append(p.Rules, row)
 	}
-	p.Callers = slices.Sorted(func(yield func(string) bool) {
-		for name := range snap.Access.Callers {
-			if !yield(name) {
-				return
-			}
-		}
-	})
+	p.Callers = slices.Sorted(maps.Keys(snap.Access.Callers))
 	return p, true
 }
 
@@ -342,13 +336,7 @@ func (h *Handler) learnPage(w http.ResponseWriter, _ *http.Request) {
 		p.Summary = sum.String()
 		for _, rt := range sum.Routes {
 			codes := make([]string, 0, len(rt.Statuses))
-			for _, code := range slices.Sorted(func(yield func(int) bool) {
-				for c := range rt.Statuses {
-					if !yield(c) {
-						return
-					}
-				}
-			}) {
+			for _, code := range slices.Sorted(maps.Keys(rt.Statuses)) {
 				codes = append(codes, fmt.Sprintf("%d×%d", code, rt.Statuses[code]))
 			}
 			p.Routes = append(p.Routes, learnRoute{Upstream: rt.Upstream, Method: rt.Method, Path: rt.Path, Tool: rt.Tool, Calls: rt.Calls, Statuses: strings.Join(codes, " ")})

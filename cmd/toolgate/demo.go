@@ -121,6 +121,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 			urls[b.name] = "http://" + addr
 		}
 	}
+	shipped := doc
 	doc, err = demoPolicy(doc, demoSettings{
 		listen:      cmp.Or(o.listen, addrs.listen),
 		admin:       cmp.Or(o.admin, addrs.admin),
@@ -136,6 +137,9 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 		printLoadError(stderr, err)
 		return 1
 	}
+	// The demo runs its edit of the file; the console names the lines of
+	// the file as shipped.
+	snap.ToolOrigins = toolLines(name, shipped)
 	d, err := newDaemon(snap, daemonOptions{name: "toolgate demo", logger: logger, front: newAgentFront, grace: 5 * time.Second})
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
@@ -241,6 +245,24 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 		yamledit.Set(up, "url", yamledit.String(u))
 	}
 	return yaml.Marshal(&root)
+}
+
+// toolLines says at which line of doc (the policy file name) each tool is
+// defined.
+func toolLines(name string, doc []byte) map[string]policy.Origin {
+	var root yaml.Node
+	out := map[string]policy.Origin{}
+	if yaml.Unmarshal(doc, &root) != nil || len(root.Content) != 1 {
+		return out
+	}
+	tools := yamledit.MappingValue(root.Content[0], "tools")
+	if tools == nil || tools.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(tools.Content); i += 2 {
+		out[tools.Content[i].Value] = policy.Origin{File: name, Line: tools.Content[i].Line}
+	}
+	return out
 }
 
 func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
