@@ -62,7 +62,7 @@ func (h *Handler) policyInfo(v proxy.View, hide func(string) string) policyInfo 
 	return pi
 }
 
-func (h *Handler) overview(w http.ResponseWriter, _ *http.Request) {
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	v := h.core.View()
 	snap := v.Policy()
 	hide := v.SecretHider()
@@ -70,7 +70,7 @@ func (h *Handler) overview(w http.ResponseWriter, _ *http.Request) {
 		Title:     "Tools and state",
 		Policy:    h.policyInfo(v, hide),
 		Upstreams: v.Upstreams(),
-		Callers:   v.Callers(),
+		Callers:   v.Callers(r.Context()),
 		Learning:  h.learner != nil,
 		LiveCalls: snap.Server.Console.LiveCalls,
 	}

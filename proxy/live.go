@@ -167,14 +167,17 @@ type RateState struct {
 type BudgetState struct {
 	Settings policy.BudgetSettings
 	// Spent is the cost spent in the current window and ResetIn how long
-	// until it ends, when Known (the memory store; not Redis).
+	// until it ends, when Known; Err says why the store could not tell.
 	Spent   float64
 	ResetIn time.Duration
 	Known   bool
+	Err     string
 }
 
-// Callers returns the rates and budgets of the view's callers, by name.
-func (v View) Callers() []CallerState {
+// Callers returns the rates and budgets of the view's callers, by name. A
+// budget kept in Redis is read there (one GET per caller with a budget,
+// bounded by ctx).
+func (v View) Callers(ctx context.Context) []CallerState {
 	callers := v.st.snap.Access.Callers
 	rates, _ := v.c.limiters.(policy.RateInspector)
 	budgets, _ := v.c.budgets.(policy.BudgetInspector)
@@ -201,8 +204,11 @@ func (v View) Callers() []CallerState {
 		if c.Budget != nil {
 			cs.Budget = &BudgetState{Settings: *c.Budget}
 			if budgets != nil {
-				cs.Budget.Known = true
-				cs.Budget.Spent, cs.Budget.ResetIn = budgets.Spent(name, *c.Budget)
+				var err error
+				cs.Budget.Spent, cs.Budget.ResetIn, err = budgets.Spent(ctx, name, *c.Budget)
+				if cs.Budget.Known = err == nil; err != nil {
+					cs.Budget.Err = err.Error()
+				}
 			}
 		}
 		out = append(out, cs)

@@ -159,14 +159,14 @@ access:
 `, Options{Transport: func(*policy.Upstream) http.RoundTripper {
 		return proxytest.CannedTransport{Body: proxytest.SearchAnswer()}
 	}})
-	before := core.View().Callers()
+	before := core.View().Callers(context.Background())
 	if len(before) != 2 || before[0].Name != "agent" || len(before[0].Rates) != 2 || before[0].Rates[1].Tokens != 3 || before[0].Budget.Spent != 0 {
 		t.Fatalf("before any call: %+v", before)
 	}
 	for range 2 {
 		core.Call(context.Background(), &Request{Tool: "read", Body: []byte(`{}`), Caller: "agent"})
 	}
-	agent := core.View().Callers()[0]
+	agent := core.View().Callers(context.Background())[0]
 	own, read := agent.Rates[0], agent.Rates[1]
 	switch {
 	case own.Tool != policy.RateAllTools || own.Tokens != 5 || !own.Known:
@@ -176,7 +176,7 @@ access:
 	case agent.Budget == nil || !agent.Budget.Known || agent.Budget.Spent != 3 || agent.Budget.ResetIn <= 0:
 		t.Errorf("the budget: %+v, want 3 spent", agent.Budget)
 	}
-	if idle := core.View().Callers()[1]; idle.Name != "idle" || idle.Rates != nil || idle.Budget != nil {
+	if idle := core.View().Callers(context.Background())[1]; idle.Name != "idle" || idle.Rates != nil || idle.Budget != nil {
 		t.Errorf("a caller without limits: %+v", idle)
 	}
 }
