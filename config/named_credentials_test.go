@@ -45,7 +45,9 @@ tools:
 // auth does (secrets, files relative to the policy's directory), each tool
 // carries the name it picked, and a tool that names none keeps auth.
 func TestNamedCredentialsCompile(t *testing.T) {
-	env := func(k string) (string, bool) { return map[string]string{"APP_TOKEN": "app-secret-token"}[k], k == "APP_TOKEN" }
+	env := func(k string) (string, bool) {
+		return map[string]string{"APP_TOKEN": "app-secret-token"}[k], k == "APP_TOKEN"
+	}
 	snap, err := CompileSource("testdata/invalid/p.yaml", []byte(gotifyCredentials+"access: {default: deny}\n"), Options{LookupEnv: env})
 	if err != nil {
 		t.Fatal(err)
