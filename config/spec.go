@@ -184,11 +184,12 @@ type bearerSpec struct {
 }
 
 // apiKeySpec is auth.api_key: a key in a header (with an optional scheme
-// before it) or in a query parameter.
+// before it), in a query parameter, or in a cookie.
 type apiKeySpec struct {
 	Header    string `yaml:"header"`
 	Scheme    string `yaml:"scheme"`
 	Query     string `yaml:"query"`
+	Cookie    string `yaml:"cookie"`
 	Value     string `yaml:"value"`
 	ValueFile string `yaml:"value_file"`
 }

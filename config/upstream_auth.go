@@ -197,6 +197,8 @@ func specAuthHeader(a *authSpec) string {
 	switch {
 	case a == nil:
 		return ""
+	case a.APIKey != nil && a.APIKey.Cookie != "":
+		return "Cookie"
 	case a.APIKey != nil:
 		if a.APIKey.Header == "" || !headerNameRE.MatchString(a.APIKey.Header) {
 			return ""
@@ -250,8 +252,16 @@ func (c *compiler) auth(base string, a *authSpec, dir, callerHeader string) *pol
 func (c *compiler) apiKey(base string, k *apiKeySpec, dir, callerHeader string) *policy.UpstreamAuth {
 	out := &policy.UpstreamAuth{Kind: policy.AuthAPIKey}
 	switch {
+	case k.Cookie != "" && (k.Header != "" || k.Query != ""):
+		c.errorAt(base+".cookie", "set header, query or cookie, only one")
+	case k.Cookie != "":
+		if !headerNameRE.MatchString(k.Cookie) {
+			c.errorAt(base+".cookie", "%q is not a valid cookie name", k.Cookie)
+		}
+		// Cookie: NAME=value, replacing any cookie the request had.
+		out.Header, out.Cookie = "Cookie", k.Cookie
 	case k.Header == "" && k.Query == "":
-		c.errorAt(base, "header or query is required: where the key goes")
+		c.errorAt(base, "header, query or cookie is required: where the key goes")
 	case k.Header != "" && k.Query != "":
 		c.errorAt(base+".query", "set header or query, not both")
 	case k.Header != "":

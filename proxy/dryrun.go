@@ -158,7 +158,7 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 
 // maskedAuth is an upstream credential that puts a mask where the secret
 // goes: "Basic ***", "Bearer ***", an API key's "***" (after its scheme,
-// if any), or for OAuth2 "Bearer *** (oauth2 token from TOKEN_URL)". Nil
+// if any, or its cookie's name), or for OAuth2 "Bearer *** (oauth2 token from TOKEN_URL)". Nil
 // for an upstream without auth.
 func maskedAuth(a *policy.UpstreamAuth) *upstream.Auth {
 	if a == nil {
@@ -170,6 +170,8 @@ func maskedAuth(a *policy.UpstreamAuth) *upstream.Auth {
 		mask = "Bearer " + maskedSecret + " (oauth2 token from " + a.OAuth2.TokenURL + ")"
 	case a.Scheme != "":
 		mask = a.Scheme + " " + maskedSecret
+	case a.Cookie != "":
+		mask = a.Cookie + "=" + maskedSecret
 	}
 	return upstream.NewStaticAuth(a.Header, a.Query, mask)
 }

@@ -37,6 +37,8 @@ upstreams:
         basic: {username: reader, password: "${CLIENT_PASSWORD}"}
       query:
         api_key: {query: token, value: "${QUERY_TOKEN}"}
+      session:
+        api_key: {cookie: sid, value: "${SESSION_ID}"}
 tools:
   send:
     description: Push a message.
@@ -57,6 +59,12 @@ tools:
     credential: query
     args: {type: object}
     request: {method: GET, path: /messages}
+  read_by_cookie:
+    description: Read messages with a session cookie.
+    upstream: gotify
+    credential: session
+    args: {type: object}
+    request: {method: GET, path: /session/messages}
   health:
     description: Is Gotify up.
     upstream: gotify
@@ -70,6 +78,7 @@ var namedCredentialsEnv = map[string]string{
 	"APP_TOKEN":       "AppToken-0002",
 	"CLIENT_PASSWORD": "client-pass-0003",
 	"QUERY_TOKEN":     "query-token-0004",
+	"SESSION_ID":      "session-id-0005",
 }
 
 func newNamedCredentialsCore(t *testing.T, backend http.Handler) *authCore {
@@ -86,7 +95,7 @@ func newNamedCredentialsCore(t *testing.T, backend http.Handler) *authCore {
 func TestToolSendsTheCredentialItNames(t *testing.T) {
 	backend := &seenRequests{}
 	a := newNamedCredentialsCore(t, backend)
-	type wire struct{ authorization, key, query string }
+	type wire struct{ authorization, key, query, cookie string }
 	for _, tc := range []struct {
 		tool string
 		want wire
@@ -94,6 +103,7 @@ func TestToolSendsTheCredentialItNames(t *testing.T) {
 		{"send", wire{key: "AppToken-0002"}},
 		{"read", wire{authorization: basicHeader("reader", "client-pass-0003")}},
 		{"read_by_query", wire{query: "token=query-token-0004"}},
+		{"read_by_cookie", wire{cookie: "sid=session-id-0005"}},
 		{"health", wire{authorization: "Bearer default-token-0001"}},
 	} {
 		t.Run(tc.tool+" sends its own credential", func(t *testing.T) {
@@ -102,7 +112,7 @@ func TestToolSendsTheCredentialItNames(t *testing.T) {
 				t.Fatalf("envelope %+v", env)
 			}
 			r := backend.last(t)
-			got := wire{r.Header.Get("Authorization"), r.Header.Get("X-Gotify-Key"), r.URL.RawQuery}
+			got := wire{r.Header.Get("Authorization"), r.Header.Get("X-Gotify-Key"), r.URL.RawQuery, r.Header.Get("Cookie")}
 			if got != tc.want {
 				t.Errorf("on the wire %+v, want %+v", got, tc.want)
 			}
@@ -113,7 +123,7 @@ func TestToolSendsTheCredentialItNames(t *testing.T) {
 				t.Fatalf("%s: %+v", res.Reason, res.Envelope)
 			}
 			b := p.Backend()
-			got := wire{b.Header.Get("Authorization"), b.Header.Get("X-Gotify-Key"), b.RawQuery}
+			got := wire{b.Header.Get("Authorization"), b.Header.Get("X-Gotify-Key"), b.RawQuery, b.Header.Get("Cookie")}
 			if got != tc.want {
 				t.Errorf("Envoy's request %+v, want %+v", got, tc.want)
 			}
@@ -145,6 +155,7 @@ func TestEveryCredentialOfTheUpstreamIsRedacted(t *testing.T) {
 			{"name": "app", "token": "AppToken-0002"},
 			{"name": "client", "password": "client-pass-0003"},
 			{"name": "query", "token": "query-token-0004"},
+			{"name": "session", "cookie": "session-id-0005"},
 		}})
 	})
 	a := newNamedCredentialsCore(t, echo)
@@ -285,6 +296,7 @@ func TestTryMasksTheCredentialTheToolNames(t *testing.T) {
 		{"send", "X-Gotify-Key: ***\n", "Authorization:"},
 		{"read", "Authorization: Basic ***\n", "X-Gotify-Key:"},
 		{"read_by_query", "GET /messages?token=*** HTTP/1.1\n", "Authorization:"},
+		{"read_by_cookie", "Cookie: sid=***\n", "Authorization:"},
 		{"health", "Authorization: Bearer ***\n", "X-Gotify-Key:"},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
