@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -148,5 +150,37 @@ func TestUnusedNamedCredentialIsAWarning(t *testing.T) {
 	}
 	if len(warns) != 1 || !strings.Contains(warns[0], "upstreams.gotify.credentials.client: no tool names this credential") {
 		t.Errorf("warnings %q", warns)
+	}
+}
+
+// TestNamedCredentialsDocExample keeps docs/policy.md's named credentials
+// example true: it compiles (its file replaced by a test file) into the
+// credentials and choices the page describes.
+func TestNamedCredentialsDocExample(t *testing.T) {
+	page, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(page), "### Named credentials: `credentials`")
+	if !ok {
+		t.Fatal("docs/policy.md has no named credentials section")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	block, _, _ := strings.Cut(rest, "```")
+	token, err := filepath.Abs("testdata/auth/token.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := "version: 1\n" + strings.ReplaceAll(block, "/etc/toolgate-secrets/gotify/client-token", token)
+	snap, err := CompileSource("policy.md", []byte(doc), Options{LookupEnv: func(k string) (string, bool) { return "app-token-value", k == "GOTIFY_APP_TOKEN" }})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	up := snap.Upstreams["gotify"]
+	if up == nil || up.Auth != nil || len(up.Credentials) != 2 || up.Credentials["client"].Token.File != token {
+		t.Fatalf("upstream gotify = %+v", up)
+	}
+	if snap.Tools["push"].Credential != "app" || snap.Tools["list_messages"].Credential != "client" {
+		t.Errorf("credentials picked: push %q, list_messages %q", snap.Tools["push"].Credential, snap.Tools["list_messages"].Credential)
 	}
 }
