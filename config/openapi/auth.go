@@ -88,6 +88,7 @@ type opChoice struct {
 	scheme   string   // "" for none
 	required bool     // the operation has a security requirement
 	scopes   []string // the chosen alternative's scopes
+	others   []string // the requirement's other alternatives
 	notes    []string
 }
 
@@ -130,6 +131,11 @@ func (b *builder) chooseScheme(op *operation) opChoice {
 				continue
 			}
 			done, out.scheme, out.scopes = true, keys[0], req[keys[0]]
+		}
+	}
+	for _, n := range names {
+		if n != out.scheme {
+			out.others = append(out.others, n)
 		}
 	}
 	switch {
@@ -209,6 +215,20 @@ func (b *builder) draftAuth(ops []*operation) upstreamAuth {
 			a.auth = cd
 		} else {
 			a.named = append(a.named, cd)
+		}
+	}
+	if single && anyRequired {
+		// Every tool sends auth: the alternatives are said once, here.
+		var others []string
+		for _, op := range ops {
+			for _, o := range choices[op].others {
+				if !slices.Contains(others, o) {
+					others = append(others, o)
+				}
+			}
+		}
+		if len(others) > 0 {
+			a.auth.notes = append(a.auth.notes, fmt.Sprintf("The operations' security requirements also accept %s; each operation sends the first toolgate supports, %s.", strings.Join(others, ", "), a.auth.scheme))
 		}
 	}
 	for _, op := range ops {
