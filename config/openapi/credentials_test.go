@@ -127,11 +127,11 @@ func TestOperationSecurityPicksACredential(t *testing.T) {
 			env:    []string{"SHOP_API_KEY"},
 		},
 		{
-			name: "one scheme for every operation, alternatives said once with auth",
-			ops:  map[string]string{"a": "[{digest: []}, {key: []}]", "b": "[{key: []}]"},
-			want: map[string]want{"a": {}, "b": {}},
-			auth: "api_key",
-			env:  []string{"SHOP_API_KEY"},
+			name:     "one scheme for every operation, alternatives said once with auth",
+			ops:      map[string]string{"a": "[{digest: []}, {key: []}]", "b": "[{key: []}]"},
+			want:     map[string]want{"a": {}, "b": {}},
+			auth:     "api_key",
+			env:      []string{"SHOP_API_KEY"},
 			contains: []string{"The operations' security requirements also accept digest; each operation sends the first toolgate supports, key."},
 		},
 		{
