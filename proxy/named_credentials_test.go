@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/config"
 	"github.com/toolgate/toolgate/contracts"
+	"github.com/toolgate/toolgate/proxy/upstream"
 )
 
 // namedCredentialsPolicy is one upstream holding three credentials, as
@@ -314,5 +315,58 @@ func TestTryMasksTheCredentialTheToolNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNamedCredentialFileRotatedWhileServing: a named credential's secret
+// file is read again when it changes, as auth's is, and the old and new
+// values are both redacted from an echoing answer.
+func TestNamedCredentialFileRotatedWhileServing(t *testing.T) {
+	secret := newK8sSecretDir(t, "token")
+	secret.update(map[string]string{"token": "client-token-one\n"})
+	var last atomic.Value
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		last.Store(r.Header.Get("X-Gotify-Key"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"seen":%q,"older":"client-token-one"}`, r.Header.Get("X-Gotify-Key"))
+	})
+	srv := httptest.NewServer(echo)
+	defer srv.Close()
+	doc := fmt.Sprintf(`
+version: 1
+upstreams:
+  gotify:
+    url: %s
+    credentials:
+      client: {api_key: {header: X-Gotify-Key, value_file: %s}}
+tools:
+  read:
+    description: Read messages.
+    upstream: gotify
+    credential: client
+    args: {type: object}
+    request: {method: GET, path: /message}
+access: {shared_credentials: [gotify]}
+`, srv.URL, secret.path("token"))
+	a := newAuthCore(t, doc, nil, Options{})
+	for _, step := range []struct{ name, want string }{
+		{"before the rotation", "client-token-one"},
+		{"the next call after the ..data swap", "client-token-two"},
+	} {
+		if step.want == "client-token-two" {
+			secret.update(map[string]string{"token": "client-token-two\n"})
+			a.clock.Add(upstream.FileCheckInterval)
+		}
+		_, env := a.call(t, "read", `{}`, nil)
+		if env.Status != contracts.StatusOK {
+			t.Fatalf("%s: envelope %+v", step.name, env)
+		}
+		if got := last.Load(); got != step.want {
+			t.Errorf("%s: X-Gotify-Key = %q, want %q", step.name, got, step.want)
+		}
+		raw, _ := json.Marshal(env)
+		if strings.Contains(string(raw), "client-token-") {
+			t.Errorf("%s: the envelope holds a token: %s", step.name, raw)
+		}
 	}
 }
