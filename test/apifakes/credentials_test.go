@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,4 +179,125 @@ func TestTwoCredentialsOnOneUpstream(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fakeMailpit answers Mailpit's send and read APIs as its documentation
+// (mailpit.axllent.org/docs/configuration/http-api-authentication, and
+// server/server.go's sendAPIAuthMiddleware) describes them with both
+// MP_UI_AUTH and MP_SEND_API_AUTH set: POST /api/v1/send takes only the
+// send credential, every other route only the UI's; a wrong one is a 401
+// with WWW-Authenticate.
+type fakeMailpit struct {
+	mu       sync.Mutex
+	read     [2]string // user, password
+	send     [2]string
+	messages []map[string]any
+}
+
+func (f *fakeMailpit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := f.read
+	if r.URL.Path == "/api/v1/send" {
+		want = f.send
+	}
+	if u, p, ok := r.BasicAuth(); !ok || u != want[0] || p != want[1] {
+		w.Header().Set("WWW-Authenticate", `Basic realm="Login"`)
+		http.Error(w, "Unauthorised.", http.StatusUnauthorized)
+		return
+	}
+	switch r.Method + " " + r.URL.Path {
+	case "POST /api/v1/send":
+		var in struct {
+			Subject string
+			To      []struct{ Email string }
+		}
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		id := "msg" + strconv.Itoa(len(f.messages)+1)
+		f.messages = append(f.messages, map[string]any{"ID": id, "Subject": in.Subject, "Read": false, "Tags": []string{}})
+		writeJSON(w, 200, map[string]any{"ID": id})
+	case "GET /api/v1/messages":
+		writeJSON(w, 200, map[string]any{"total": len(f.messages), "unread": len(f.messages), "count": len(f.messages), "messages_count": len(f.messages), "start": 0, "tags": []string{}, "messages": f.messages})
+	case "GET /api/v1/info":
+		writeJSON(w, 200, map[string]any{"Version": "v1.33.1", "Database": "mailpit.db", "Messages": len(f.messages)})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// TestMailpitSendAndReadCredentials is test/apis's Mailpit case against
+// the fake: Mailpit's own document (it declares no security), given the
+// send and the read credential as named credentials, sends and reads; the
+// credentials swapped, each call is forbidden.
+func TestMailpitSendAndReadCredentials(t *testing.T) {
+	fake := &fakeMailpit{read: [2]string{"reader", "read-pass-7Hq2"}, send: [2]string{"sender", "send-pass-9Kd4"}}
+	mp := httptest.NewServer(fake)
+	t.Cleanup(mp.Close)
+	doc, err := os.ReadFile("../apis/testdata/mailpit-v1.33.1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := openapi.Import(doc, openapi.Options{SpecName: "mailpit-v1.33.1.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, d.YAML, d.Env)
+	policy := finishMailpitDraft(t, string(d.YAML), mp.URL)
+	check(t, []byte(policy), []string{"MAILPIT_READ_PASSWORD", "MAILPIT_SEND_PASSWORD"})
+	srv := serve(t, policy, nil, "MAILPIT_READ_PASSWORD="+fake.read[1], "MAILPIT_SEND_PASSWORD="+fake.send[1])
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		key  string
+	}{
+		{"SendMessageParams", map[string]any{"From_Email": "toolgate@example.com", "To": []map[string]string{{"Email": "ada@example.com"}}, "Subject": "two credentials"}, "k-send"},
+		{"GetMessagesParams", map[string]any{}, ""},
+		{"AppInformation", map[string]any{}, ""},
+	} {
+		t.Run(c.tool, func(t *testing.T) {
+			e := tool(t, srv, c.tool, c.args, c.key)
+			if e.Status != "ok" {
+				t.Fatalf("status %s: %s", e.Status, e.raw)
+			}
+			if strings.Contains(string(e.raw), "pass-") {
+				t.Errorf("the envelope holds a password: %s", e.raw)
+			}
+		})
+	}
+	t.Run("the credentials swapped: each tool is forbidden", func(t *testing.T) {
+		srv := serve(t, policy, nil, "MAILPIT_READ_PASSWORD="+fake.send[1], "MAILPIT_SEND_PASSWORD="+fake.read[1])
+		if e := tool(t, srv, "SendMessageParams", map[string]any{"From_Email": "a@example.com"}, "k-swapped"); e.Status != "forbidden" {
+			t.Errorf("SendMessageParams: status %s: %s", e.Status, e.raw)
+		}
+		if e := tool(t, srv, "GetMessagesParams", map[string]any{}, ""); e.Status != "forbidden" {
+			t.Errorf("GetMessagesParams: status %s: %s", e.Status, e.raw)
+		}
+	})
+}
+
+// finishMailpitDraft is test/apis's: what Mailpit's operator adds to the
+// draft of its document, which declares no security.
+func finishMailpitDraft(t *testing.T, draft, base string) string {
+	t.Helper()
+	const up = "mailpit_api"
+	out := strings.Replace(draft, "    url: http://127.0.0.1:8000 ", "    url: "+base+"\n    credentials:\n"+
+		"      read: {basic: {username: reader, password: '${MAILPIT_READ_PASSWORD}'}}\n"+
+		"      send: {basic: {username: sender, password: '${MAILPIT_SEND_PASSWORD}'}}\n    #", 1)
+	if out == draft {
+		t.Fatalf("the draft has no placeholder URL:\n%s", draft)
+	}
+	tools := regexp.MustCompile(`(?m)^  (\w+):\n    description: .*\n    upstream: ` + up + `\n`)
+	n := 0
+	out = tools.ReplaceAllStringFunc(out, func(m string) string {
+		n++
+		cred := "read"
+		if strings.HasPrefix(m, "  SendMessageParams:") {
+			cred = "send"
+		}
+		return m + "    credential: " + cred + "\n"
+	})
+	if all := strings.Count(draft, "\n    upstream: "+up+"\n"); n != all || n < 20 {
+		t.Fatalf("%d of the draft's %d tools given a credential", n, all)
+	}
+	return out + "\naccess: {shared_credentials: [" + up + "]}\n"
 }

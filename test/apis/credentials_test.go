@@ -214,8 +214,8 @@ func finishMailpitDraft(t *testing.T, draft, base string) string {
 		}
 		return m + "    credential: " + cred + "\n"
 	})
-	if n < 20 {
-		t.Fatalf("%d tools given a credential", n)
+	if all := strings.Count(draft, "\n    upstream: "+up+"\n"); n != all || n < 20 {
+		t.Fatalf("%d of the draft's %d tools given a credential", n, all)
 	}
 	return out + "\naccess: {shared_credentials: [" + up + "]}\n"
 }
