@@ -86,7 +86,8 @@ func (a upstreamAuth) setsQuery(name string) bool {
 // document's) that toolgate can send.
 type opChoice struct {
 	scheme   string   // "" for none
-	required bool     // the operation has a security requirement
+	listed   bool     // the operation (or the document) lists a security requirement
+	required bool     // the requirement asks for a credential (no {} first)
 	scopes   []string // the chosen alternative's scopes
 	others   []string // the requirement's other alternatives
 	notes    []string
@@ -104,7 +105,7 @@ func (b *builder) chooseScheme(op *operation) opChoice {
 		return opChoice{}
 	}
 	schemes := b.doc.Components.SecuritySchemes
-	out := opChoice{required: true}
+	out := opChoice{listed: true, required: true}
 	var names, skipped []string
 	done := false
 	for _, req := range *reqs {
@@ -161,10 +162,11 @@ func (b *builder) draftAuth(ops []*operation) upstreamAuth {
 	choices := map[*operation]opChoice{}
 	var used []string // the schemes chosen, in order of the operations
 	scopes := map[string][]string{}
-	anyRequired, anyNone := false, false
+	anyListed, anyRequired, anyNone := false, false, false
 	for _, op := range ops {
 		ch := b.chooseScheme(op)
 		choices[op] = ch
+		anyListed = anyListed || ch.listed
 		anyRequired = anyRequired || ch.required
 		if ch.scheme == "" {
 			anyNone = true
@@ -180,7 +182,7 @@ func (b *builder) draftAuth(ops []*operation) upstreamAuth {
 		}
 	}
 	a := upstreamAuth{tools: map[*operation]toolCredential{}}
-	if !anyRequired {
+	if !anyListed {
 		// No operation says: the first declared scheme toolgate supports
 		// is every request's.
 		for _, name := range slices.Sorted(maps.Keys(schemes)) {

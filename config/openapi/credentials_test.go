@@ -135,6 +135,12 @@ func TestOperationSecurityPicksACredential(t *testing.T) {
 			contains: []string{"The operations' security requirements also accept digest; each operation sends the first toolgate supports, key."},
 		},
 		{
+			name:   "a credential every operation makes optional is not sent",
+			global: "[{}, {key: []}]",
+			ops:    map[string]string{"a": "", "b": ""},
+			want:   map[string]want{"a": {comment: "The document lets this operation be called without a credential"}, "b": {}},
+		},
+		{
 			name:   "an operation that opts out of the global requirement sends nothing",
 			global: "[{key: []}]",
 			ops:    map[string]string{"a": "", "b": "[]"},
