@@ -424,7 +424,11 @@ func (b *builder) authBlock(name string, s *openapi3.SecurityScheme, scopes []st
 		// as a bot token, is a bearer token.
 		out.block, out.header = one("bearer", tokenMap(v("TOKEN", true))), "Authorization"
 		out.env = []string{envOf("TOKEN", true)}
-		return out, fmt.Sprintf("TODO: %s is %s, whose tokens a user grants; toolgate cannot run that flow. The draft sends a token obtained out of band (a bot or service token); to pass on each agent's own token instead, remove auth and set forward_headers: [Authorization].", name, describeFlows(s))
+		remove := "auth"
+		if vars.named {
+			remove = "this credential (and the tools' credential keys naming it)"
+		}
+		return out, fmt.Sprintf("TODO: %s is %s, whose tokens a user grants; toolgate cannot run that flow. The draft sends a token obtained out of band (a bot or service token); to pass on each agent's own token instead, remove %s and set forward_headers: [Authorization].", name, describeFlows(s), remove)
 	case s.Type == "apiKey":
 		return nil, fmt.Sprintf("TODO: %s sends an API key in the %s %q, which toolgate cannot set; use a header or query key if the backend accepts one.", name, s.In, s.Name)
 	case s.Type == "mutualTLS":
