@@ -31,7 +31,7 @@ import (
 //	                                               the credential (auth.go), then the
 //	                                               upstream's client (package upstream),
 //	                                               which reports what happened
-//	  8. classify                 classify.go      upstreamRuntime.answered / failure (the
+//	  8. classify                 classify.go      upstreamRuntime.answered / failed (the
 //	                                               report's code, size and read errors), then
 //	                              secrets.go       Core.redactAnswer (the call's secrets out of
 //	                                               the answer, before anything reads it), then
