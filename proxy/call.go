@@ -324,7 +324,7 @@ func (cl *Call) Finish(ans Answer) *Result {
 			r.Body, r.BodyErr = nil, boundedio.ErrBodyTooLarge
 		}
 		ct := cl.tool.contract
-		cl.tool.upstream.auth.Answered(cl.cred, ans.Code)
+		cl.tool.auth.Answered(cl.cred, ans.Code)
 		var at attempt
 		cl.tool.upstream.answered(cl.ctx, &r, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
 		cl.c.redactAnswer(cl, &at)
