@@ -23,6 +23,7 @@ type ContractSpec struct {
 	Name        string
 	Description string
 	Upstream    string
+	Credential  string // the upstream's credential its requests carry (upstreams.<name>.credentials); "" for its auth
 	SideEffect  bool
 	Cost        float64
 	Timeout     time.Duration
@@ -51,6 +52,7 @@ type Contract struct {
 	Name        string
 	Description string
 	Upstream    string
+	Credential  string // the upstream's credential its requests carry; "" for its auth (policy.Upstream.CredentialOf)
 	SideEffect  bool
 	Cost        float64
 	Timeout     time.Duration
@@ -96,6 +98,7 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		Name:        spec.Name,
 		Description: spec.Description,
 		Upstream:    spec.Upstream,
+		Credential:  spec.Credential,
 		SideEffect:  spec.SideEffect,
 		Cost:        spec.Cost,
 		Timeout:     spec.Timeout,

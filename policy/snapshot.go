@@ -243,8 +243,15 @@ type Upstream struct {
 	HeaderSecrets []string
 	Breaker       BreakerSettings
 	Retries       RetrySettings
-	// Auth is the credential added to every request; nil for none.
+	// Auth is the upstream's default credential: added to every request of
+	// its passthrough routes and of the tools that name no credential;
+	// nil for none.
 	Auth *UpstreamAuth
+	// Credentials are the upstream's named credentials
+	// (upstreams.<name>.credentials): a tool that names one
+	// (tools.<name>.credential, contracts.Contract.Credential) sends it in
+	// place of Auth. Nil for none.
+	Credentials map[string]*UpstreamAuth
 	// TLS is an https:// upstream's private CA, client certificate and
 	// server name; nil for the system's roots and no client certificate.
 	TLS *TLSSettings
@@ -256,6 +263,16 @@ type Upstream struct {
 	// order): what the agent sent in them scopes a side-effecting call's
 	// idempotency key (IdentityScope).
 	IdentityHeaders []string
+}
+
+// CredentialOf returns the credential a tool that names credential sends:
+// the named one, or Auth for "". Nil for none (or a name the upstream does
+// not hold, which the loader refuses).
+func (u *Upstream) CredentialOf(credential string) *UpstreamAuth {
+	if credential == "" {
+		return u.Auth
+	}
+	return u.Credentials[credential]
 }
 
 // Access is the `access` section.
