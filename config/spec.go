@@ -41,6 +41,14 @@ type serverSpec struct {
 	IdleTimeout         duration          `yaml:"idle_timeout"`
 	Learn               *learnSpec        `yaml:"learn"`
 	UpstreamClient      string            `yaml:"upstream_client"`
+	Console             *consoleSpec      `yaml:"console"`
+}
+
+// consoleSpec is server.console: the admin port's console. Absent means
+// on, without live calls.
+type consoleSpec struct {
+	Enabled   *bool `yaml:"enabled"`
+	LiveCalls bool  `yaml:"live_calls"`
 }
 
 // learnSpec is server.learn: learning mode. Absent means off.

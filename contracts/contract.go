@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -64,7 +65,8 @@ type Contract struct {
 	// cut; empty for the catalogue's generic ones.
 	TruncationHint string
 
-	published json.RawMessage
+	published  json.RawMessage
+	errorRules []ErrorRuleSpec
 }
 
 // FieldError is a contract that does not compile. Field is the path of the
@@ -151,6 +153,7 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		}
 		return nil, &FieldError{Field: "response", Msg: err.Error()}
 	}
+	c.errorRules = slices.Clone(spec.Response.Errors)
 	dedupes := spec.Idempotency.ForwardHeader != ""
 	for i, e := range spec.Response.Errors {
 		if msg := ruleRetryConflict(e, spec.SideEffect, dedupes); msg != "" {
@@ -173,6 +176,11 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 // PublishedSchema is the argument schema agents see: the contract's schema,
 // plus a required idempotency_key string for side-effecting tools.
 func (c *Contract) PublishedSchema() json.RawMessage { return c.published }
+
+// ErrorRules are the tool's errors rules as the policy wrote them, in
+// order (the first that matches an answer wins), for people to read: the
+// admin console lists them. The result must not be modified.
+func (c *Contract) ErrorRules() []ErrorRuleSpec { return c.errorRules }
 
 func publishSchema(s *Schema, sideEffect bool) (json.RawMessage, error) {
 	if !sideEffect {

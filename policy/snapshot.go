@@ -32,6 +32,15 @@ type Snapshot struct {
 	Catalog   *contracts.Catalog
 	Checksum  string   // SHA-256 of the policy files' contents
 	Sources   []string // the files the policy was read from
+	// ToolOrigins says where each tool is defined (the admin console
+	// shows it); a tool compiled from no file has none.
+	ToolOrigins map[string]Origin
+}
+
+// Origin is where a policy entry is written: a file and a 1-based line.
+type Origin struct {
+	File string
+	Line int
 }
 
 // Tool returns the named tool's contract, or nil.
@@ -80,6 +89,19 @@ type Server struct {
 	// tool calls to plain-HTTP backends, UpstreamClientFast (toolgate's
 	// own HTTP/1.1 client, also for "") or UpstreamClientNetHTTP.
 	UpstreamClient string
+	// Console is server.console: the admin port's console at /ui/.
+	Console ConsoleSettings
+}
+
+// ConsoleSettings is server.console: the operator's console the admin
+// port serves at /ui/ (package console).
+type ConsoleSettings struct {
+	// Disabled turns the console off (console.enabled: false): /ui/ is
+	// then not found.
+	Disabled bool
+	// LiveCalls lets the console's playground call read-only tools for
+	// real; side-effecting tools never. Off by default.
+	LiveCalls bool
 }
 
 // The values of Server.UpstreamClient (server.upstream_client).

@@ -112,6 +112,9 @@ type tool struct {
 	// of those and the upstream's credential (secrets.go).
 	secrets []redact.Needle
 	red     atomic.Pointer[redactor]
+	// live is what the admin console reads (live.go), carried over by
+	// name across reloads.
+	live *toolLive
 }
 
 // NewCore creates a core serving snap.
@@ -200,6 +203,11 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 			return fmt.Errorf("tool %s: upstream %q is not defined", name, contract.Upstream)
 		}
 		t := &tool{contract: contract, upstream: up, auth: up.authOf(contract.Credential), metrics: newToolMetrics(c.metrics, name, snap)}
+		if prev != nil && prev.tools[name] != nil {
+			t.live = prev.tools[name].live
+		} else {
+			t.live = new(toolLive)
+		}
 		t.baseURL = url.URL{Scheme: up.cfg.URL.Scheme, Host: up.cfg.URL.Host}
 		t.prefix = strings.TrimSuffix(up.cfg.URL.Path, "/")
 		t.header = staticHeader(up.cfg.Headers, contract.Binding, c.version)

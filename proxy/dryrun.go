@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/redact"
 	"github.com/toolgate/toolgate/proxy/toolformats"
 	"github.com/toolgate/toolgate/proxy/upstream"
 )
@@ -94,6 +95,12 @@ const maskedSecret = "***"
 // Try runs one call of snap's tool through the whole pipeline against a
 // recorder instead of the backend (see DryRun). snap is not modified.
 func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, error) {
+	return try(ctx, snap, d, nil)
+}
+
+// try is Try, with secrets besides the tool's own to clear from the
+// answer (View.Try).
+func try(ctx context.Context, snap *policy.Snapshot, d DryRun, secrets []redact.Needle) (*DryRunResult, error) {
 	dry := *snap
 	dry.Upstreams = make(map[string]*policy.Upstream, len(snap.Upstreams))
 	auths := make(map[string]*policy.Upstream, len(snap.Upstreams))
@@ -135,6 +142,10 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 		body = []byte{}
 	}
 	if t := v.st.tools[d.Tool]; t != nil {
+		if len(secrets) > 0 {
+			t.secrets = append(slices.Clip(t.secrets), secrets...)
+			t.red.Store(nil) // made again, with them, on first use
+		}
 		out.Upstream = t.contract.Upstream
 		body = toolformats.NullArgs(t.contract, body) // as the HTTP front reads them
 	}
