@@ -31,7 +31,7 @@ import (
 //	                                               the credential (auth.go), then the
 //	                                               upstream's client (package upstream),
 //	                                               which reports what happened
-//	  8. classify                 classify.go      upstreamRuntime.answered / failure (the
+//	  8. classify                 classify.go      upstreamRuntime.answered / failed (the
 //	                                               report's code, size and read errors), then
 //	                              secrets.go       Core.redactAnswer (the call's secrets out of
 //	                                               the answer, before anything reads it), then
@@ -331,7 +331,7 @@ func (cl *Call) Finish(ans Answer) *Result {
 			r.Body, r.BodyErr = nil, boundedio.ErrBodyTooLarge
 		}
 		ct := cl.tool.contract
-		cl.tool.upstream.auth.Answered(cl.cred, ans.Code)
+		cl.tool.auth.Answered(cl.cred, ans.Code)
 		var at attempt
 		cl.tool.upstream.answered(cl.ctx, &r, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
 		cl.c.redactAnswer(cl, &at)

@@ -56,14 +56,19 @@ func (c *Core) finish(ctx context.Context, cl *Call, o *contracts.Outcome) *Resu
 	return res
 }
 
-// record counts the call and writes its log line.
+// record counts the call, keeps it among its tool's recent outcomes
+// (live.go) and writes its log line.
 func (c *Core) record(ctx context.Context, cl *Call, res *Result) {
 	metrics := cl.st.unknown
 	if cl.tool != nil {
 		metrics = cl.tool.metrics
 	}
-	elapsed := c.now().Sub(cl.start)
+	end := c.now()
+	elapsed := end.Sub(cl.start)
 	metrics.record(res.Envelope.Status, cl.caller, elapsed, res.Envelope.Cost)
+	if cl.tool != nil {
+		cl.tool.live.recordRecent(cl, &res.Envelope, res.Reason, end, elapsed)
+	}
 	if c.logger.Enabled(ctx, slog.LevelInfo) || len(cl.diags) > 0 && c.logger.Enabled(ctx, slog.LevelWarn) {
 		c.log(ctx, cl, res, elapsed)
 	}

@@ -122,27 +122,16 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 	return m
 }
 
-// statusIndex numbers the closed status set for arrays of metric children.
+// statusIndex is s's place in contracts' one order of the statuses, the
+// index of the arrays of metric children. Every status comes from that
+// closed set; a value outside it (none is made) counts as upstream.
 func statusIndex(s contracts.Status) int {
-	switch s {
-	case contracts.StatusOK:
-		return 0
-	case contracts.StatusEmpty:
-		return 1
-	case contracts.StatusBadArgs:
-		return 2
-	case contracts.StatusForbidden:
-		return 3
-	case contracts.StatusNotFound:
-		return 4
-	case contracts.StatusTimeout:
-		return 5
-	default:
-		return 6
+	if i, ok := s.Index(); ok {
+		return i
 	}
+	i, _ := contracts.StatusUpstream.Index()
+	return i
 }
-
-const numStatuses = 7
 
 // toolMetrics holds one tool's metric children, resolved when the policy is
 // loaded, so recording a call does not hash label values. The label sets
@@ -150,8 +139,8 @@ const numStatuses = 7
 type toolMetrics struct {
 	m          *Metrics
 	name       string
-	calls      map[string]*[numStatuses]prometheus.Counter
-	duration   [numStatuses]prometheus.Observer
+	calls      map[string]*[contracts.NumStatuses]prometheus.Counter
+	duration   [contracts.NumStatuses]prometheus.Observer
 	cost       map[string]prometheus.Counter
 	violations map[string]prometheus.Counter
 	events     map[string]prometheus.Counter
@@ -162,7 +151,7 @@ func newToolMetrics(m *Metrics, name string, snap *policy.Snapshot) *toolMetrics
 	tm := &toolMetrics{
 		m:          m,
 		name:       name,
-		calls:      map[string]*[numStatuses]prometheus.Counter{},
+		calls:      map[string]*[contracts.NumStatuses]prometheus.Counter{},
 		cost:       map[string]prometheus.Counter{},
 		violations: map[string]prometheus.Counter{},
 		events:     map[string]prometheus.Counter{},
@@ -173,15 +162,15 @@ func newToolMetrics(m *Metrics, name string, snap *policy.Snapshot) *toolMetrics
 		callers = append(callers, caller)
 	}
 	for _, caller := range callers {
-		var byStatus [numStatuses]prometheus.Counter
-		for _, st := range contracts.Statuses() {
-			byStatus[statusIndex(st)] = m.ToolCalls.WithLabelValues(name, string(st), caller)
+		var byStatus [contracts.NumStatuses]prometheus.Counter
+		for i, st := range contracts.Statuses() {
+			byStatus[i] = m.ToolCalls.WithLabelValues(name, string(st), caller)
 		}
 		tm.calls[caller] = &byStatus
 		tm.cost[caller] = m.ToolCost.WithLabelValues(name, caller)
 	}
-	for _, st := range contracts.Statuses() {
-		tm.duration[statusIndex(st)] = m.ToolCallDuration.WithLabelValues(name, string(st))
+	for i, st := range contracts.Statuses() {
+		tm.duration[i] = m.ToolCallDuration.WithLabelValues(name, string(st))
 	}
 	for _, kind := range []string{ViolationSchema, ViolationKey, ViolationSize, ViolationResponse} {
 		tm.violations[kind] = m.ContractViolations.WithLabelValues(name, kind)

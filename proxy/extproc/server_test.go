@@ -372,7 +372,7 @@ func TestPassthrough(t *testing.T) {
 	msg.header.Set("X-Toolgate-Caller", "ops")
 	msg.header.Set("X-Forwarded-Client-Cert", "URI=spiffe://x")
 	msg.header.Set("Accept", "text/plain")
-	resp := s.exchange(requestHeaders(msg, true))
+	resp := s.roundTrip(requestHeaders(msg, true))
 	if resp.GetImmediateResponse() != nil {
 		t.Fatal("passthrough answered locally")
 	}
@@ -392,11 +392,11 @@ func TestPassthrough(t *testing.T) {
 	}
 	// Without mode overrides Envoy still sends the answer: it goes on.
 	back := &httpMessage{code: 200, header: http.Header{"Content-Type": {"text/plain"}}}
-	resp = s.exchange(responseHeaders(back, false))
+	resp = s.roundTrip(responseHeaders(back, false))
 	if cr := resp.GetResponseHeaders().GetResponse(); cr == nil || cr.GetHeaderMutation() != nil || cr.GetBodyMutation() != nil {
 		t.Errorf("passthrough answer changed: %v", resp)
 	}
-	resp = s.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("ok"), EndOfStream: true}}})
+	resp = s.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("ok"), EndOfStream: true}}})
 	if cr := resp.GetResponseBody().GetResponse(); cr == nil || cr.GetBodyMutation() != nil {
 		t.Errorf("passthrough body changed: %v", resp)
 	}
@@ -414,7 +414,7 @@ func TestEncodedDotSegmentIsNotPassedThrough(t *testing.T) {
 			s := h.open()
 			defer s.close()
 			msg := &httpMessage{method: "POST", path: path, header: http.Header{"Idempotency-Key": {"k-dots"}}}
-			resp := s.exchange(requestHeaders(msg, true))
+			resp := s.roundTrip(requestHeaders(msg, true))
 			ir := resp.GetImmediateResponse()
 			if ir == nil {
 				t.Fatalf("the request went on to the backend: %v", resp)
@@ -439,11 +439,11 @@ func TestBufferedBodyOverTheLimit(t *testing.T) {
 	t.Run("buffered by Envoy", func(t *testing.T) {
 		s := h.open()
 		msg := &httpMessage{method: "POST", path: req.path, header: http.Header{"Idempotency-Key": {"k-big"}, "X-Request-Id": {"big"}}}
-		resp := s.exchange(requestHeaders(msg, false))
+		resp := s.roundTrip(requestHeaders(msg, false))
 		if resp.GetRequestHeaders() == nil {
 			t.Fatalf("want to wait for the body, got %v", resp)
 		}
-		resp = s.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}})
+		resp = s.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}})
 		ir := resp.GetImmediateResponse()
 		if ir == nil {
 			t.Fatalf("want an immediate response, got %v", resp)
@@ -454,7 +454,7 @@ func TestBufferedBodyOverTheLimit(t *testing.T) {
 	t.Run("over Envoy's buffer limit", func(t *testing.T) {
 		s := h.open()
 		msg := &httpMessage{method: "POST", path: req.path, header: http.Header{"Idempotency-Key": {"k-big"}, "X-Request-Id": {"big"}}}
-		s.exchange(requestHeaders(msg, false))
+		s.roundTrip(requestHeaders(msg, false))
 		local := &answer{code: 413, header: map[string]string{"Content-Type": "text/plain"}, body: "Payload Too Large"}
 		sameAnswer(t, s.respond(local, true), want)
 		s.close()
