@@ -90,11 +90,18 @@ type Result struct {
 	// the answer is rendered (render.go) as the call ran, whatever a
 	// reload changed since.
 	always200 bool
+	// unsupportedMedia: the call was refused for its body's media type,
+	// a 415 in mapped mode (finish.go).
+	unsupportedMedia bool
 }
 
 // HTTPStatus is the result's HTTP status in mapped mode, by the reason
-// table (contracts.MappedHTTP).
+// table (contracts.MappedHTTP), or 415 for a body of a media type the
+// front does not read.
 func (r *Result) HTTPStatus() int {
+	if r.unsupportedMedia {
+		return http.StatusUnsupportedMediaType
+	}
 	return contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
 }
 
