@@ -19,6 +19,14 @@
 // The files keep text/template's own names (exec.go, funcs.go, option.go,
 // template.go; fmtsort.go is internal/fmtsort, which only the standard
 // library may import), so a later Go release's changes can be carried over
-// file by file. Copyright The Go Authors; BSD-style licence, as Go's own
-// LICENSE.
+// file by file. goroot.sha256 records the Go version and the sha256 of the
+// GOROOT files this copy was made from (text/template's doc.go, exec.go,
+// funcs.go, option.go and template.go, internal/fmtsort's sort.go;
+// helper.go's ParseFiles and ParseGlob are left out), and
+// TestSourcesAsRecorded fails when the running toolchain's differ: a
+// release changed them, and the change is to be carried over by hand,
+// then recorded with scripts/fork-templates.sh --record-texttemplate.
+// internal/htmltemplate, Go's html/template on this package, is generated
+// by that script. Copyright The Go Authors; BSD-style licence, as Go's
+// own LICENSE.
 package texttemplate
