@@ -27,7 +27,6 @@ func TestSameAsHTMLTemplate(t *testing.T) {
 		{"attribute", `<a title="{{.text}}">x</a>`},
 		{"unquoted attribute", `<a title={{.text}}>x</a>`},
 		{"URL", `<a href="{{.url}}">x</a> <a href="/p?q={{.path}}">y</a>`},
-		{"meta refresh URL", `<meta http-equiv="refresh" content="0; url={{.url}}">`},
 		{"script value", `<script>var v = {{.text}}; var l = {{.list}};</script>`},
 		{"script string", `<script>var s = "{{.text}}";</script>`},
 		{"template literal", "<script>var s = `{{.text}}`;</script>"},
@@ -79,6 +78,27 @@ func TestNoMethodCalls(t *testing.T) {
 			}
 			if got != c.want {
 				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// TestGodebugDefaults: the settings of internal/godebug the fork replaced
+// keep Go 1.26's defaults, whatever GODEBUG says: a meta refresh's URL is
+// filtered (htmlmetacontenturlescape=1), and a template literal is
+// escaped as JavaScript (jstmpllitinterp has no effect).
+func TestGodebugDefaults(t *testing.T) {
+	for _, c := range []struct{ name, text, want string }{
+		{"meta refresh URL", `<meta http-equiv="refresh" content="0; url={{.}}">`, `<meta http-equiv="refresh" content="0; url=#ZgotmplZ">`},
+		{"template literal", "<script>var s = `{{.}}`;</script>", "<script>var s = `javascript:alert(1)`;</script>"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out strings.Builder
+			if err := Must(New("t").Parse(c.text)).Execute(&out, "javascript:alert(1)"); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != c.want {
+				t.Errorf("got %q, want %q", out.String(), c.want)
 			}
 		})
 	}
