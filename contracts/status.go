@@ -26,17 +26,40 @@ const (
 	StatusUpstream  Status = "upstream"
 )
 
-// Statuses returns every status, in a stable order.
+// NumStatuses is the number of statuses.
+const NumStatuses = 7
+
+// statusOrder is the one order of the statuses: Statuses lists it and
+// Status.Index numbers it. Its array type makes a status added here
+// without NumStatuses growing fail to compile; TestStatusOrder fails on
+// NumStatuses grown without a status.
+func statusOrder() [NumStatuses]Status {
+	return [NumStatuses]Status{StatusOK, StatusEmpty, StatusBadArgs, StatusForbidden, StatusNotFound, StatusTimeout, StatusUpstream}
+}
+
+// Statuses returns every status, in a stable order: the order DESIGN.md
+// lists them in.
 func Statuses() []Status {
-	return []Status{StatusOK, StatusEmpty, StatusBadArgs, StatusForbidden, StatusNotFound, StatusTimeout, StatusUpstream}
+	order := statusOrder()
+	return order[:]
+}
+
+// Index returns s's place in Statuses, from 0 to NumStatuses-1, so that
+// per-status values can be kept in an array of NumStatuses; false when s
+// is not a status.
+func (s Status) Index() (int, bool) {
+	for i, st := range statusOrder() {
+		if st == s {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // parseStatus returns the status named s, or false when s is not one.
 func parseStatus(s string) (Status, bool) {
-	for _, st := range Statuses() {
-		if string(st) == s {
-			return st, true
-		}
+	if _, ok := Status(s).Index(); ok {
+		return Status(s), true
 	}
 	return "", false
 }

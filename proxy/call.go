@@ -31,7 +31,7 @@ import (
 //	                                               the credential (auth.go), then the
 //	                                               upstream's client (package upstream),
 //	                                               which reports what happened
-//	  8. classify                 classify.go      upstreamRuntime.answered / failure (the
+//	  8. classify                 classify.go      upstreamRuntime.answered / failed (the
 //	                                               report's code, size and read errors), then
 //	                              secrets.go       Core.redactAnswer (the call's secrets out of
 //	                                               the answer, before anything reads it), then
@@ -90,11 +90,18 @@ type Result struct {
 	// the answer is rendered (render.go) as the call ran, whatever a
 	// reload changed since.
 	always200 bool
+	// unsupportedMedia: the call was refused for its body's media type,
+	// a 415 in mapped mode (finish.go).
+	unsupportedMedia bool
 }
 
 // HTTPStatus is the result's HTTP status in mapped mode, by the reason
-// table (contracts.MappedHTTP).
+// table (contracts.MappedHTTP), or 415 for a body of a media type the
+// front does not read.
 func (r *Result) HTTPStatus() int {
+	if r.unsupportedMedia {
+		return http.StatusUnsupportedMediaType
+	}
 	return contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
 }
 
@@ -324,7 +331,7 @@ func (cl *Call) Finish(ans Answer) *Result {
 			r.Body, r.BodyErr = nil, boundedio.ErrBodyTooLarge
 		}
 		ct := cl.tool.contract
-		cl.tool.upstream.auth.Answered(cl.cred, ans.Code)
+		cl.tool.auth.Answered(cl.cred, ans.Code)
 		var at attempt
 		cl.tool.upstream.answered(cl.ctx, &r, ct.SideEffect, ct.Idempotency.ForwardHeader != "", cl.c.now, &at)
 		cl.c.redactAnswer(cl, &at)

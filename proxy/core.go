@@ -100,15 +100,21 @@ type state struct {
 type tool struct {
 	contract *contracts.Contract
 	upstream *upstreamRuntime
-	baseURL  url.URL // scheme and host of the upstream, path prefix trimmed
-	prefix   string
-	header   http.Header // static request headers
-	metrics  *toolMetrics
+	// auth is the credential the tool's requests carry: the one it names,
+	// or its upstream's auth (upstreamRuntime.authOf); nil for none.
+	auth    *upstream.Auth
+	baseURL url.URL // scheme and host of the upstream, path prefix trimmed
+	prefix  string
+	header  http.Header // static request headers
+	metrics *toolMetrics
 	// secrets are the needles of the ${VAR} values the tool's requests
 	// carry (its binding's, its upstream's headers'); red is the redactor
 	// of those and the upstream's credential (secrets.go).
 	secrets []redact.Needle
 	red     atomic.Pointer[redactor]
+	// live is what the admin console reads (live.go), carried over by
+	// name across reloads.
+	live *toolLive
 }
 
 // NewCore creates a core serving snap.
@@ -213,7 +219,12 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		if prev != nil && prev.tools[name] != nil {
 			oldMetrics = prev.tools[name].metrics
 		}
-		t := &tool{contract: contract, upstream: up, metrics: metricsOf(name, oldMetrics)}
+		t := &tool{contract: contract, upstream: up, auth: up.authOf(contract.Credential), metrics: metricsOf(name, oldMetrics)}
+		if prev != nil && prev.tools[name] != nil {
+			t.live = prev.tools[name].live
+		} else {
+			t.live = new(toolLive)
+		}
 		t.baseURL = url.URL{Scheme: up.cfg.URL.Scheme, Host: up.cfg.URL.Host}
 		t.prefix = strings.TrimSuffix(up.cfg.URL.Path, "/")
 		t.header = staticHeader(up.cfg.Headers, contract.Binding, c.version)
@@ -233,8 +244,16 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		for name, up := range prev.upstreams {
 			if next := st.upstreams[name]; next == nil || next.client != up.client {
 				up.closeIdle()
-			} else if next.auth != up.auth {
-				up.auth.CloseIdle() // the old token endpoint client
+			} else {
+				// The old token endpoint clients.
+				if next.auth != up.auth {
+					up.auth.CloseIdle()
+				}
+				for name, a := range up.creds {
+					if next.creds[name] != a {
+						a.CloseIdle()
+					}
+				}
 			}
 		}
 	}

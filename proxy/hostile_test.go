@@ -44,6 +44,10 @@ server:
     - {prefix: /raw, upstream: svc}
 upstreams:
   svc: {url: "{{url}}", timeout: 2s}
+  # The big answers have an upstream of their own: on a loaded machine
+  # their calls may time out, and the breaker that opens then must not
+  # be the one the bystander's calls go through.
+  bigsvc: {url: "{{url}}", timeout: 2s}
 tools:
   search:
     description: Search.
@@ -79,7 +83,7 @@ tools:
     request: {method: POST, path: /send, body: {text: text, amount: amount, count: count}}
   big:
     description: Big answers.
-    upstream: svc
+    upstream: bigsvc
     args: {type: object}
     request: {method: GET, path: /big}
 `

@@ -97,6 +97,7 @@ func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.
 		switch got.Outcome {
 		case policy.ClaimOwned:
 			cl.claim = &claim{key: k, token: got.Token, ttl: ttl}
+			t.live.keys.Add(1)
 			return contracts.Outcome{}, true
 		case policy.ClaimCompleted:
 			t.metrics.event(EventReplayed)
@@ -112,6 +113,7 @@ func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.
 				}
 				if again.Outcome == policy.ClaimOwned {
 					cl.claim = &claim{key: k, token: again.Token, ttl: ttl}
+					t.live.keys.Add(1)
 					return contracts.Outcome{}, true
 				}
 				continue // someone else reclaimed or finished it meanwhile
@@ -201,6 +203,7 @@ func (c *Core) replay(cl *Call, rec policy.Record) contracts.Outcome {
 // envelope for replay.
 func (c *Core) settle(ctx context.Context, cl *Call, res *Result, body []byte) {
 	cl2 := cl.claim
+	defer cl.tool.live.keys.Add(-1)
 	ctx, cancel := storeWriteContext(ctx)
 	defer cancel()
 	var err error

@@ -125,27 +125,16 @@ func NewMetrics(reg prometheus.Registerer, version string) *Metrics {
 	return m
 }
 
-// statusIndex numbers the closed status set for arrays of metric children.
+// statusIndex is s's place in contracts' one order of the statuses, the
+// index of the arrays of metric children. Every status comes from that
+// closed set; a value outside it (none is made) counts as upstream.
 func statusIndex(s contracts.Status) int {
-	switch s {
-	case contracts.StatusOK:
-		return 0
-	case contracts.StatusEmpty:
-		return 1
-	case contracts.StatusBadArgs:
-		return 2
-	case contracts.StatusForbidden:
-		return 3
-	case contracts.StatusNotFound:
-		return 4
-	case contracts.StatusTimeout:
-		return 5
-	default:
-		return 6
+	if i, ok := s.Index(); ok {
+		return i
 	}
+	i, _ := contracts.StatusUpstream.Index()
+	return i
 }
-
-const numStatuses = 7
 
 // toolMetrics are one tool's metric children. They are resolved at the
 // tool's first call, not when the policy loads: a policy of a thousand
@@ -168,8 +157,8 @@ type toolMetrics struct {
 
 // toolSeries are a tool's resolved metric children.
 type toolSeries struct {
-	calls      map[string]*[numStatuses]prometheus.Counter
-	duration   [numStatuses]prometheus.Observer
+	calls      map[string]*[contracts.NumStatuses]prometheus.Counter
+	duration   [contracts.NumStatuses]prometheus.Observer
 	cost       map[string]prometheus.Counter
 	violations map[string]prometheus.Counter
 	events     map[string]prometheus.Counter
@@ -195,14 +184,14 @@ func (tm *toolMetrics) get() *toolSeries {
 	}
 	m, name := tm.m, tm.name
 	s := &toolSeries{
-		calls:      make(map[string]*[numStatuses]prometheus.Counter, len(tm.callers)),
+		calls:      make(map[string]*[contracts.NumStatuses]prometheus.Counter, len(tm.callers)),
 		cost:       make(map[string]prometheus.Counter, len(tm.callers)),
 		violations: map[string]prometheus.Counter{},
 		events:     map[string]prometheus.Counter{},
 		redacted:   m.SecretsRedacted.WithLabelValues(name),
 	}
 	for _, caller := range tm.callers {
-		var byStatus [numStatuses]prometheus.Counter
+		var byStatus [contracts.NumStatuses]prometheus.Counter
 		for _, st := range contracts.Statuses() {
 			byStatus[statusIndex(st)] = m.ToolCalls.WithLabelValues(name, string(st), caller)
 		}

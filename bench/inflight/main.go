@@ -214,7 +214,7 @@ func (c *conn) call(request []byte, o options) (time.Duration, error) {
 	}
 	began := time.Now()
 	_ = c.c.SetDeadline(began.Add(o.timeout))
-	d, err := c.exchange(request, o)
+	d, err := c.roundTrip(request, o)
 	if err != nil {
 		c.close()
 		return 0, err
@@ -222,9 +222,9 @@ func (c *conn) call(request []byte, o options) (time.Duration, error) {
 	return d - time.Duration(began.UnixNano()), nil
 }
 
-// exchange writes the request and reads the answer, and returns the
+// roundTrip writes the request and reads the answer, and returns the
 // UnixNano time it was read.
-func (c *conn) exchange(request []byte, o options) (time.Duration, error) {
+func (c *conn) roundTrip(request []byte, o options) (time.Duration, error) {
 	if _, err := c.c.Write(request); err != nil {
 		return 0, err
 	}

@@ -99,15 +99,15 @@ type boundedHandler struct {
 	readTimeout, writeTimeout time.Duration
 }
 
-// boundedExchange is one request's bounds, in one allocation.
-type boundedExchange struct {
+// requestBounds is one request's bounds, in one allocation.
+type requestBounds struct {
 	rc   http.ResponseController
 	w    boundedWriter
 	body deadlineBody
 }
 
 func (b boundedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x := &boundedExchange{rc: *http.NewResponseController(w)}
+	x := &requestBounds{rc: *http.NewResponseController(w)}
 	x.w = boundedWriter{ResponseWriter: w, rc: &x.rc, timeout: b.writeTimeout, slack: armSlack(b.writeTimeout)}
 	// net/http clears the connection's write deadline after each answer,
 	// so none runs while the call does. Every write through x.w arms it

@@ -19,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/console"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
@@ -169,6 +170,7 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 		Reload:   d.reloader.Reload,
 		Config:   d.configInfo,
 		Learn:    lg.handler(),
+		Console:  console.New(console.Options{Core: core, Reloader: d.reloader, Learner: lg.summaries(), Logger: opts.logger}),
 		Server:   func() *policy.Server { return &d.core.Snapshot().Server },
 	}), opts.logger)
 	return d, nil

@@ -62,7 +62,7 @@ func startExtprocCall(t *testing.T, conn *grpc.ClientConn, path string) (*extpro
 		t.Fatal(err)
 	}
 	c := &extprocCall{t: t, stream: stream}
-	return c, c.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+	return c, c.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
 		RequestHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 			{Key: ":method", RawValue: []byte("GET")},
 			{Key: ":path", RawValue: []byte(path)},
@@ -72,7 +72,8 @@ func startExtprocCall(t *testing.T, conn *grpc.ClientConn, path string) (*extpro
 	}})
 }
 
-func (c *extprocCall) exchange(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+// roundTrip sends one message on the stream and returns the processor's answer.
+func (c *extprocCall) roundTrip(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	c.t.Helper()
 	if err := c.stream.Send(m); err != nil {
 		c.t.Fatalf("send: %v", err)
@@ -89,14 +90,14 @@ func (c *extprocCall) exchange(m *extprocv3.ProcessingRequest) *extprocv3.Proces
 // stream.
 func (c *extprocCall) answer(code int, body string) string {
 	c.t.Helper()
-	c.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
+	c.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
 		ResponseHeaders: &extprocv3.HttpHeaders{Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{
 			{Key: ":status", RawValue: []byte(strconv.Itoa(code))},
 			{Key: "content-type", RawValue: []byte("application/json")},
 			{Key: "content-length", RawValue: []byte(strconv.Itoa(len(body)))},
 		}}},
 	}})
-	resp := c.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+	resp := c.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 		ResponseBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true},
 	}})
 	c.end()

@@ -33,16 +33,16 @@ func BenchmarkExtprocCall(b *testing.B) {
 	}}
 	b.ReportAllocs()
 	for b.Loop() {
-		ex := newBenchExchange(srv)
+		fl := newBenchFlow(srv)
 		for _, m := range []*extprocv3.ProcessingRequest{req, respHeaders, respBody} {
-			if _, err := ex.handle(ctx, m); err != nil {
+			if _, err := fl.handle(ctx, m); err != nil {
 				b.Fatal(err)
 			}
 		}
-		if ex.phase != phaseDone {
-			b.Fatalf("phase %d after the answer", ex.phase)
+		if fl.phase != phaseDone {
+			b.Fatalf("phase %d after the answer", fl.phase)
 		}
 	}
 }
 
-func newBenchExchange(srv *Server) *exchange { return &exchange{s: srv} }
+func newBenchFlow(srv *Server) *flow { return &flow{s: srv} }

@@ -63,7 +63,7 @@ access: {shared_credentials: [maps, crm, fcm]}
 		s := h.open()
 		msg := &httpMessage{method: "GET", path: "/customers/c-1", header: http.Header{
 			"Authorization": {"Bearer agent"}, "X-Tenant": {"acme"}, "X-Toolgate-Caller": {"ops"}}}
-		resp := s.exchange(requestHeaders(msg, true))
+		resp := s.roundTrip(requestHeaders(msg, true))
 		if resp.GetImmediateResponse() != nil {
 			t.Fatalf("answered locally: %v", resp.GetImmediateResponse())
 		}
@@ -76,7 +76,7 @@ access: {shared_credentials: [maps, crm, fcm]}
 	t.Run("a passthrough request carries the API key in its query", func(t *testing.T) {
 		s := h.open()
 		msg := &httpMessage{method: "GET", path: "/maps/health?key=agent&v=1", header: http.Header{}}
-		resp := s.exchange(requestHeaders(msg, true))
+		resp := s.roundTrip(requestHeaders(msg, true))
 		if resp.GetImmediateResponse() != nil {
 			t.Fatal("answered locally")
 		}
@@ -89,7 +89,7 @@ access: {shared_credentials: [maps, crm, fcm]}
 	t.Run("a passthrough without its credential is answered 502", func(t *testing.T) {
 		s := h.open()
 		msg := &httpMessage{method: "GET", path: "/fcm/health", header: http.Header{}}
-		resp := s.exchange(requestHeaders(msg, true))
+		resp := s.roundTrip(requestHeaders(msg, true))
 		if ir := resp.GetImmediateResponse(); ir == nil || ir.GetStatus().GetCode() != http.StatusBadGateway {
 			t.Fatalf("answer %v", resp)
 		}

@@ -33,25 +33,25 @@ func FuzzRequestPhase(f *testing.F) {
 	f.Add("POST", "/v1/charges?amount=1", `{"amount":"x"}`)
 	f.Add("GET", "/health/../api/search?q=%", "")
 	f.Fuzz(func(t *testing.T, method, path, body string) {
-		ex := &exchange{s: srv}
-		defer ex.abandon()
+		fl := &flow{s: srv}
+		defer fl.abandon()
 		msg := &httpMessage{method: method, path: path, header: http.Header{"Idempotency-Key": {"k"}}}
-		resp, err := ex.handle(context.Background(), requestHeaders(msg, body == ""))
+		resp, err := fl.handle(context.Background(), requestHeaders(msg, body == ""))
 		if err != nil || resp == nil {
 			t.Fatalf("request headers: %v %v", resp, err)
 		}
-		if resp.GetImmediateResponse() == nil && ex.phase == phaseRequestBody {
-			resp, err = ex.handle(context.Background(), &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		if resp.GetImmediateResponse() == nil && fl.phase == phaseRequestBody {
+			resp, err = fl.handle(context.Background(), &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 				RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true},
 			}})
 			if err != nil || resp == nil {
 				t.Fatalf("request body: %v %v", resp, err)
 			}
 		}
-		if ex.call == nil {
+		if fl.call == nil {
 			return
 		}
-		b := ex.call.Backend()
+		b := fl.call.Backend()
 		if !strings.HasPrefix(b.Path, "/") {
 			t.Errorf("backend path %q", b.Path)
 		}

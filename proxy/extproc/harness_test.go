@@ -281,8 +281,8 @@ func (h *harness) open() *stream {
 	return &stream{h: h, s: s, cancel: cancel}
 }
 
-// exchange sends one message and returns the processor's answer.
-func (s *stream) exchange(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+// roundTrip sends one message and returns the processor's answer.
+func (s *stream) roundTrip(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	s.h.t.Helper()
 	if err := s.s.Send(m); err != nil {
 		s.h.t.Fatalf("send: %v", err)
@@ -304,7 +304,7 @@ func (s *stream) close() {
 	}
 }
 
-// run is an ext_proc exchange's result.
+// run is the result of one request through ext_proc.
 type run struct {
 	sent     *httpMessage // the backend request Envoy would send; nil if answered locally
 	final    *httpMessage // what the agent gets; nil if the response phase did not run
@@ -329,7 +329,7 @@ func (h *harness) viaExtproc(req legacyRequest, ans *answer, local bool) (*run, 
 		msg.header.Set(k, v)
 	}
 	out := &run{}
-	resp := s.exchange(requestHeaders(msg, req.body == ""))
+	resp := s.roundTrip(requestHeaders(msg, req.body == ""))
 	out.requests = append(out.requests, resp)
 	if ir := resp.GetImmediateResponse(); ir != nil {
 		out.final = immediateAnswer(ir)
@@ -339,7 +339,7 @@ func (h *harness) viaExtproc(req legacyRequest, ans *answer, local bool) (*run, 
 	cr := resp.GetRequestHeaders().GetResponse()
 	applyCommon(msg, cr)
 	if req.body != "" && cr.GetStatus() != extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
-		resp = s.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+		resp = s.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
 			RequestBody: &extprocv3.HttpBody{Body: []byte(req.body), EndOfStream: true},
 		}})
 		out.requests = append(out.requests, resp)
@@ -374,7 +374,7 @@ func (s *stream) respond(ans *answer, local bool) *httpMessage {
 	if ans.body != "" {
 		msg.header.Set("Content-Length", strconv.Itoa(len(ans.body)))
 	}
-	resp := s.exchange(responseHeaders(msg, ans.body == ""))
+	resp := s.roundTrip(responseHeaders(msg, ans.body == ""))
 	if ir := resp.GetImmediateResponse(); ir != nil {
 		return immediateAnswer(ir)
 	}
@@ -383,7 +383,7 @@ func (s *stream) respond(ans *answer, local bool) *httpMessage {
 	if ans.body == "" || cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
 		return msg
 	}
-	resp = s.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+	resp = s.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 		ResponseBody: &extprocv3.HttpBody{Body: []byte(ans.body), EndOfStream: true},
 	}})
 	if ir := resp.GetImmediateResponse(); ir != nil {

@@ -138,9 +138,9 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 			}
 		}
 	}()
-	ex := &exchange{s: s}
+	fl := &flow{s: s}
 	// A call that began and got no answer ends here: the stream is gone.
-	defer ex.abandon()
+	defer fl.abandon()
 	var timer *time.Timer
 	var expired <-chan time.Time
 	defer func() {
@@ -151,7 +151,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 	for {
 		select {
 		case m := <-msgs:
-			resp, err := ex.handle(ctx, m)
+			resp, err := fl.handle(ctx, m)
 			if err != nil {
 				s.logger.Warn("ext_proc stream broke the protocol", "err", err.Error())
 				return status.Error(codes.FailedPrecondition, err.Error())
@@ -168,7 +168,7 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 			return err
 		case <-expired:
 			expired = nil
-			if resp := ex.expire(); resp != nil {
+			if resp := fl.expire(); resp != nil {
 				if err := stream.Send(resp); err != nil {
 					return err
 				}
@@ -177,17 +177,17 @@ func (s *Server) Process(stream extprocv3.ExternalProcessor_ProcessServer) error
 			return nil
 		}
 		// The deadline runs while a sent call waits for its answer.
-		if ex.waiting() && timer == nil {
-			timer = time.NewTimer(max(ex.deadline.Sub(s.now()), 0))
+		if fl.waiting() && timer == nil {
+			timer = time.NewTimer(max(fl.deadline.Sub(s.now()), 0))
 			expired = timer.C
-		} else if !ex.waiting() && timer != nil {
+		} else if !fl.waiting() && timer != nil {
 			timer.Stop()
 			timer, expired = nil, nil
 		}
 	}
 }
 
-// phase is where an exchange stands.
+// phase is where a flow stands.
 type phase int
 
 const (
@@ -199,8 +199,9 @@ const (
 	phaseDone                        // answered
 )
 
-// exchange is one HTTP request going through the processor.
-type exchange struct {
+// flow is one HTTP request going through the processor: the state of its
+// ext_proc stream, from the request headers to the answer.
+type flow struct {
 	s     *Server
 	view  proxy.View // the snapshot the request runs on, from its headers on
 	phase phase
@@ -228,22 +229,22 @@ type exchange struct {
 	details      string
 }
 
-func (ex *exchange) waiting() bool {
-	return ex.call != nil && !ex.ended && (ex.phase == phaseSent || ex.phase == phaseResponseBody)
+func (fl *flow) waiting() bool {
+	return fl.call != nil && !fl.ended && (fl.phase == phaseSent || fl.phase == phaseResponseBody)
 }
 
 // handle answers one message from Envoy; nil means no answer is due.
-func (ex *exchange) handle(ctx context.Context, m *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
+func (fl *flow) handle(ctx context.Context, m *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	switch r := m.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		if ex.phase != phaseRequestHeaders {
+		if fl.phase != phaseRequestHeaders {
 			return nil, errors.New("request headers twice")
 		}
-		return ex.requestHeaders(ctx, r.RequestHeaders), nil
+		return fl.requestHeaders(ctx, r.RequestHeaders), nil
 	case *extprocv3.ProcessingRequest_RequestBody:
-		switch ex.phase {
+		switch fl.phase {
 		case phaseRequestBody:
-			return ex.requestBody(ctx, r.RequestBody), nil
+			return fl.requestBody(ctx, r.RequestBody), nil
 		case phaseRequestHeaders:
 			return nil, errors.New("request body before request headers")
 		case phaseDone:
@@ -256,66 +257,66 @@ func (ex *exchange) handle(ctx context.Context, m *extprocv3.ProcessingRequest) 
 		// Trailers are not asked for; if a filter sends them, they go on.
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		return ex.responseHeaders(ctx, r.ResponseHeaders, codeDetails(m.Attributes)), nil
+		return fl.responseHeaders(ctx, r.ResponseHeaders, codeDetails(m.Attributes)), nil
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		return ex.responseBody(r.ResponseBody), nil
+		return fl.responseBody(r.ResponseBody), nil
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}}}, nil
 	}
 	return nil, errors.New("empty processing request")
 }
 
-// requestHeaders starts an exchange: passthrough, an unknown route, a call
+// requestHeaders starts a flow: passthrough, an unknown route, a call
 // decided now, or a call waiting for its body.
-func (ex *exchange) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	ex.view = ex.s.core.View()
-	pseudo := ex.readRequestHeaders(h.GetHeaders())
+func (fl *flow) requestHeaders(ctx context.Context, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	fl.view = fl.s.core.View()
+	pseudo := fl.readRequestHeaders(h.GetHeaders())
 	method := pseudo[":method"]
-	ex.escapedPath, ex.rawQuery, _ = strings.Cut(pseudo[":path"], "?")
-	if p, ok := ex.view.Passthrough(ex.escapedPath); ok {
-		ex.phase = phasePassthrough
-		return ex.passthrough(ctx, p)
+	fl.escapedPath, fl.rawQuery, _ = strings.Cut(pseudo[":path"], "?")
+	if p, ok := fl.view.Passthrough(fl.escapedPath); ok {
+		fl.phase = phasePassthrough
+		return fl.passthrough(ctx, p)
 	}
-	route, ok := ex.view.MatchRoute(method, ex.escapedPath)
+	route, ok := fl.view.MatchRoute(method, fl.escapedPath)
 	if !ok {
 		// No tool's route: a not_found envelope, as the HTTP front
 		// answers an unknown route.
-		path, err := url.PathUnescape(ex.escapedPath)
+		path, err := url.PathUnescape(fl.escapedPath)
 		if err != nil {
-			path = ex.escapedPath
+			path = fl.escapedPath
 		}
-		return ex.immediate(ex.view.NoRoute(ctx, ex.request(""), method, path))
+		return fl.immediate(fl.view.NoRoute(ctx, fl.request(""), method, path))
 	}
-	ex.route = route
+	fl.route = route
 	// A declared length over the limit is refused without reading, as
 	// the HTTP front does.
-	if n, err := strconv.ParseInt(ex.header.Get("Content-Length"), 10, 64); err == nil && n > ex.view.Policy().Server.MaxRequestBytes {
-		ex.tooLarge = true
-		return ex.decide(ctx, nil, headersStage(h.EndOfStream))
+	if n, err := strconv.ParseInt(fl.header.Get("Content-Length"), 10, 64); err == nil && n > fl.view.Policy().Server.MaxRequestBytes {
+		fl.tooLarge = true
+		return fl.decide(ctx, nil, headersStage(h.EndOfStream))
 	}
 	if route.HasBody && !h.EndOfStream {
-		ex.phase = phaseRequestBody
+		fl.phase = phaseRequestBody
 		// Envoy holds the headers while it buffers the body; they are
 		// rewritten with the body's answer.
 		return respond(requestHeadersMsg, pass(nil))
 	}
-	return ex.decide(ctx, nil, headersStage(h.EndOfStream))
+	return fl.decide(ctx, nil, headersStage(h.EndOfStream))
 }
 
 // requestBody decides a call of a tool with body fields.
-func (ex *exchange) requestBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	if !ex.tooLarge {
-		if _, err := boundedio.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxRequestBytes, &ex.body); err != nil {
-			ex.tooLarge, ex.body = true, nil
+func (fl *flow) requestBody(ctx context.Context, b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if !fl.tooLarge {
+		if _, err := boundedio.AppendBody(b.GetBody(), fl.view.Policy().Server.MaxRequestBytes, &fl.body); err != nil {
+			fl.tooLarge, fl.body = true, nil
 		}
 	}
 	if !b.GetEndOfStream() {
 		// Only BUFFERED_PARTIAL sends part of a body, and only once Envoy's
 		// buffer is full: the body is larger than Envoy can hold, so it is
 		// too large for the call as well.
-		ex.tooLarge, ex.body = true, nil
+		fl.tooLarge, fl.body = true, nil
 	}
-	return ex.decide(ctx, ex.body, bodyStage)
+	return fl.decide(ctx, fl.body, bodyStage)
 }
 
 // stage is the message a request decision answers.
@@ -336,36 +337,36 @@ func headersStage(endOfStream bool) stage {
 
 // decide runs the request half of the call and answers: the envelope, or
 // the rewritten request.
-func (ex *exchange) decide(ctx context.Context, body []byte, st stage) *extprocv3.ProcessingResponse {
-	req := ex.request(ex.route.Tool)
-	req.BodyTooLarge = ex.tooLarge
-	if !ex.tooLarge {
-		args, err := ex.route.Args(ex.rawQuery, ex.header, body)
+func (fl *flow) decide(ctx context.Context, body []byte, st stage) *extprocv3.ProcessingResponse {
+	req := fl.request(fl.route.Tool)
+	req.BodyTooLarge = fl.tooLarge
+	if !fl.tooLarge {
+		args, err := fl.route.Args(fl.rawQuery, fl.header, body)
 		if err != nil {
 			req.Invalid = err
 		}
 		req.Args = args
 	}
-	start := ex.s.now()
-	call, res := ex.view.Begin(ctx, req)
+	start := fl.s.now()
+	call, res := fl.view.Begin(ctx, req)
 	if res != nil {
-		return ex.immediate(res)
+		return fl.immediate(res)
 	}
-	ex.call, ex.deadline, ex.phase = call, start.Add(call.Timeout()), phaseSent
-	return ex.rewrite(call.Backend(), st)
+	fl.call, fl.deadline, fl.phase = call, start.Add(call.Timeout()), phaseSent
+	return fl.rewrite(call.Backend(), st)
 }
 
 // request is the call as the core takes it, from the request headers.
-func (ex *exchange) request(tool string) *proxy.Request {
+func (fl *flow) request(tool string) *proxy.Request {
 	return &proxy.Request{
 		Tool:           tool,
-		Caller:         ex.view.Identify(ex.header),
-		CallID:         ex.header.Get("X-Request-Id"),
-		IdempotencyKey: ex.header.Get("Idempotency-Key"),
+		Caller:         fl.view.Identify(fl.header),
+		CallID:         fl.header.Get("X-Request-Id"),
+		IdempotencyKey: fl.header.Get("Idempotency-Key"),
 		Front:          "extproc",
-		TraceParent:    ex.header.Get("Traceparent"),
-		TraceState:     ex.header.Get("Tracestate"),
-		Header:         ex.header,
+		TraceParent:    fl.header.Get("Traceparent"),
+		TraceState:     fl.header.Get("Tracestate"),
+		Header:         fl.header,
 	}
 }
 
@@ -384,7 +385,7 @@ func keepRequestHeader(name string) bool {
 }
 
 // rewrite turns the request Envoy holds into the backend request b.
-func (ex *exchange) rewrite(b proxy.BackendRequest, st stage) *extprocv3.ProcessingResponse {
+func (fl *flow) rewrite(b proxy.BackendRequest, st stage) *extprocv3.ProcessingResponse {
 	mut := &extprocv3.HeaderMutation{}
 	path := b.Path
 	if b.RawQuery != "" {
@@ -393,7 +394,7 @@ func (ex *exchange) rewrite(b proxy.BackendRequest, st stage) *extprocv3.Process
 	setHeader(mut, ":path", path)
 	// The route matched the method, so it is the contract's already;
 	// :authority stays the one Envoy routes on to the cluster.
-	for _, name := range ex.names {
+	for _, name := range fl.names {
 		if keepRequestHeader(name) {
 			continue
 		}
@@ -422,25 +423,25 @@ func (ex *exchange) rewrite(b proxy.BackendRequest, st stage) *extprocv3.Process
 // transparent mode forwards it (proxy.Passthrough: minus the identity
 // headers, plus the upstream's static headers), and skips the response
 // phase.
-func (ex *exchange) passthrough(ctx context.Context, p proxy.Passthrough) *extprocv3.ProcessingResponse {
-	add, rawQuery, err := p.Decorate(ctx, ex.rawQuery)
+func (fl *flow) passthrough(ctx context.Context, p proxy.Passthrough) *extprocv3.ProcessingResponse {
+	add, rawQuery, err := p.Decorate(ctx, fl.rawQuery)
 	if err != nil {
 		// Without its credential the request does not go on: 502, as
 		// transparent mode answers.
-		ex.phase = phaseDone
+		fl.phase = phaseDone
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 			ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode_BadGateway}, Details: "toolgate_upstream_auth"},
 		}}
 	}
 	mut := &extprocv3.HeaderMutation{}
-	for _, name := range ex.names {
+	for _, name := range fl.names {
 		if p.Strips(name) {
 			mut.RemoveHeaders = append(mut.RemoveHeaders, name)
 		}
 	}
 	setHeaders(mut, add)
-	if rawQuery != ex.rawQuery {
-		setHeader(mut, ":path", ex.escapedPath+"?"+rawQuery)
+	if rawQuery != fl.rawQuery {
+		setHeader(mut, ":path", fl.escapedPath+"?"+rawQuery)
 	}
 	resp := respond(requestHeadersMsg, pass(mut))
 	resp.ModeOverride = PassthroughMode()
@@ -449,24 +450,24 @@ func (ex *exchange) passthrough(ctx context.Context, p proxy.Passthrough) *extpr
 
 // responseHeaders takes the answer's headers; the envelope waits for its
 // body unless there is none.
-func (ex *exchange) responseHeaders(ctx context.Context, h *extprocv3.HttpHeaders, details string) *extprocv3.ProcessingResponse {
-	switch ex.phase {
+func (fl *flow) responseHeaders(ctx context.Context, h *extprocv3.HttpHeaders, details string) *extprocv3.ProcessingResponse {
+	switch fl.phase {
 	case phasePassthrough:
 		return respond(responseHeadersMsg, pass(nil))
 	case phaseRequestBody:
-		return ex.localReplyBeforeCall(ctx, h)
+		return fl.localReplyBeforeCall(ctx, h)
 	case phaseSent:
 	default:
 		return nil // answered already; Envoy ignores the stream now
 	}
-	ex.respHeader = http.Header{}
-	pseudo := readHeaders(h.GetHeaders(), ex.respHeader, &ex.respNames)
-	ex.code, _ = strconv.Atoi(pseudo[":status"])
-	ex.details = details
+	fl.respHeader = http.Header{}
+	pseudo := readHeaders(h.GetHeaders(), fl.respHeader, &fl.respNames)
+	fl.code, _ = strconv.Atoi(pseudo[":status"])
+	fl.details = details
 	if h.GetEndOfStream() {
-		return ex.finish(headersOnly)
+		return fl.finish(headersOnly)
 	}
-	ex.phase = phaseResponseBody
+	fl.phase = phaseResponseBody
 	// Envoy holds the headers while it buffers the body; they are
 	// replaced with the body's answer.
 	return respond(responseHeadersMsg, pass(nil))
@@ -477,27 +478,27 @@ func (ex *exchange) responseHeaders(ctx context.Context, h *extprocv3.HttpHeader
 // for a body over the buffer limit, is the call's bad_args, as for any body
 // over max_request_bytes; anything else (the client's request timeout)
 // goes through as it is.
-func (ex *exchange) localReplyBeforeCall(ctx context.Context, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	pseudo := readHeaders(h.GetHeaders(), nil, &ex.respNames)
+func (fl *flow) localReplyBeforeCall(ctx context.Context, h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	pseudo := readHeaders(h.GetHeaders(), nil, &fl.respNames)
 	if pseudo[":status"] != strconv.Itoa(http.StatusRequestEntityTooLarge) {
-		ex.phase = phasePassthrough
+		fl.phase = phasePassthrough
 		return respond(responseHeadersMsg, pass(nil))
 	}
-	ex.tooLarge = true
-	req := ex.request(ex.route.Tool)
+	fl.tooLarge = true
+	req := fl.request(fl.route.Tool)
 	req.BodyTooLarge = true
-	call, res := ex.view.Begin(ctx, req)
+	call, res := fl.view.Begin(ctx, req)
 	if call != nil {
 		// Begin refuses a body it is told is too large; were it ever to
 		// accept one, the call still ends here, unsent.
 		res = call.Fail(contracts.FailConnect, false)
 	}
-	return ex.replace(res, headersOnly)
+	return fl.replace(res, headersOnly)
 }
 
 // responseBody takes the answer's body and answers the envelope.
-func (ex *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	switch ex.phase {
+func (fl *flow) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	switch fl.phase {
 	case phasePassthrough:
 		return respond(responseBodyMsg, pass(nil))
 	case phaseResponseBody:
@@ -505,9 +506,9 @@ func (ex *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		return nil
 	}
 	// Past max_response_bytes the size is all that matters.
-	if !ex.respTooLarge {
-		if _, err := boundedio.AppendBody(b.GetBody(), ex.view.Policy().Server.MaxResponseBytes, &ex.respBody); err != nil {
-			ex.respTooLarge, ex.respBody = true, nil
+	if !fl.respTooLarge {
+		if _, err := boundedio.AppendBody(b.GetBody(), fl.view.Policy().Server.MaxResponseBytes, &fl.respBody); err != nil {
+			fl.respTooLarge, fl.respBody = true, nil
 		}
 	}
 	if !b.GetEndOfStream() {
@@ -515,47 +516,47 @@ func (ex *exchange) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRes
 		// envelope, dropped from the answer.
 		return respond(responseBodyMsg, withBody(nil, nil))
 	}
-	return ex.finish(bodyStage)
+	return fl.finish(bodyStage)
 }
 
 // finish classifies the answer, completes the call and answers the
 // envelope in its place.
-func (ex *exchange) finish(st stage) *extprocv3.ProcessingResponse {
+func (fl *flow) finish(st stage) *extprocv3.ProcessingResponse {
 	// The body is read as it came: the request asked for no content
 	// encoding, as the HTTP front does not, and an answer encoded all the
 	// same is unreadable behind either front.
-	body := ex.respBody
+	body := fl.respBody
 	var res *proxy.Result
-	if r := classifyReply(ex.code, ex.respHeader, body, ex.details); r.local {
-		res = ex.call.Fail(r.failure, r.written)
+	if r := classifyReply(fl.code, fl.respHeader, body, fl.details); r.local {
+		res = fl.call.Fail(r.failure, r.written)
 	} else {
-		res = ex.call.Finish(proxy.Answer{Code: ex.code, Header: ex.respHeader, Body: body, BodyTooLarge: ex.respTooLarge})
+		res = fl.call.Finish(proxy.Answer{Code: fl.code, Header: fl.respHeader, Body: body, BodyTooLarge: fl.respTooLarge})
 	}
-	ex.ended = true
-	return ex.replace(res, st)
+	fl.ended = true
+	return fl.replace(res, st)
 }
 
 // expire ends a sent call whose answer did not come within the tool's
 // timeout, and tells Envoy to answer the envelope in place of the backend.
-func (ex *exchange) expire() *extprocv3.ProcessingResponse {
-	if !ex.waiting() {
+func (fl *flow) expire() *extprocv3.ProcessingResponse {
+	if !fl.waiting() {
 		return nil
 	}
-	ex.ended = true
-	return ex.immediate(ex.call.Fail(contracts.FailDeadline, true))
+	fl.ended = true
+	return fl.immediate(fl.call.Fail(contracts.FailDeadline, true))
 }
 
 // abandon ends a call whose stream ended before its answer.
-func (ex *exchange) abandon() {
-	if ex.call != nil && !ex.ended {
-		ex.ended = true
-		ex.call.Abandon()
+func (fl *flow) abandon() {
+	if fl.call != nil && !fl.ended {
+		fl.ended = true
+		fl.call.Abandon()
 	}
 }
 
 // immediate answers the envelope without (or instead of) the backend.
-func (ex *exchange) immediate(res *proxy.Result) *extprocv3.ProcessingResponse {
-	ex.phase = phaseDone
+func (fl *flow) immediate(res *proxy.Result) *extprocv3.ProcessingResponse {
+	fl.phase = phaseDone
 	r := res.Render()
 	mut := &extprocv3.HeaderMutation{}
 	r.Header.Del("Content-Length") // Envoy sets it for the body it sends
@@ -573,12 +574,12 @@ func (ex *exchange) immediate(res *proxy.Result) *extprocv3.ProcessingResponse {
 // replace answers the response message with the envelope in place of the
 // answer: its status and headers, none of the backend's (Envoy's own
 // x-envoy-* stay), and its body.
-func (ex *exchange) replace(res *proxy.Result, st stage) *extprocv3.ProcessingResponse {
-	ex.phase = phaseDone
+func (fl *flow) replace(res *proxy.Result, st stage) *extprocv3.ProcessingResponse {
+	fl.phase = phaseDone
 	r := res.Render()
 	mut := &extprocv3.HeaderMutation{}
 	setHeader(mut, ":status", strconv.Itoa(r.Code))
-	for _, name := range ex.respNames {
+	for _, name := range fl.respNames {
 		if strings.HasPrefix(name, ":") || strings.HasPrefix(name, "x-envoy-") {
 			continue
 		}
@@ -598,9 +599,9 @@ func (ex *exchange) replace(res *proxy.Result, st stage) *extprocv3.ProcessingRe
 
 // readRequestHeaders keeps the request's headers and returns its
 // pseudo-headers.
-func (ex *exchange) readRequestHeaders(m *corev3.HeaderMap) map[string]string {
-	ex.header = http.Header{}
-	return readHeaders(m, ex.header, &ex.names)
+func (fl *flow) readRequestHeaders(m *corev3.HeaderMap) map[string]string {
+	fl.header = http.Header{}
+	return readHeaders(m, fl.header, &fl.names)
 }
 
 // readHeaders splits Envoy's header map into pseudo-headers (returned) and

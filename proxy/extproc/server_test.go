@@ -70,6 +70,12 @@ func TestEnvelopesMatchTheHTTPFront(t *testing.T) {
 			wantStatus: contracts.StatusBadArgs, wantCode: 400,
 		},
 		{
+			name: "a body of a type the route does not read is a 415 immediate response",
+			req: legacyRequest{method: "POST", path: "/v1/users/u1/notifications", body: "text=hi",
+				header: map[string]string{"Idempotency-Key": "k-plain", "Content-Type": "text/plain"}},
+			wantStatus: contracts.StatusBadArgs, wantCode: 415,
+		},
+		{
 			name: "forbidden is an immediate response",
 			req: legacyRequest{method: "POST", path: "/v1/users/u1/notifications", body: `{"text":"hi"}`,
 				header: map[string]string{"X-Toolgate-Caller": "intern", "Idempotency-Key": "k-forbidden"}},
@@ -296,6 +302,21 @@ func TestRequestRewrite(t *testing.T) {
 			body: `{"amount":12}`,
 		},
 		{
+			name: "a form body is read as the tool's fields and rebound as its JSON",
+			req: legacyRequest{method: "POST", path: "/v1/charges", body: "amount=12",
+				header: map[string]string{"Idempotency-Key": "k-form", "Content-Type": "application/x-www-form-urlencoded"}},
+			path: "/base/v1/charges",
+			body: `{"amount":12}`,
+		},
+		{
+			name: "a multipart body is read as the tool's fields and rebound as its JSON",
+			req: legacyRequest{method: "POST", path: "/v1/charges",
+				body:   "--b1\r\nContent-Disposition: form-data; name=\"amount\"\r\n\r\n12\r\n--b1--\r\n",
+				header: map[string]string{"Idempotency-Key": "k-multipart", "Content-Type": "multipart/form-data; boundary=b1"}},
+			path: "/base/v1/charges",
+			body: `{"amount":12}`,
+		},
+		{
 			name: "a tool without body fields sends none",
 			req:  legacyRequest{method: "POST", path: "/v1/down/u9", header: map[string]string{"Idempotency-Key": "k-nobody"}},
 			path: "/v1/down/u9",
@@ -351,7 +372,7 @@ func TestPassthrough(t *testing.T) {
 	msg.header.Set("X-Toolgate-Caller", "ops")
 	msg.header.Set("X-Forwarded-Client-Cert", "URI=spiffe://x")
 	msg.header.Set("Accept", "text/plain")
-	resp := s.exchange(requestHeaders(msg, true))
+	resp := s.roundTrip(requestHeaders(msg, true))
 	if resp.GetImmediateResponse() != nil {
 		t.Fatal("passthrough answered locally")
 	}
@@ -371,11 +392,11 @@ func TestPassthrough(t *testing.T) {
 	}
 	// Without mode overrides Envoy still sends the answer: it goes on.
 	back := &httpMessage{code: 200, header: http.Header{"Content-Type": {"text/plain"}}}
-	resp = s.exchange(responseHeaders(back, false))
+	resp = s.roundTrip(responseHeaders(back, false))
 	if cr := resp.GetResponseHeaders().GetResponse(); cr == nil || cr.GetHeaderMutation() != nil || cr.GetBodyMutation() != nil {
 		t.Errorf("passthrough answer changed: %v", resp)
 	}
-	resp = s.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("ok"), EndOfStream: true}}})
+	resp = s.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{Body: []byte("ok"), EndOfStream: true}}})
 	if cr := resp.GetResponseBody().GetResponse(); cr == nil || cr.GetBodyMutation() != nil {
 		t.Errorf("passthrough body changed: %v", resp)
 	}
@@ -393,7 +414,7 @@ func TestEncodedDotSegmentIsNotPassedThrough(t *testing.T) {
 			s := h.open()
 			defer s.close()
 			msg := &httpMessage{method: "POST", path: path, header: http.Header{"Idempotency-Key": {"k-dots"}}}
-			resp := s.exchange(requestHeaders(msg, true))
+			resp := s.roundTrip(requestHeaders(msg, true))
 			ir := resp.GetImmediateResponse()
 			if ir == nil {
 				t.Fatalf("the request went on to the backend: %v", resp)
@@ -418,11 +439,11 @@ func TestBufferedBodyOverTheLimit(t *testing.T) {
 	t.Run("buffered by Envoy", func(t *testing.T) {
 		s := h.open()
 		msg := &httpMessage{method: "POST", path: req.path, header: http.Header{"Idempotency-Key": {"k-big"}, "X-Request-Id": {"big"}}}
-		resp := s.exchange(requestHeaders(msg, false))
+		resp := s.roundTrip(requestHeaders(msg, false))
 		if resp.GetRequestHeaders() == nil {
 			t.Fatalf("want to wait for the body, got %v", resp)
 		}
-		resp = s.exchange(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}})
+		resp = s.roundTrip(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(body), EndOfStream: true}}})
 		ir := resp.GetImmediateResponse()
 		if ir == nil {
 			t.Fatalf("want an immediate response, got %v", resp)
@@ -433,7 +454,7 @@ func TestBufferedBodyOverTheLimit(t *testing.T) {
 	t.Run("over Envoy's buffer limit", func(t *testing.T) {
 		s := h.open()
 		msg := &httpMessage{method: "POST", path: req.path, header: http.Header{"Idempotency-Key": {"k-big"}, "X-Request-Id": {"big"}}}
-		s.exchange(requestHeaders(msg, false))
+		s.roundTrip(requestHeaders(msg, false))
 		local := &answer{code: 413, header: map[string]string{"Content-Type": "text/plain"}, body: "Payload Too Large"}
 		sameAnswer(t, s.respond(local, true), want)
 		s.close()

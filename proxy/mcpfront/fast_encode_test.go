@@ -129,7 +129,7 @@ func TestMCPFastAnswerIsTheSDKs(t *testing.T) {
 	for i, text := range texts {
 		for j, id := range ids {
 			env := &contracts.Envelope{
-				Status: contracts.Statuses()[(i+j)%7], SideEffect: sideEffects[j%3], Retryable: j%2 == 0, Replayed: i%2 == 0,
+				Status: contracts.Statuses()[(i+j)%contracts.NumStatuses], SideEffect: sideEffects[j%3], Retryable: j%2 == 0, Replayed: i%2 == 0,
 				RetryAfterMS: int64(j-3) * 1000, Cost: costs[(i+j)%len(costs)],
 				Tool: text, CallID: text, Observation: text, Message: text, Data: json.RawMessage(`"` + strings.Repeat("<", i) + `"`),
 			}
