@@ -20,9 +20,9 @@ GO        ?= go
 # (inject, webhook), kept out of the sidecar. toolgate runs toolgate-kube
 # from its own directory for `toolgate inject` and `toolgate webhook`.
 BIN       := bin/toolgate
-# grpcnotrace leaves gRPC's golang.org/x/net/trace (and html/template) out
-# of the binaries: toolgate never serves its pages. deploy/Dockerfile builds
-# with the same tags and flags.
+# grpcnotrace leaves gRPC's golang.org/x/net/trace out of the binaries:
+# toolgate never serves its pages (the admin console's own pages use
+# html/template). deploy/Dockerfile builds with the same tags and flags.
 GOTAGS    := grpcnotrace
 # bash, for pipefail in the recipes that keep a log for test's summary.
 SHELL     := /bin/bash
@@ -34,7 +34,8 @@ FUZZTIME  ?= 10s
 export TOOLGATE_REQUIRE_REDIS := 1
 export TOOLGATE_REQUIRE_PROMETHEUS := 1
 export TOOLGATE_REQUIRE_NODE := 1
-REQUIRE_UNSET := -u TOOLGATE_REQUIRE_REDIS -u TOOLGATE_REQUIRE_PROMETHEUS -u TOOLGATE_REQUIRE_NODE
+export TOOLGATE_REQUIRE_CHROMIUM := 1
+REQUIRE_UNSET := -u TOOLGATE_REQUIRE_REDIS -u TOOLGATE_REQUIRE_PROMETHEUS -u TOOLGATE_REQUIRE_NODE -u TOOLGATE_REQUIRE_CHROMIUM
 
 .PHONY: all build demo quick quick-unit test full e2e-kube e2e-apis deps binaries-check bench-tools bench-smoke fmt-check vet staticcheck unit fuzz-short fuzz fuzz-full soak check tidy-check bench bench-load clean mcp-node
 

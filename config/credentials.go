@@ -12,10 +12,10 @@ import (
 
 // Credentials open to anyone. toolgate sends its own credential for an
 // upstream (auth, a client certificate, a credential header or query
-// parameter the policy writes) on every request it makes there, and drops
-// the caller's own (an agent's headers reach a backend only through
-// forward_headers; a legacy client's query parameters only as the
-// binding reads them). So a backend that authenticated every client serves
+// parameter the policy writes; the credential a tool names) on every
+// request it makes there, and drops the caller's own (an agent's headers
+// reach a backend only through forward_headers; a legacy client's query
+// parameters only as the binding reads them). So a backend that authenticated every client serves
 // anyone toolgate serves: with access.default allow, any caller toolgate
 // cannot identify — no caller name, an unlisted one, anything that
 // reaches its port — and on passthrough routes, which check no caller,
@@ -47,11 +47,14 @@ type credential struct {
 }
 
 // upstreamCredential returns the first credential the upstream sends on
-// every request, or ok false.
-func upstreamCredential(name string, s *upstreamSpec) (credential, bool) {
+// the requests of its passthrough routes and of the tools that name no
+// credential (withAuth: some such request is open; auth is sent only
+// there), or on every request (a client certificate, a credential header),
+// or ok false.
+func upstreamCredential(name string, s *upstreamSpec, withAuth bool) (credential, bool) {
 	base := "upstreams." + name
 	switch {
-	case s.Auth != nil:
+	case s.Auth != nil && withAuth:
 		return credential{base + ".auth", "this credential"}, true
 	case s.TLS != nil && s.TLS.CertFile != "":
 		return credential{base + ".tls.cert_file", "this client certificate"}, true
@@ -89,7 +92,10 @@ func toolCredential(name string, t *toolSpec) (credential, bool) {
 
 // sharedCredentials checks access.shared_credentials and refuses every
 // credential that callers toolgate cannot identify could use without the
-// policy listing its upstream there (see the comment above).
+// policy listing its upstream there (see the comment above). Each
+// credential is judged by the requests that carry it: a named credential
+// (upstreams.<name>.credentials) by the tools that name it, and is
+// reported on its own; auth by the other tools and the passthrough routes.
 func (c *compiler) sharedCredentials(f *fileSpec, snap *policy.Snapshot) {
 	shared := map[string]bool{}
 	if f.Access != nil {
@@ -114,16 +120,24 @@ func (c *compiler) sharedCredentials(f *fileSpec, snap *policy.Snapshot) {
 		if u == nil || shared[name] {
 			continue
 		}
-		var open []string // how unidentified callers reach the upstream
+		// The tools any caller may call, by the credential they name ("":
+		// none, so the upstream's auth).
+		var tools []string
+		byCredential := map[string][]string{}
 		if snap.Access.DefaultAllow {
-			var tools []string
 			for _, t := range snap.ToolNames {
-				if snap.Tools[t].Upstream == name {
+				if ct := snap.Tools[t]; ct.Upstream == name {
 					tools = append(tools, t)
+					byCredential[ct.Credential] = append(byCredential[ct.Credential], t)
 				}
 			}
-			if len(tools) > 0 {
-				open = append(open, fmt.Sprintf("%s, so any caller may call %s", defaultText, listShort(tools)))
+		}
+		// Each named credential is open to the tools that name it, and
+		// reported on its own.
+		for _, cname := range slices.Sorted(maps.Keys(u.Credentials)) {
+			if ts := byCredential[cname]; len(ts) > 0 {
+				cred := credential{"upstreams." + name + ".credentials." + cname, "this credential"}
+				c.openCredential(cred, name, fmt.Sprintf("%s, so any caller may call %s", defaultText, listShort(ts)), true, false)
 			}
 		}
 		var prefixes []string
@@ -132,13 +146,22 @@ func (c *compiler) sharedCredentials(f *fileSpec, snap *policy.Snapshot) {
 				prefixes = append(prefixes, p.Prefix)
 			}
 		}
+		withAuth := len(byCredential[""]) > 0 || len(prefixes) > 0
+		cred, ok := upstreamCredential(name, u, withAuth)
+		if ok && cred.path == "upstreams."+name+".auth" {
+			tools = byCredential[""] // auth goes only with the tools that name no credential
+		}
+		var open []string // how unidentified callers reach the upstream
+		if len(tools) > 0 {
+			open = append(open, fmt.Sprintf("%s, so any caller may call %s", defaultText, listShort(tools)))
+		}
 		if len(prefixes) > 0 {
 			open = append(open, fmt.Sprintf("server.passthrough forwards anyone's requests under %s", listShort(prefixes)))
 		}
 		if len(open) == 0 {
 			continue
 		}
-		if cred, ok := upstreamCredential(name, u); ok {
+		if ok {
 			c.openCredential(cred, name, strings.Join(open, ", and "), true, len(prefixes) > 0)
 			continue
 		}
@@ -153,12 +176,36 @@ func (c *compiler) sharedCredentials(f *fileSpec, snap *policy.Snapshot) {
 			}
 		}
 	}
+	c.unusedCredentials(f)
+}
+
+// unusedCredentials warns of each named credential of an upstream that no
+// tool names: a typo in a tool's credential key is an error, but a
+// credential left behind is worth a word.
+func (c *compiler) unusedCredentials(f *fileSpec) {
+	used := map[string]bool{}
+	for _, t := range f.Tools {
+		if t != nil && t.Credential != "" {
+			used[t.Upstream+"\x00"+t.Credential] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Upstreams)) {
+		u := f.Upstreams[name]
+		if u == nil {
+			continue
+		}
+		for _, cname := range slices.Sorted(maps.Keys(u.Credentials)) {
+			if !used[name+"\x00"+cname] {
+				c.warnAt("upstreams."+name+".credentials."+cname, "no tool names this credential (tools.<name>.credential: %s); remove it, or name it where it is needed", cname)
+			}
+		}
+	}
 }
 
 // holdsCredential reports whether upstream name, or a tool on it, sends a
 // credential of toolgate's.
 func holdsCredential(name string, u *upstreamSpec, tools map[string]*toolSpec) bool {
-	if _, ok := upstreamCredential(name, u); ok {
+	if _, ok := upstreamCredential(name, u, true); ok || len(u.Credentials) > 0 {
 		return true
 	}
 	for t, ts := range tools {

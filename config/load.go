@@ -306,8 +306,9 @@ var headerNameRE = regexp.MustCompile("^[!#$%&'*+\\-.^_`|~0-9A-Za-z]+$")
 // part with errors reports them and the rest goes on.
 func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 	snap := &policy.Snapshot{
-		Upstreams: map[string]*policy.Upstream{},
-		Tools:     map[string]*contracts.Contract{},
+		Upstreams:   map[string]*policy.Upstream{},
+		Tools:       map[string]*contracts.Contract{},
+		ToolOrigins: map[string]policy.Origin{},
 	}
 	c.byRoute = opts.ByRoute
 	snap.Server = c.server(f.Server, f.Upstreams)
@@ -338,6 +339,9 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		if t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader); t != nil {
 			snap.Tools[name] = t
 			snap.ToolNames = append(snap.ToolNames, name)
+			if at := c.lookup("tools." + name + "#key").Pos; at.File != "" {
+				snap.ToolOrigins[name] = policy.Origin{File: at.File, Line: at.Line}
+			}
 		}
 	}
 	snap.Access = c.access(f.Access, f.Tools)

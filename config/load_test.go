@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -484,5 +485,35 @@ tools:
 	}
 	if !slices.Equal(warns, want) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warns, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestConsoleSettingsAndToolOrigins: server.console is on without live
+// calls unless the policy says otherwise, and every tool knows the file
+// and line it is defined at.
+func TestConsoleSettingsAndToolOrigins(t *testing.T) {
+	for _, c := range []struct {
+		name, server string
+		want         policy.ConsoleSettings
+	}{
+		{"absent", "", policy.ConsoleSettings{}},
+		{"live calls on", "server: {console: {live_calls: true}}\n", policy.ConsoleSettings{LiveCalls: true}},
+		{"turned off", "server: {console: {enabled: false}}\n", policy.ConsoleSettings{Disabled: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			doc := "version: 1\n" + c.server + "upstreams:\n  svc: {url: \"http://127.0.0.1:1\"}\ntools:\n  a:\n    description: A.\n    upstream: svc\n    request: {path: /a}\n  b:\n    description: B.\n    upstream: svc\n    request: {path: /b}\n"
+			snap, err := CompileSource("p.yaml", []byte(doc), Options{LookupEnv: noEnv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if snap.Server.Console != c.want {
+				t.Errorf("console settings %+v, want %+v", snap.Server.Console, c.want)
+			}
+			line := 5 + strings.Count(c.server, "\n")
+			want := map[string]policy.Origin{"a": {File: "p.yaml", Line: line}, "b": {File: "p.yaml", Line: line + 4}}
+			if !maps.Equal(snap.ToolOrigins, want) {
+				t.Errorf("tool origins %v, want %v", snap.ToolOrigins, want)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -73,6 +74,15 @@ type Reloader struct {
 	// is a recovery, logged as such.
 	failed bool
 	cur    atomic.Pointer[Loaded]
+	last   atomic.Pointer[ReloadStatus]
+}
+
+// ReloadStatus is how the last reload ended, for the admin console.
+type ReloadStatus struct {
+	// At is when it ended; zero when no reload ran since the start.
+	At time.Time
+	// Err says why the running policy stayed; empty after a success.
+	Err string
 }
 
 // NewReloader returns a Reloader running initial as generation 1, which
@@ -83,6 +93,7 @@ func NewReloader(initial *policy.Snapshot, opts ReloaderOptions) *Reloader {
 	}
 	r := &Reloader{source: opts.Source, swap: opts.Swap, metrics: opts.Metrics, logger: opts.Logger}
 	r.cur.Store(&Loaded{Generation: 1, Snapshot: initial})
+	r.last.Store(&ReloadStatus{})
 	r.setGauge(r.metrics.Generation, 1)
 	r.setGauge(r.metrics.LastReloadSuccessful, 1)
 	return r
@@ -90,6 +101,9 @@ func NewReloader(initial *policy.Snapshot, opts ReloaderOptions) *Reloader {
 
 // Current returns the policy new calls run on and its generation.
 func (r *Reloader) Current() Loaded { return *r.cur.Load() }
+
+// LastReload returns how the last reload ended.
+func (r *Reloader) LastReload() ReloadStatus { return *r.last.Load() }
 
 // Reload reads the policy again and, if it may replace the running one,
 // makes it the policy for new calls. A policy whose checksum did not change
@@ -110,12 +124,14 @@ func (r *Reloader) Reload() error {
 		err = r.swap(snap)
 	}
 	if err != nil {
+		r.last.Store(&ReloadStatus{At: time.Now(), Err: err.Error()})
 		r.failed = true
 		r.count("failure")
 		r.setGauge(r.metrics.LastReloadSuccessful, 0)
 		r.logger.Error("policy reload failed; keeping the last good policy", "errors", errorLines(err))
 		return err
 	}
+	r.last.Store(&ReloadStatus{At: time.Now()})
 	recovered := r.failed
 	r.failed = false
 	r.count("success")

@@ -237,3 +237,27 @@ func TestReloaderWithoutASource(t *testing.T) {
 		t.Errorf("current %+v", cur)
 	}
 }
+
+// TestReloaderTellsHowTheLastReloadEnded: LastReload is zero until a
+// reload runs, then says whether the last one failed and why.
+func TestReloaderTellsHowTheLastReloadEnded(t *testing.T) {
+	h := newReloadHarness(t, reloadPolicy("v1", ""), Options{})
+	if st := h.r.LastReload(); !st.At.IsZero() || st.Err != "" {
+		t.Fatalf("before any reload: %+v", st)
+	}
+	for _, step := range []struct {
+		name, doc, err string
+	}{
+		{"a reload that fails", reloadPolicy("v1", "bogus: true\n"), "bogus: unknown key"},
+		{"a reload that succeeds", reloadPolicy("v2", ""), ""},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			before := time.Now()
+			_ = h.reload(step.doc)
+			st := h.r.LastReload()
+			if st.At.Before(before) || !strings.Contains(st.Err, step.err) || (step.err == "") != (st.Err == "") {
+				t.Errorf("last reload %+v, want one after %v with error %q", st, before, step.err)
+			}
+		})
+	}
+}

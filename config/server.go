@@ -94,6 +94,12 @@ func (c *compiler) server(s *serverSpec, upstreams map[string]*upstreamSpec) pol
 		UpstreamClient:      s.UpstreamClient,
 	}
 	out.Learn = c.learn(s.Learn)
+	if s.Console != nil {
+		out.Console = policy.ConsoleSettings{Disabled: s.Console.Enabled != nil && !*s.Console.Enabled, LiveCalls: s.Console.LiveCalls}
+		if out.Console.Disabled && out.Console.LiveCalls {
+			c.errorAt("server.console.live_calls", "needs the console: server.console.enabled is false")
+		}
+	}
 	agentOK := c.listenAddress("server.listen", s.Listen)
 	if c.listenAddress("server.admin_listen", s.AdminListen) && agentOK && sameListener(s.Listen, s.AdminListen) {
 		c.errorAt("server.admin_listen", "must differ from server.listen: the admin port is never served on the agent port")

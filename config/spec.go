@@ -41,6 +41,14 @@ type serverSpec struct {
 	IdleTimeout         duration          `yaml:"idle_timeout"`
 	Learn               *learnSpec        `yaml:"learn"`
 	UpstreamClient      string            `yaml:"upstream_client"`
+	Console             *consoleSpec      `yaml:"console"`
+}
+
+// consoleSpec is server.console: the admin port's console. Absent means
+// on, without live calls.
+type consoleSpec struct {
+	Enabled   *bool `yaml:"enabled"`
+	LiveCalls bool  `yaml:"live_calls"`
 }
 
 // learnSpec is server.learn: learning mode. Absent means off.
@@ -153,9 +161,12 @@ type upstreamSpec struct {
 	Breaker                *breakerSpec      `yaml:"breaker"`
 	Retries                *retriesSpec      `yaml:"retries"`
 	Auth                   *authSpec         `yaml:"auth"`
-	TLS                    *tlsSpec          `yaml:"tls"`
-	ForwardHeaders         []string          `yaml:"forward_headers"`
-	NonIdentifyingHeaders  []string          `yaml:"non_identifying_headers"`
+	// Credentials are named credentials, each in auth's form, that a tool
+	// picks with its credential key instead of auth.
+	Credentials           map[string]*authSpec `yaml:"credentials"`
+	TLS                   *tlsSpec             `yaml:"tls"`
+	ForwardHeaders        []string             `yaml:"forward_headers"`
+	NonIdentifyingHeaders []string             `yaml:"non_identifying_headers"`
 }
 
 // authSpec is upstreams.<name>.auth: exactly one kind of credential.
@@ -181,11 +192,12 @@ type bearerSpec struct {
 }
 
 // apiKeySpec is auth.api_key: a key in a header (with an optional scheme
-// before it) or in a query parameter.
+// before it), in a query parameter, or in a cookie.
 type apiKeySpec struct {
 	Header    string `yaml:"header"`
 	Scheme    string `yaml:"scheme"`
 	Query     string `yaml:"query"`
+	Cookie    string `yaml:"cookie"`
 	Value     string `yaml:"value"`
 	ValueFile string `yaml:"value_file"`
 }
@@ -249,8 +261,11 @@ func (r *retriesSpec) setDefaults() {
 }
 
 type toolSpec struct {
-	Description string            `yaml:"description"`
-	Upstream    string            `yaml:"upstream"`
+	Description string `yaml:"description"`
+	Upstream    string `yaml:"upstream"`
+	// Credential names one of the upstream's credentials; empty for its
+	// auth.
+	Credential  string            `yaml:"credential"`
 	SideEffect  bool              `yaml:"side_effect"`
 	Cost        float64           `yaml:"cost"`
 	Timeout     duration          `yaml:"timeout"`

@@ -41,6 +41,15 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 	case !ok:
 		c.errorAt(base+".upstream", "upstream %q is not defined", t.Upstream)
 	}
+	if t.Credential != "" && ok && up != nil {
+		if _, has := up.Credentials[t.Credential]; !has {
+			if len(up.Credentials) == 0 {
+				c.errorAt(base+".credential", "upstream %s has no credentials (define upstreams.%s.credentials.%s, or remove this key to send its auth)", t.Upstream, t.Upstream, t.Credential)
+			} else {
+				c.errorAt(base+".credential", "upstream %s has no credential %q (it has %s)", t.Upstream, t.Credential, strings.Join(slices.Sorted(maps.Keys(up.Credentials)), ", "))
+			}
+		}
+	}
 	if t.Request == nil {
 		c.errorAt(base+".request", "is required (method and path of the backend call)")
 	}
@@ -57,6 +66,7 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 		Name:        name,
 		Description: strings.TrimSpace(t.Description),
 		Upstream:    t.Upstream,
+		Credential:  t.Credential,
 		SideEffect:  t.SideEffect,
 		Cost:        t.Cost,
 		Timeout:     time.Duration(t.Timeout),
@@ -80,9 +90,10 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 			Reserved: map[string]string{callerHeader: "is the caller identity header (server.caller_header)"},
 		}
 		if ok && up != nil {
-			if h := authHeader(up); h != "" {
-				// The upstream's credential is the operator's, never an argument.
-				spec.Request.Reserved[h] = "is set by upstreams." + t.Upstream + ".auth"
+			// The upstream's credentials are the operator's, never an
+			// argument: whichever the tool sends.
+			for h, key := range authHeaders(up) {
+				spec.Request.Reserved[h] = "is set by upstreams." + t.Upstream + "." + key
 			}
 		}
 		if t.Request.Path == "" {

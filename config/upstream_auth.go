@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -21,17 +22,39 @@ import (
 // when it changes. No message ever repeats a secret: a value is judged,
 // never quoted.
 
-// upstreamAuth compiles upstreams.<name>.auth, .tls and .forward_headers
-// into up. u is the parsed url (nil when it did not parse).
+// upstreamAuth compiles upstreams.<name>.auth, .credentials, .tls and
+// .forward_headers into up. u is the parsed url (nil when it did not
+// parse).
 func (c *compiler) upstreamAuth(base string, s *upstreamSpec, u *url.URL, up *policy.Upstream, callerHeader string) {
 	dir := filepath.Dir(c.lookup(base).File)
 	if s.Auth != nil {
 		up.Auth = c.auth(base+".auth", s.Auth, dir, callerHeader)
 	}
-	if up.Auth != nil && up.Auth.Header != "" {
-		for k := range s.Headers {
-			if http.CanonicalHeaderKey(k) == up.Auth.Header {
-				c.errorAt(base+".headers."+k+"#key", "%s is set by auth.%s; remove one of them", up.Auth.Header, up.Auth.Kind)
+	if s.Credentials != nil && len(s.Credentials) == 0 {
+		c.errorAt(base+".credentials", "names no credential; name one (credentials: {NAME: {bearer: ...}}) or remove the key")
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Credentials)) {
+		path := base + ".credentials." + name
+		a := s.Credentials[name]
+		switch {
+		case !credentialNameRE.MatchString(name):
+			c.errorAt(path+"#key", "%q is not a credential name (letters, digits, _ and -)", name)
+		case a == nil:
+			c.errorAt(path, "must not be empty: name one of basic, bearer, api_key and oauth2")
+		default:
+			if ca := c.auth(path, a, dir, callerHeader); ca != nil {
+				if up.Credentials == nil {
+					up.Credentials = map[string]*policy.UpstreamAuth{}
+				}
+				up.Credentials[name] = ca
+			}
+		}
+	}
+	for k := range s.Headers {
+		for _, cr := range upstreamAuths(up) {
+			if http.CanonicalHeaderKey(k) == cr.auth.Header {
+				c.errorAt(base+".headers."+k+"#key", "%s is set by %s.%s; remove one of them", cr.auth.Header, cr.key, cr.auth.Kind)
+				break
 			}
 		}
 	}
@@ -50,7 +73,7 @@ func (c *compiler) upstreamAuth(base string, s *upstreamSpec, u *url.URL, up *po
 			continue
 		}
 		name := http.CanonicalHeaderKey(h)
-		if why := unforwardable(name, callerHeader, up.Auth); why != "" {
+		if why := unforwardable(name, callerHeader, upstreamAuths(up)); why != "" {
 			c.errorAt(path, "%s cannot be forwarded: it %s", h, why)
 			continue
 		}
@@ -62,6 +85,29 @@ func (c *compiler) upstreamAuth(base string, s *upstreamSpec, u *url.URL, up *po
 		up.ForwardHeaders = append(up.ForwardHeaders, name)
 	}
 	up.IdentityHeaders = c.identityHeaders(base, s.NonIdentifyingHeaders, up.ForwardHeaders)
+}
+
+// credentialNameRE matches the name of an upstream's credential.
+var credentialNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// namedAuth is one credential of an upstream, with the key it is written
+// at under the upstream: "auth", or "credentials.NAME".
+type namedAuth struct {
+	key  string
+	auth *policy.UpstreamAuth
+}
+
+// upstreamAuths lists up's credentials: auth first, then the named ones
+// by name.
+func upstreamAuths(up *policy.Upstream) []namedAuth {
+	var out []namedAuth
+	if up.Auth != nil {
+		out = append(out, namedAuth{"auth", up.Auth})
+	}
+	for _, name := range slices.Sorted(maps.Keys(up.Credentials)) {
+		out = append(out, namedAuth{"credentials." + name, up.Credentials[name]})
+	}
+	return out
 }
 
 // identityHeaders compiles upstreams.<name>.non_identifying_headers and
@@ -98,8 +144,9 @@ func (c *compiler) identityHeaders(base string, shared, forwarded []string) []st
 	return out
 }
 
-// unforwardable says why an agent's header may not reach a backend, or "".
-func unforwardable(name, callerHeader string, auth *policy.UpstreamAuth) string {
+// unforwardable says why an agent's header may not reach a backend, or "":
+// auths are the upstream's credentials, whose headers toolgate sets.
+func unforwardable(name, callerHeader string, auths []namedAuth) string {
 	switch name {
 	case callerHeader:
 		return "is the caller identity header (server.caller_header), which never reaches a backend"
@@ -118,18 +165,40 @@ func unforwardable(name, callerHeader string, auth *policy.UpstreamAuth) string 
 	case "Idempotency-Key":
 		return "is toolgate's; a tool's idempotency.forward_header passes the key on"
 	}
-	if auth != nil && name == auth.Header {
-		return fmt.Sprintf("is set by auth.%s", auth.Kind)
+	for _, cr := range auths {
+		if name == cr.auth.Header {
+			return fmt.Sprintf("is set by %s.%s", cr.key, cr.auth.Kind)
+		}
 	}
 	return ""
 }
 
-// authHeader is the header an upstream spec's auth sets, canonical, or "".
-// Tools may not bind it.
-func authHeader(s *upstreamSpec) string {
-	switch a := s.Auth; {
+// authHeaders maps the headers an upstream spec's credentials set
+// (canonical: auth's, and each named credential's) to where each is
+// written ("auth", "credentials.NAME"). Tools may not bind them.
+func authHeaders(s *upstreamSpec) map[string]string {
+	out := map[string]string{}
+	add := func(key string, a *authSpec) {
+		if h := specAuthHeader(a); h != "" {
+			if _, ok := out[h]; !ok {
+				out[h] = key
+			}
+		}
+	}
+	add("auth", s.Auth)
+	for _, name := range slices.Sorted(maps.Keys(s.Credentials)) {
+		add("credentials."+name, s.Credentials[name])
+	}
+	return out
+}
+
+// specAuthHeader is the header an auth spec sets, canonical, or "".
+func specAuthHeader(a *authSpec) string {
+	switch {
 	case a == nil:
 		return ""
+	case a.APIKey != nil && a.APIKey.Cookie != "":
+		return "Cookie"
 	case a.APIKey != nil:
 		if a.APIKey.Header == "" || !headerNameRE.MatchString(a.APIKey.Header) {
 			return ""
@@ -183,8 +252,16 @@ func (c *compiler) auth(base string, a *authSpec, dir, callerHeader string) *pol
 func (c *compiler) apiKey(base string, k *apiKeySpec, dir, callerHeader string) *policy.UpstreamAuth {
 	out := &policy.UpstreamAuth{Kind: policy.AuthAPIKey}
 	switch {
+	case k.Cookie != "" && (k.Header != "" || k.Query != ""):
+		c.errorAt(base+".cookie", "set header, query or cookie, only one")
+	case k.Cookie != "":
+		if !headerNameRE.MatchString(k.Cookie) {
+			c.errorAt(base+".cookie", "%q is not a valid cookie name", k.Cookie)
+		}
+		// Cookie: NAME=value, replacing any cookie the request had.
+		out.Header, out.Cookie = "Cookie", k.Cookie
 	case k.Header == "" && k.Query == "":
-		c.errorAt(base, "header or query is required: where the key goes")
+		c.errorAt(base, "header, query or cookie is required: where the key goes")
 	case k.Header != "" && k.Query != "":
 		c.errorAt(base+".query", "set header or query, not both")
 	case k.Header != "":

@@ -43,6 +43,13 @@ const (
 	ProblemRepeated   Problem = "repeated" // a query parameter given several values for a single one
 	ProblemQuery      Problem = "query"    // a legacy request's query string that does not parse
 
+	// Problems of a legacy request's form or multipart body (legacy_body.go).
+	ProblemFormFields   Problem = "too_many_fields" // more fields or parts than MaxFormFields (Max: the limit)
+	ProblemFormBoundary Problem = "no_boundary"     // multipart/form-data without a boundary parameter
+	ProblemFormSyntax   Problem = "bad_form"        // a body that does not parse (Got: its media type as a JSON string)
+	ProblemPartHeader   Problem = "part_header"     // a part's headers past MaxPartHeaderBytes (Max: the limit)
+	ProblemNotText      Problem = "not_text"        // a file or non-text part (Pointer: its field; Got: its file name or media type as a JSON string)
+
 	// Problems of the request body as a whole (reason bad_json).
 	ProblemNotJSON      Problem = "not_json"
 	ProblemNotUTF8      Problem = "not_utf8"
@@ -355,6 +362,17 @@ var bodyProblemWords = map[Problem]func(e *ArgError) (en, zh string){
 		return "it is nested deeper than " + e.Max + " levels", "嵌套超过了 " + e.Max + " 层"
 	},
 	ProblemMediaType: func(e *ArgError) (string, string) {
+		if len(e.Values) > 0 { // a legacy route, which takes more than JSON
+			want := make([]string, len(e.Values))
+			for i, v := range e.Values {
+				want[i], _ = strconv.Unquote(v) // media types: JSON strings of ASCII, as Go quotes them
+			}
+			en := strings.Join(want, ", ")
+			if n := len(want); n > 1 {
+				en = strings.Join(want[:n-1], ", ") + " or " + want[n-1]
+			}
+			return "it is sent as " + e.Got + ", not " + en, "请求体的类型是 " + e.Got + "，应为 " + strings.Join(want, "、") + " 之一"
+		}
 		if e.Got == `""` {
 			return "it has no Content-Type; send it as application/json", "请求体没有声明 Content-Type，应为 application/json"
 		}
@@ -440,6 +458,16 @@ func (e *ArgError) en(name string, single bool) string {
 		rest = "takes one value" + got
 	case ProblemQuery:
 		return capitalIf(single, "the query string is not well formed")
+	case ProblemFormFields:
+		return capitalIf(single, "the body has more than "+e.Max+" fields")
+	case ProblemFormBoundary:
+		return capitalIf(single, "the multipart/form-data body has no boundary parameter in its Content-Type")
+	case ProblemFormSyntax:
+		return capitalIf(single, "the "+e.Got+" body is not well formed")
+	case ProblemPartHeader:
+		return capitalIf(single, "a part of the body has headers longer than "+e.Max+" bytes")
+	case ProblemNotText:
+		return capitalIf(single, "field "+name+" is a file or a part that is not text"+got+"; this route takes text fields only")
 	default:
 		rest = "does not match the schema"
 		if e.Detail != "" {
@@ -522,6 +550,16 @@ func (e *ArgError) zh(name string, single bool) string {
 		return subject + "只能有一个值" + countGotZH(e.Got, "个")
 	case ProblemQuery:
 		return "查询字符串格式不正确"
+	case ProblemFormFields:
+		return "请求体的字段超过 " + e.Max + " 个"
+	case ProblemFormBoundary:
+		return "multipart/form-data 请求体的 Content-Type 缺少 boundary 参数"
+	case ProblemFormSyntax:
+		return e.Got + " 请求体格式不正确"
+	case ProblemPartHeader:
+		return "请求体某一部分的头部超过 " + e.Max + " 字节"
+	case ProblemNotText:
+		return "字段 " + name + " 是文件或非文本部分" + got + "；此路由只接受文本字段"
 	}
 	return subject + "不符合参数约定"
 }

@@ -51,8 +51,12 @@ type Binding struct {
 	static   map[string][]string
 	body     *node      // JSON body; nil without one
 	form     *formShape // form body; nil without one
-	args     []string   // every argument the binding reads, sorted
-	secrets  []string
+	// bodyFields is a JSON body's members as form fields, for a legacy
+	// client that posts a form (legacy_body.go); nil without a JSON body
+	// written as an object.
+	bodyFields *formShape
+	args       []string // every argument the binding reads, sorted
+	secrets    []string
 	// unreadable is, for each argument that transparent mode cannot read
 	// back from a legacy request, where it is read.
 	unreadable map[string]string
@@ -143,6 +147,7 @@ func CompileBinding(env *RuleEnv, spec BindingSpec, schema *Schema) (*Binding, e
 		if b.body, err = sc.jsonNode(spec.Body, "body", 0); err != nil {
 			return nil, err
 		}
+		b.bodyFields = jsonBodyFields(b.body)
 	}
 	for a := range sc.read {
 		b.args = append(b.args, a)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -22,6 +23,7 @@ type ContractSpec struct {
 	Name        string
 	Description string
 	Upstream    string
+	Credential  string // the upstream's credential its requests carry (upstreams.<name>.credentials); "" for its auth
 	SideEffect  bool
 	Cost        float64
 	Timeout     time.Duration
@@ -50,6 +52,7 @@ type Contract struct {
 	Name        string
 	Description string
 	Upstream    string
+	Credential  string // the upstream's credential its requests carry; "" for its auth (policy.Upstream.CredentialOf)
 	SideEffect  bool
 	Cost        float64
 	Timeout     time.Duration
@@ -62,7 +65,8 @@ type Contract struct {
 	// cut; empty for the catalogue's generic ones.
 	TruncationHint string
 
-	published json.RawMessage
+	published  json.RawMessage
+	errorRules []ErrorRuleSpec
 }
 
 // FieldError is a contract that does not compile. Field is the path of the
@@ -94,6 +98,7 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		Name:        spec.Name,
 		Description: spec.Description,
 		Upstream:    spec.Upstream,
+		Credential:  spec.Credential,
 		SideEffect:  spec.SideEffect,
 		Cost:        spec.Cost,
 		Timeout:     spec.Timeout,
@@ -148,6 +153,7 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		}
 		return nil, &FieldError{Field: "response", Msg: err.Error()}
 	}
+	c.errorRules = slices.Clone(spec.Response.Errors)
 	dedupes := spec.Idempotency.ForwardHeader != ""
 	for i, e := range spec.Response.Errors {
 		if msg := ruleRetryConflict(e, spec.SideEffect, dedupes); msg != "" {
@@ -170,6 +176,11 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 // PublishedSchema is the argument schema agents see: the contract's schema,
 // plus a required idempotency_key string for side-effecting tools.
 func (c *Contract) PublishedSchema() json.RawMessage { return c.published }
+
+// ErrorRules are the tool's errors rules as the policy wrote them, in
+// order (the first that matches an answer wins), for people to read: the
+// admin console lists them. The result must not be modified.
+func (c *Contract) ErrorRules() []ErrorRuleSpec { return c.errorRules }
 
 func publishSchema(s *Schema, sideEffect bool) (json.RawMessage, error) {
 	if !sideEffect {

@@ -598,8 +598,15 @@ func TestChineseMessagesHaveNoEnglish(t *testing.T) {
 	for _, p := range []Problem{ProblemIncomplete, ProblemQuery, ProblemScalar, ProblemSegment, ProblemRepeated, ProblemInvalid} {
 		outcomes = append(outcomes, ArgOutcome(&ArgError{Pointer: "/q", Problem: p, Got: "3"}))
 	}
-	// Argument names and values of the cases above.
-	names := regexp.MustCompile(`text/plain|\b(q|limit|lim|mode|one|id|tags|step|flag|obj|fast|slow|turbo|x+|y|Alice|yes|a|b|send|search)\b|\^\[a-z\]\+\$`)
+	// A legacy route's body (legacy_body.go).
+	outcomes = append(outcomes,
+		ArgOutcome(&ArgError{Problem: ProblemMediaType, Got: `"text/plain"`, Values: []string{`"application/json"`, `"multipart/form-data"`}}),
+		ArgOutcome(&ArgError{Problem: ProblemFormFields, Max: "1000"}), ArgOutcome(&ArgError{Problem: ProblemFormBoundary}),
+		ArgOutcome(&ArgError{Problem: ProblemFormSyntax, Got: `"multipart/form-data"`}), ArgOutcome(&ArgError{Problem: ProblemPartHeader, Max: "8192"}),
+		ArgOutcome(&ArgError{Pointer: "/q", Problem: ProblemNotText, Got: `"a"`}))
+	// Argument names and values of the cases above, and the media types
+	// and header words a legacy body's problems name.
+	names := regexp.MustCompile(`text/plain|application/json|multipart/form-data|Content-Type|\bboundary\b|\b(q|limit|lim|mode|one|id|tags|step|flag|obj|fast|slow|turbo|x+|y|Alice|yes|a|b|send|search)\b|\^\[a-z\]\+\$`)
 	rows := producedRows(zh)
 	for _, r := range rows {
 		outcomes = append(outcomes, r.o)

@@ -287,3 +287,25 @@ func TestRulesStopAtTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestContractKeepsItsErrorRulesAsWritten: ErrorRules lists the rules in
+// the policy's order and words, for the console.
+func TestContractKeepsItsErrorRulesAsWritten(t *testing.T) {
+	env, err := NewRuleEnv(RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := SideEffectNone
+	rules := []ErrorRuleSpec{
+		{When: `status == 200 && body.code == "E_NOPERM"`, Status: StatusForbidden},
+		{When: `status == 409`, Status: StatusBadArgs, SideEffect: &done},
+	}
+	c, err := Compile(env, ContractSpec{Name: "t", Upstream: "u", Args: map[string]any{"type": "object"}, Request: BindingSpec{Method: "GET", Path: "/t"}, Response: RulesSpec{Errors: rules}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.ErrorRules()
+	if len(got) != 2 || got[0].When != rules[0].When || got[1].Status != StatusBadArgs || *got[1].SideEffect != SideEffectNone {
+		t.Errorf("error rules %+v, want %+v", got, rules)
+	}
+}

@@ -28,7 +28,8 @@ type LegacyRequest struct {
 // ReadArgs reads a call's arguments back from a request on the tool's own
 // route: path placeholders, the query parameters and headers the binding
 // names (text coerced by the schema's types), and the body's members (a
-// JSON body by its objects and lists; a form body as text, coerced).
+// JSON body by its objects and lists; a form or multipart body as text,
+// coerced, whichever encoding the binding sends: legacy_body.go).
 // Query parameters the binding does not name are ignored (cache busters
 // and the like); body members it does not name are refused, since they
 // carry data the call would silently drop. maxDepth bounds the nesting
@@ -72,22 +73,45 @@ func (c *Contract) ReadArgs(req LegacyRequest, maxDepth int) (map[string]any, er
 		args[hf.leaf.arg] = val
 	}
 	body := bytes.TrimSpace(req.Body)
-	if len(body) == 0 {
+	if len(body) == 0 || !b.HasBody() {
 		return args, nil
 	}
-	switch {
-	case b.form != nil:
-		form, err := url.ParseQuery(string(body))
-		if err != nil {
-			return nil, &ArgError{Problem: ProblemInvalid, Detail: "the form body is not well formed"}
+	enc, boundary, err := b.legacyBodyEncoding(req.Header, body)
+	if err != nil {
+		return nil, err
+	}
+	fields := b.form
+	if fields == nil {
+		fields = b.bodyFields
+	}
+	switch enc {
+	case legacyForm, legacyMultipart:
+		var form url.Values
+		if enc == legacyForm {
+			form, err = readFormBody(body)
+		} else {
+			form, err = readMultipartBody(req.Body, boundary)
 		}
-		if err := readForm(b.form, form, schema, args, true, c.SideEffect); err != nil {
+		if err != nil {
 			return nil, err
 		}
-	case b.body != nil:
+		if err := readForm(fields, form, schema, args, true, c.SideEffect); err != nil {
+			return nil, err
+		}
+	default: // JSON
 		obj, err := DecodeArgs(body, maxDepth)
 		if err != nil {
 			return nil, err // an *ArgError naming what is wrong with the body
+		}
+		if b.form != nil {
+			form, err := jsonFormValues(b.form, obj)
+			if err != nil {
+				return nil, err
+			}
+			if err := readForm(b.form, form, schema, args, true, c.SideEffect); err != nil {
+				return nil, err
+			}
+			return args, nil
 		}
 		if c.SideEffect {
 			if key, ok := obj[IdempotencyKeyArg]; ok && !b.body.hasMember(IdempotencyKeyArg) {

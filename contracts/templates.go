@@ -9,12 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"text/template/parse"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/jsontape"
+	template "github.com/toolgate/toolgate/internal/texttemplate"
 )
 
 // maxTemplateBytes is how much a message template may write before it is
@@ -70,6 +70,7 @@ func trimPartialRune(b []byte) []byte {
 }
 
 // Templates are a tool's own words for what happened, one Go text/template
+// (internal/texttemplate: text/template without method calls)
 // per status or per reason, executed with .args (the arguments), .data
 // (the envelope data), .detail (the backend's words for a failure, from
 // response.error_detail) and .text (the answer as text). What to do next

@@ -70,7 +70,10 @@ type UpstreamAuth struct {
 	// used instead.
 	Scheme string
 	// Query is the query parameter an API key goes in; empty for a header.
-	Query  string
+	Query string
+	// Cookie is the cookie an API key goes in (Header is then Cookie, and
+	// the header's value NAME=key); empty for none.
+	Cookie string
 	OAuth2 *OAuth2Settings
 }
 

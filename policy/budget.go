@@ -45,6 +45,17 @@ type BudgetStore interface {
 	Refund(ctx context.Context, c BudgetCharge) error
 }
 
+// BudgetInspector is a BudgetStore that tells what a caller has spent of
+// its current window without spending, for the admin console. Both stores
+// are: the memory store per replica, the Redis store for all of them (one
+// read).
+type BudgetInspector interface {
+	// Spent returns the cost caller has spent in the current window of b,
+	// and how long until that window ends. Settings the compiler would
+	// refuse report nothing spent and no reset.
+	Spent(ctx context.Context, caller string, b BudgetSettings) (spent float64, resetIn time.Duration, err error)
+}
+
 // BudgetCharge is the outcome of BudgetStore.Spend, and what Refund needs to
 // give it back.
 type BudgetCharge struct {
@@ -129,6 +140,33 @@ func NewMemoryBudgets(now func() time.Time) *MemoryBudgets {
 		now = time.Now
 	}
 	return &MemoryBudgets{now: now, windows: make(map[string]memBudgetWindow)}
+}
+
+var _ BudgetInspector = (*MemoryBudgets)(nil)
+
+// Spent implements BudgetInspector.
+func (m *MemoryBudgets) Spent(_ context.Context, caller string, b BudgetSettings) (spent float64, resetIn time.Duration, err error) {
+	start, resetIn, ok := CurrentWindow(b, m.now())
+	if !ok {
+		return 0, 0, nil
+	}
+	m.mu.Lock()
+	w, found := m.windows[caller]
+	m.mu.Unlock()
+	if !found || w.start != start.UnixNano() {
+		return 0, resetIn, nil
+	}
+	return float64(w.spent) / 1e6, resetIn, nil
+}
+
+// CurrentWindow is the window of b that now falls in: its start and how
+// long until it ends; ok is false for settings the compiler would refuse.
+func CurrentWindow(b BudgetSettings, now time.Time) (start time.Time, resetIn time.Duration, ok bool) {
+	if _, err := checkBudget(b); err != nil {
+		return time.Time{}, 0, false
+	}
+	start, resetIn = budgetWindow(now, b.Per)
+	return start, resetIn, true
 }
 
 // PrepareSpend is what every store does before it counts: a charge that

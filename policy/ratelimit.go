@@ -123,6 +123,29 @@ func (r *RateLimiters) Take(_ context.Context, caller *Caller, tool string) (boo
 	return ok, wait, nil
 }
 
+// RateInspector is a RateLimiter that tells how full a bucket is without
+// taking a token, for the admin console. The memory RateLimiters is one;
+// the Redis limiters are not (the buckets live in Redis, shared by the
+// replicas), and the console says so.
+type RateInspector interface {
+	// Tokens returns the tokens bucket k holds now; used is false for a
+	// bucket no call has drawn from yet, which is full.
+	Tokens(k RateKey) (tokens float64, used bool)
+}
+
+var _ RateInspector = (*RateLimiters)(nil)
+
+// Tokens implements RateInspector.
+func (r *RateLimiters) Tokens(k RateKey) (tokens float64, used bool) {
+	r.mu.RLock()
+	b := r.buckets[k]
+	r.mu.RUnlock()
+	if b == nil {
+		return 0, false
+	}
+	return b.lim.TokensAt(r.now()), true
+}
+
 // RateFor returns the settings that limit a call of tool by caller and the
 // bucket they apply to; limited is false when nothing limits the call.
 func RateFor(caller *Caller, tool string) (s RateSettings, k RateKey, limited bool) {

@@ -32,6 +32,15 @@ type Snapshot struct {
 	Catalog   *contracts.Catalog
 	Checksum  string   // SHA-256 of the policy files' contents
 	Sources   []string // the files the policy was read from
+	// ToolOrigins says where each tool is defined (the admin console
+	// shows it); a tool compiled from no file has none.
+	ToolOrigins map[string]Origin
+}
+
+// Origin is where a policy entry is written: a file and a 1-based line.
+type Origin struct {
+	File string
+	Line int
 }
 
 // Tool returns the named tool's contract, or nil.
@@ -80,6 +89,19 @@ type Server struct {
 	// tool calls to plain-HTTP backends, UpstreamClientFast (toolgate's
 	// own HTTP/1.1 client, also for "") or UpstreamClientNetHTTP.
 	UpstreamClient string
+	// Console is server.console: the admin port's console at /ui/.
+	Console ConsoleSettings
+}
+
+// ConsoleSettings is server.console: the operator's console the admin
+// port serves at /ui/ (package console).
+type ConsoleSettings struct {
+	// Disabled turns the console off (console.enabled: false): /ui/ is
+	// then not found.
+	Disabled bool
+	// LiveCalls lets the console's playground call read-only tools for
+	// real; side-effecting tools never. Off by default.
+	LiveCalls bool
 }
 
 // The values of Server.UpstreamClient (server.upstream_client).
@@ -221,8 +243,15 @@ type Upstream struct {
 	HeaderSecrets []string
 	Breaker       BreakerSettings
 	Retries       RetrySettings
-	// Auth is the credential added to every request; nil for none.
+	// Auth is the upstream's default credential: added to every request of
+	// its passthrough routes and of the tools that name no credential;
+	// nil for none.
 	Auth *UpstreamAuth
+	// Credentials are the upstream's named credentials
+	// (upstreams.<name>.credentials): a tool that names one
+	// (tools.<name>.credential, contracts.Contract.Credential) sends it in
+	// place of Auth. Nil for none.
+	Credentials map[string]*UpstreamAuth
 	// TLS is an https:// upstream's private CA, client certificate and
 	// server name; nil for the system's roots and no client certificate.
 	TLS *TLSSettings
@@ -234,6 +263,16 @@ type Upstream struct {
 	// order): what the agent sent in them scopes a side-effecting call's
 	// idempotency key (IdentityScope).
 	IdentityHeaders []string
+}
+
+// CredentialOf returns the credential a tool that names credential sends:
+// the named one, or Auth for "". Nil for none (or a name the upstream does
+// not hold, which the loader refuses).
+func (u *Upstream) CredentialOf(credential string) *UpstreamAuth {
+	if credential == "" {
+		return u.Auth
+	}
+	return u.Credentials[credential]
 }
 
 // Access is the `access` section.

@@ -33,6 +33,9 @@ type AdminOptions struct {
 	// Learn serves GET /v1/learn (learning mode's summary and draft); nil
 	// disables it.
 	Learn http.Handler
+	// Console serves the operator's console under /ui/ (package console);
+	// nil disables it. It sits behind the same guard as every admin route.
+	Console http.Handler
 	// Server returns the server section of the policy in force: besides
 	// the names no DNS rebinding can send (see adminGuard), the admin port
 	// serves the host of its admin_listen address and the names of
@@ -41,8 +44,8 @@ type AdminOptions struct {
 }
 
 // AdminHandler returns the admin handler: /metrics, /healthz, /readyz,
-// POST /-/reload, GET /v1/config and GET /v1/learn, behind adminGuard. It
-// is served on its own port only.
+// POST /-/reload, GET /v1/config, GET /v1/learn and the console under
+// /ui/, behind adminGuard. It is served on its own port only.
 func AdminHandler(opts AdminOptions) http.Handler {
 	name, _ := os.Hostname()
 	g := &adminGuard{server: opts.Server, hostname: strings.ToLower(strings.TrimSuffix(name, "."))}
@@ -159,6 +162,10 @@ func adminMux(opts AdminOptions) *http.ServeMux {
 	}
 	if opts.Learn != nil {
 		mux.Handle("GET /v1/learn", opts.Learn)
+	}
+	if opts.Console != nil {
+		mux.Handle("/ui/", opts.Console)
+		mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	}
 	return mux
 }

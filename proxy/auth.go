@@ -12,9 +12,11 @@ import (
 
 // This file puts an upstream's credential (upstream.Auth) and the agent's
 // forwarded headers (forward_headers) in every request that reaches the
-// backend, whoever sends it: tool calls (upstreamRuntime.send),
-// passthrough routes (authTransport), and the requests Envoy sends under
-// toolgate extproc (Call.Backend, Passthrough.Decorate). A credential that
+// backend, whoever sends it: tool calls (upstreamRuntime.send), passthrough
+// routes (authTransport), and the requests Envoy sends under toolgate
+// extproc (Call.Backend, Passthrough.Decorate). A tool's requests carry the
+// credential it names (tool.auth: one of upstreams.<name>.credentials, or
+// auth for none); passthrough routes carry the upstream's auth. A credential that
 // cannot be had ends the call unsent, as `auth`.
 
 // authOutcome is the outcome of a call whose upstream credential could not
@@ -37,13 +39,13 @@ func (u *upstreamRuntime) forward(h, agent http.Header) {
 	}
 }
 
-// authorize puts the upstream's credential in req. When none can be had,
+// authorize puts the credential of auth (the tool's) in req. When none can be had,
 // ok is false and the attempt ends unsent: `auth` (upstream, retryable,
 // nothing happened; not a backend failure, so the breaker does not hear
 // of it), or `canceled` when the caller went away meanwhile; a is then
 // that attempt.
-func (u *upstreamRuntime) authorize(ctx context.Context, req *http.Request, a *attempt) (upstream.Credential, bool) {
-	cred, err := u.auth.Credential(ctx)
+func (u *upstreamRuntime) authorize(ctx context.Context, auth *upstream.Auth, req *http.Request, a *attempt) (upstream.Credential, bool) {
+	cred, err := auth.Credential(ctx)
 	if err != nil {
 		*a = u.authFailed(ctx)
 		return upstream.Credential{}, false
@@ -66,7 +68,7 @@ func (u *upstreamRuntime) authFailed(ctx context.Context) attempt {
 // ok=false carries the outcome that ends the call unsent.
 func (c *Core) credential(ctx context.Context, cl *Call) (upstream.Credential, contracts.Outcome, bool) {
 	up := cl.tool.upstream
-	cred, err := up.auth.Credential(ctx)
+	cred, err := cl.tool.auth.Credential(ctx)
 	if err != nil {
 		a := up.authFailed(ctx)
 		cl.upCode = string(a.outcome.Reason)

@@ -100,15 +100,21 @@ type state struct {
 type tool struct {
 	contract *contracts.Contract
 	upstream *upstreamRuntime
-	baseURL  url.URL // scheme and host of the upstream, path prefix trimmed
-	prefix   string
-	header   http.Header // static request headers
-	metrics  *toolMetrics
+	// auth is the credential the tool's requests carry: the one it names,
+	// or its upstream's auth (upstreamRuntime.authOf); nil for none.
+	auth    *upstream.Auth
+	baseURL url.URL // scheme and host of the upstream, path prefix trimmed
+	prefix  string
+	header  http.Header // static request headers
+	metrics *toolMetrics
 	// secrets are the needles of the ${VAR} values the tool's requests
 	// carry (its binding's, its upstream's headers'); red is the redactor
 	// of those and the upstream's credential (secrets.go).
 	secrets []redact.Needle
 	red     atomic.Pointer[redactor]
+	// live is what the admin console reads (live.go), carried over by
+	// name across reloads.
+	live *toolLive
 }
 
 // NewCore creates a core serving snap.
@@ -177,11 +183,24 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 	c.swapMu.Lock()
 	defer c.swapMu.Unlock()
 	prev := c.state.Load()
+	callers := policyCallers(snap)
+	// A tool's metric children carry over when its label values do not
+	// change; otherwise they are resolved again at its next call.
+	metricsOf := func(name string, old *toolMetrics) *toolMetrics {
+		if old != nil && slices.Equal(old.callers, callers) {
+			return old
+		}
+		return newToolMetrics(c.metrics, name, callers)
+	}
 	st := &state{
 		snap:      snap,
 		upstreams: make(map[string]*upstreamRuntime, len(snap.Upstreams)),
 		tools:     make(map[string]*tool, len(snap.Tools)),
-		unknown:   newToolMetrics(c.metrics, "unknown", snap),
+	}
+	if prev != nil {
+		st.unknown = metricsOf("unknown", prev.unknown)
+	} else {
+		st.unknown = metricsOf("unknown", nil)
 	}
 	uo := upstreamOptions{newRT: c.newRT, kind: snap.Server.UpstreamClient, env: upstream.Env{Now: c.now, Logger: c.logger}}
 	for name, cfg := range snap.Upstreams {
@@ -196,7 +215,16 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		if up == nil {
 			return fmt.Errorf("tool %s: upstream %q is not defined", name, contract.Upstream)
 		}
-		t := &tool{contract: contract, upstream: up, metrics: newToolMetrics(c.metrics, name, snap)}
+		var oldMetrics *toolMetrics
+		if prev != nil && prev.tools[name] != nil {
+			oldMetrics = prev.tools[name].metrics
+		}
+		t := &tool{contract: contract, upstream: up, auth: up.authOf(contract.Credential), metrics: metricsOf(name, oldMetrics)}
+		if prev != nil && prev.tools[name] != nil {
+			t.live = prev.tools[name].live
+		} else {
+			t.live = new(toolLive)
+		}
 		t.baseURL = url.URL{Scheme: up.cfg.URL.Scheme, Host: up.cfg.URL.Host}
 		t.prefix = strings.TrimSuffix(up.cfg.URL.Path, "/")
 		t.header = staticHeader(up.cfg.Headers, contract.Binding, c.version)
@@ -216,8 +244,16 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		for name, up := range prev.upstreams {
 			if next := st.upstreams[name]; next == nil || next.client != up.client {
 				up.closeIdle()
-			} else if next.auth != up.auth {
-				up.auth.CloseIdle() // the old token endpoint client
+			} else {
+				// The old token endpoint clients.
+				if next.auth != up.auth {
+					up.auth.CloseIdle()
+				}
+				for name, a := range up.creds {
+					if next.creds[name] != a {
+						a.CloseIdle()
+					}
+				}
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/policy"
+	"github.com/toolgate/toolgate/proxy/redact"
 	"github.com/toolgate/toolgate/proxy/toolformats"
 	"github.com/toolgate/toolgate/proxy/upstream"
 )
@@ -38,7 +39,8 @@ import (
 //     the saved answer would answer it the same way.
 //   - The upstream's credential is a mask, put where the real one goes
 //     (maskedAuth): the request shows where the secret goes, never the
-//     secret, and no token is fetched.
+//     secret, and no token is fetched. A tool that names a credential
+//     (upstreams.<name>.credentials) shows that one's mask.
 
 // DryRun is one call to try without a backend.
 type DryRun struct {
@@ -93,15 +95,21 @@ const maskedSecret = "***"
 // Try runs one call of snap's tool through the whole pipeline against a
 // recorder instead of the backend (see DryRun). snap is not modified.
 func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, error) {
+	return try(ctx, snap, d, nil)
+}
+
+// try is Try, with secrets besides the tool's own to clear from the
+// answer (View.Try).
+func try(ctx context.Context, snap *policy.Snapshot, d DryRun, secrets []redact.Needle) (*DryRunResult, error) {
 	dry := *snap
 	dry.Upstreams = make(map[string]*policy.Upstream, len(snap.Upstreams))
-	auths := make(map[string]*policy.UpstreamAuth, len(snap.Upstreams))
+	auths := make(map[string]*policy.Upstream, len(snap.Upstreams))
 	for name, up := range snap.Upstreams {
 		cp := *up
 		cp.Retries.Attempts = 1
 		// The Core makes no credential runtime (no token source, no file
-		// watch); the mask takes its place below.
-		auths[name], cp.Auth = cp.Auth, nil
+		// watch); the masks take their place below.
+		auths[name], cp.Auth, cp.Credentials = up, nil, nil
 		dry.Upstreams[name] = &cp
 	}
 	rec := &dryBackend{answer: d.Answer}
@@ -116,7 +124,17 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 	defer c.Close()
 	v := c.View()
 	for name, up := range v.st.upstreams {
-		up.auth = maskedAuth(auths[name])
+		cfg := auths[name]
+		up.auth = maskedAuth(cfg.Auth)
+		for cname, a := range cfg.Credentials {
+			if up.creds == nil {
+				up.creds = map[string]*upstream.Auth{}
+			}
+			up.creds[cname] = maskedAuth(a)
+		}
+	}
+	for _, t := range v.st.tools {
+		t.auth = t.upstream.authOf(t.contract.Credential)
 	}
 	out := &DryRunResult{}
 	body := d.Args
@@ -124,6 +142,10 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 		body = []byte{}
 	}
 	if t := v.st.tools[d.Tool]; t != nil {
+		if len(secrets) > 0 {
+			t.secrets = append(slices.Clip(t.secrets), secrets...)
+			t.red.Store(nil) // made again, with them, on first use
+		}
 		out.Upstream = t.contract.Upstream
 		body = toolformats.NullArgs(t.contract, body) // as the HTTP front reads them
 	}
@@ -147,7 +169,7 @@ func Try(ctx context.Context, snap *policy.Snapshot, d DryRun) (*DryRunResult, e
 
 // maskedAuth is an upstream credential that puts a mask where the secret
 // goes: "Basic ***", "Bearer ***", an API key's "***" (after its scheme,
-// if any), or for OAuth2 "Bearer *** (oauth2 token from TOKEN_URL)". Nil
+// if any, or its cookie's name), or for OAuth2 "Bearer *** (oauth2 token from TOKEN_URL)". Nil
 // for an upstream without auth.
 func maskedAuth(a *policy.UpstreamAuth) *upstream.Auth {
 	if a == nil {
@@ -159,6 +181,8 @@ func maskedAuth(a *policy.UpstreamAuth) *upstream.Auth {
 		mask = "Bearer " + maskedSecret + " (oauth2 token from " + a.OAuth2.TokenURL + ")"
 	case a.Scheme != "":
 		mask = a.Scheme + " " + maskedSecret
+	case a.Cookie != "":
+		mask = a.Cookie + "=" + maskedSecret
 	}
 	return upstream.NewStaticAuth(a.Header, a.Query, mask)
 }

@@ -15,7 +15,8 @@ import (
 // the log line. It is the only place that does.
 func (c *Core) finish(ctx context.Context, cl *Call, o *contracts.Outcome) *Result {
 	st := cl.st
-	res := &Result{Reason: o.Reason, RetryLater: o.RetryLater(), always200: st.snap.Server.HTTPStatus == policy.HTTPStatusAlways200}
+	res := &Result{Reason: o.Reason, RetryLater: o.RetryLater(), always200: st.snap.Server.HTTPStatus == policy.HTTPStatusAlways200,
+		unsupportedMedia: unsupportedMedia(o)}
 	env := &res.Envelope
 	if cl.replay != nil {
 		// The stored envelope answers, as this call: its own call_id, no
@@ -58,14 +59,19 @@ func (c *Core) finish(ctx context.Context, cl *Call, o *contracts.Outcome) *Resu
 	return res
 }
 
-// record counts the call and writes its log line.
+// record counts the call, keeps it among its tool's recent outcomes
+// (live.go) and writes its log line.
 func (c *Core) record(ctx context.Context, cl *Call, res *Result) {
 	metrics := cl.st.unknown
 	if cl.tool != nil {
 		metrics = cl.tool.metrics
 	}
-	elapsed := c.now().Sub(cl.start)
+	end := c.now()
+	elapsed := end.Sub(cl.start)
 	metrics.record(res.Envelope.Status, cl.caller, elapsed, res.Envelope.Cost)
+	if cl.tool != nil {
+		cl.tool.live.recordRecent(cl, &res.Envelope, res.Reason, end, elapsed)
+	}
 	if c.logger.Enabled(ctx, slog.LevelInfo) || len(cl.diags) > 0 && c.logger.Enabled(ctx, slog.LevelWarn) {
 		c.log(ctx, cl, res, elapsed)
 	}
@@ -236,4 +242,13 @@ func (cl *Call) metricsName() string {
 		return "unknown"
 	}
 	return cl.tool.contract.Name
+}
+
+// unsupportedMedia reports whether the outcome refuses the request body's
+// media type alone, which an HTTP front answers with 415 rather than 400
+// (render.go): the tool endpoint for a body that is not JSON, a
+// transparent route for one that is neither JSON nor a form.
+func unsupportedMedia(o *contracts.Outcome) bool {
+	return o.Reason == contracts.ReasonBadJSON && o.Args != nil && len(o.Args.List) == 1 &&
+		o.Args.List[0].Problem == contracts.ProblemMediaType
 }

@@ -59,9 +59,9 @@ func (c *Core) serveCall(w http.ResponseWriter, r *http.Request, v View) {
 	case !jsonBody(r):
 		// A body a web page can send without asking first (text/plain, a
 		// form) is not a call: nothing runs, the answer is 415.
+		// (Result.head answers it with 415.)
 		got, _ := json.Marshal(mediaType(r))
 		req.Invalid = &contracts.ArgError{Problem: contracts.ProblemMediaType, Got: string(got)}
-		w = statusRewriter{ResponseWriter: w, from: http.StatusBadRequest, to: http.StatusUnsupportedMediaType}
 	default:
 		body = v.NullArgs(tool, body)
 	}
@@ -105,20 +105,6 @@ func jsonBody(r *http.Request) bool {
 // lower case, parameters dropped), as a browser judges it when it decides
 // whether a request needs a preflight; "" without the header.
 func mediaType(r *http.Request) string { return headerMediaType(r.Header) }
-
-// statusRewriter writes status to instead of from: the envelope stays the
-// core's, the status says more (415 for a body that is not JSON).
-type statusRewriter struct {
-	http.ResponseWriter
-	from, to int
-}
-
-func (w statusRewriter) WriteHeader(code int) {
-	if code == w.from {
-		code = w.to
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
 
 // serveList answers GET /v1/tools: the tools the caller may use, in
 // toolgate's shape or, with ?format=, in the shape of a model API

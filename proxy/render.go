@@ -55,7 +55,7 @@ func (r *Result) head(h http.Header) int {
 	if r.always200 {
 		return http.StatusOK
 	}
-	return contracts.MappedHTTP(r.Reason, r.Envelope.Status, r.RetryLater)
+	return r.HTTPStatus()
 }
 
 // outPool recycles the buffers envelopes are rendered into.

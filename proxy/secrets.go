@@ -9,7 +9,8 @@ import (
 
 // This file decides which secrets a call has, for package redact to find
 // and replace in what the backend answered (DESIGN section 1, "Secrets"):
-// the tool's ${VAR} values and its upstream's credential (tool.redactor),
+// the tool's ${VAR} values and its upstream's credentials, every one of
+// them whichever the call sent (tool.redactor),
 // and the credentials the agent sent in the headers the call forwards
 // (Call.identityMatcher). The answer is redacted once, before anything
 // reads it (Core.redactAnswer, called by the send and by Call.Finish).
@@ -43,13 +44,43 @@ func (u *upstreamRuntime) identityMatcher(name, value string) *redact.Matcher {
 	return mt
 }
 
+// credentialGen is the generation of the upstream's credentials' secrets
+// (auth's and every named credential's): it changes whenever one of them
+// takes a new value.
+func (u *upstreamRuntime) credentialGen() uint64 {
+	_, gen := u.auth.Secrets().Current()
+	for _, a := range u.creds {
+		_, g := a.Secrets().Current()
+		gen += g
+	}
+	return gen
+}
+
+// credentialNeedles are the needles of every credential of the upstream:
+// auth's and every named credential's, whichever one a call sends, since
+// a backend may echo any of them (a client token's answer listing the
+// application tokens).
+func (u *upstreamRuntime) credentialNeedles() []redact.Needle {
+	ns, _ := u.auth.Secrets().Current()
+	if len(u.creds) == 0 {
+		return ns
+	}
+	ns = slices.Clip(ns)
+	for _, a := range u.creds {
+		more, _ := a.Secrets().Current()
+		ns = append(ns, more...)
+	}
+	return ns
+}
+
 // redactor returns the tool's redactor: its own secrets and its
-// upstream's credential, made again when the credential took a new value.
+// upstream's credentials, made again when a credential took a new value.
 func (t *tool) redactor() *redactor {
-	ns, gen := t.upstream.auth.Secrets().Current()
+	gen := t.upstream.credentialGen()
 	if r := t.red.Load(); r != nil && r.gen == gen {
 		return r
 	}
+	ns := t.upstream.credentialNeedles()
 	all := slices.Clip(t.secrets)
 	for _, n := range ns {
 		if !slices.ContainsFunc(all, func(o redact.Needle) bool { return o.Text() == n.Text() }) {
@@ -117,17 +148,16 @@ func (c *Core) redactAnswer(cl *Call, a *attempt) {
 		n += redact.Header(&a.header, set, extra)
 	}
 	if n > 0 {
-		t.metrics.redacted.Add(float64(n))
+		t.metrics.redacted(n)
 	}
 }
 
 // passthroughMatcher finds the secrets a passthrough exchange may hold,
-// for the copy learning mode keeps of it: the upstream's credential and
+// for the copy learning mode keeps of it: the upstream's credentials and
 // header values, and every credential header the agent sent (a
 // passthrough route forwards the agent's headers). Nil for none.
 func passthroughMatcher(up *upstreamRuntime, agent http.Header) *redact.Matcher {
-	ns, _ := up.auth.Secrets().Current()
-	out := append(slices.Clip(up.headerSecrets), ns...)
+	out := append(slices.Clip(up.headerSecrets), up.credentialNeedles()...)
 	for name, vs := range agent {
 		if redact.IdentityHeader(name) {
 			for _, v := range vs {

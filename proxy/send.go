@@ -103,7 +103,7 @@ func (c *Core) attempt(ctx context.Context, cl *Call) bool {
 	sentAt := c.observeStart()
 	a := &cl.att
 	*a = attempt{}
-	up.send(actx, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now, &cl.rep, a)
+	up.send(actx, t.auth, req, cl.st.snap.Server.MaxResponseBytes, ct.SideEffect, ct.Idempotency.ForwardHeader != "", c.now, &cl.rep, a)
 	up.bulk.Release(cl.caller)
 	done.Done(a.verdict)
 	c.redactAnswer(cl, a)

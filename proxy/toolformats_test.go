@@ -129,6 +129,14 @@ func TestToolListFormatsTakeEachAPIsShape(t *testing.T) {
 			checkStrictSchema(t, fn["name"].(string), fn["parameters"].(map[string]any), "", 0)
 			return fn["name"].(string)
 		}},
+		{"openai-responses", []string{"profile.update"}, func(t *testing.T, e map[string]any) string {
+			return checkResponsesEntry(t, e, false)
+		}},
+		{"openai-responses-strict", []string{"conditional", "free_form", "profile.update"}, func(t *testing.T, e map[string]any) string {
+			name := checkResponsesEntry(t, e, true)
+			checkStrictSchema(t, name, e["parameters"].(map[string]any), "", 0)
+			return name
+		}},
 		{"anthropic", []string{"profile.update"}, func(t *testing.T, e map[string]any) string {
 			for _, k := range keysOf(e) {
 				if k != "name" && k != "description" && k != "input_schema" {
@@ -191,6 +199,25 @@ func TestToolListFormatsTakeEachAPIsShape(t *testing.T) {
 			}
 		})
 	}
+	t.Run("the Responses entries are the Chat Completions functions, flat", func(t *testing.T) {
+		for _, pair := range [][2]string{{"openai", "openai-responses"}, {"openai-strict", "openai-responses-strict"}} {
+			_, chat := getTools(t, env, pair[0])
+			_, responses := getTools(t, env, pair[1])
+			chatEntries, respEntries := decodeEntries(t, chat["tools"]), decodeEntries(t, responses["tools"])
+			if len(chatEntries) != len(respEntries) {
+				t.Fatalf("%s lists %d tools, %s %d", pair[0], len(chatEntries), pair[1], len(respEntries))
+			}
+			for i, ce := range chatEntries {
+				want := map[string]any{"type": "function", "strict": pair[1] == "openai-responses-strict"}
+				for k, v := range ce["function"].(map[string]any) {
+					want[k] = v
+				}
+				if !jsonEqual(want, respEntries[i]) {
+					t.Errorf("%s entry\n got  %v\n want %v", pair[1], respEntries[i], want)
+				}
+			}
+		}
+	})
 	t.Run("an unknown format is a 400 that lists the formats", func(t *testing.T) {
 		code, m := getTools(t, env, "gemini")
 		if code != http.StatusBadRequest || !strings.Contains(string(m["error"]), "openai-strict") {
@@ -249,6 +276,31 @@ func checkOpenAIEntry(t *testing.T, e map[string]any, strict bool) map[string]an
 		t.Errorf("%s: parameters carry $schema", name)
 	}
 	return fn
+}
+
+// checkResponsesEntry checks a Responses API function tool against the
+// JSON Schema written from its reference (testdata), and that it carries
+// the tool's own name, description and strictness, and returns the name.
+func checkResponsesEntry(t *testing.T, e map[string]any, strict bool) string {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	sch, err := c.Compile("testdata/openai-responses-function-tool.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(e)
+	inst, _ := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err := sch.Validate(inst); err != nil {
+		t.Errorf("not a Responses API function tool: %v\n%s", err, raw)
+	}
+	name, _ := e["name"].(string)
+	if e["strict"] != strict {
+		t.Errorf("%s: strict = %v, want %v (the Responses API defaults to true)", name, e["strict"], strict)
+	}
+	if _, ok := e["parameters"].(map[string]any)["$schema"]; ok {
+		t.Errorf("%s: parameters carry $schema", name)
+	}
+	return name
 }
 
 // checkStrictSchema checks the subset OpenAI's strict mode takes: every

@@ -36,7 +36,12 @@ type upstreamRuntime struct {
 	breaker *policy.Breaker
 	bulk    *upstream.Bulkhead
 	codes   upstreamCodes
-	auth    *upstream.Auth // nil: no credential
+	// auth is the default credential (upstreams.<name>.auth), of the
+	// passthrough routes and the tools that name none; nil for none. creds
+	// are the named ones (upstreams.<name>.credentials), each with its own
+	// secrets and OAuth2 token cache.
+	auth  *upstream.Auth
+	creds map[string]*upstream.Auth
 	// headerSecrets are the needles of the ${VAR} values in the static
 	// headers; identity are the forward_headers that carry credentials
 	// (secrets.go).
@@ -106,6 +111,16 @@ func newUpstream(cfg *policy.Upstream, m *Metrics, prev *upstreamRuntime, o upst
 	} else {
 		u.auth = upstream.NewAuth(cfg.Name, cfg.Auth, o.env)
 	}
+	for name, a := range cfg.Credentials {
+		if u.creds == nil {
+			u.creds = make(map[string]*upstream.Auth, len(cfg.Credentials))
+		}
+		if prev != nil && prev.creds[name] != nil && prev.cfg.Credentials[name].Equal(a) {
+			u.creds[name] = prev.creds[name] // its cached token survives too
+		} else {
+			u.creds[name] = upstream.NewAuth(cfg.Name+" credential "+name, a, o.env)
+		}
+	}
 	if prev != nil && prev.cfg.Breaker == cfg.Breaker {
 		u.breaker = prev.breaker
 	} else {
@@ -152,13 +167,26 @@ func (u *upstreamRuntime) closeIdle() {
 	}
 	u.client.CloseIdleConnections()
 	u.auth.CloseIdle()
+	for _, a := range u.creds {
+		a.CloseIdle()
+	}
+}
+
+// authOf is the credential of the tools that name credential: a named
+// one, or auth for "" (policy.Upstream.CredentialOf).
+func (u *upstreamRuntime) authOf(credential string) *upstream.Auth {
+	if credential == "" {
+		return u.auth
+	}
+	return u.creds[credential]
 }
 
 func sameTransport(a, b *policy.Upstream) bool {
 	return a.URL.String() == b.URL.String() && a.MaxConcurrent == b.MaxConcurrent && a.TLS.Equal(b.TLS)
 }
 
-// send performs one attempt of toolgate's own send: the credential, then
+// send performs one attempt of toolgate's own send: the credential (auth,
+// the tool's), then
 // the upstream's client, whose report r is classified into a (classify.go).
 // It never returns an error: every failure is the attempt's outcome.
 //
@@ -167,8 +195,8 @@ func sameTransport(a, b *policy.Upstream) bool {
 // is harmless: the tool is read-only, or the backend dedupes on the key
 // forwarded to it. Whatever the HTTP method: a side-effecting tool bound to
 // GET acts as surely as one bound to POST.
-func (u *upstreamRuntime) send(ctx context.Context, req *http.Request, maxBody int64, sideEffect, dedupes bool, now func() time.Time, r *upstream.Report, a *attempt) {
-	cred, ok := u.authorize(ctx, req, a)
+func (u *upstreamRuntime) send(ctx context.Context, auth *upstream.Auth, req *http.Request, maxBody int64, sideEffect, dedupes bool, now func() time.Time, r *upstream.Report, a *attempt) {
+	cred, ok := u.authorize(ctx, auth, req, a)
 	if !ok {
 		return
 	}
@@ -179,6 +207,6 @@ func (u *upstreamRuntime) send(ctx context.Context, req *http.Request, maxBody i
 		u.failed(ctx, r, sideEffect, dedupes, a)
 		return
 	}
-	u.auth.Answered(cred, r.Status)
+	auth.Answered(cred, r.Status)
 	u.answered(ctx, r, sideEffect, dedupes, now, a)
 }

@@ -263,7 +263,7 @@ func TestNothingWrittenIsNothingDone(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, "http://backend.test/w", strings.NewReader(`{"n":"x"}`))
 	var a attempt
 	var r upstream.Report
-	u.send(context.Background(), req, 1<<20, true, false, time.Now, &r, &a)
+	u.send(context.Background(), u.auth, req, 1<<20, true, false, time.Now, &r, &a)
 	if a.sent || a.outcome.Effect != contracts.SideEffectNone || !a.outcome.Retryable || b.Requests() != 0 {
 		t.Errorf("attempt %+v sent=%v after %d backend requests, want nothing sent, none, retryable", a.outcome, a.sent, b.Requests())
 	}

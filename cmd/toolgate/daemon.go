@@ -19,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolgate/toolgate/config"
+	"github.com/toolgate/toolgate/console"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/policy/redisstate"
 	"github.com/toolgate/toolgate/proxy"
@@ -147,8 +148,11 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 		core:     core,
 		registry: reg,
 		reloader: config.NewReloader(snap, config.ReloaderOptions{
-			Source:  opts.source,
-			Swap:    core.Swap,
+			Source: opts.source,
+			Swap: func(snap *policy.Snapshot) error {
+				defer releaseLoadGarbage()
+				return core.Swap(snap)
+			},
 			Metrics: config.ReloadMetrics{Reloads: m.ConfigReloads, LastReloadSuccessful: m.ConfigLastReloadOK, Generation: m.ConfigGeneration},
 			Logger:  opts.logger,
 		}),
@@ -166,6 +170,7 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 		Reload:   d.reloader.Reload,
 		Config:   d.configInfo,
 		Learn:    lg.handler(),
+		Console:  console.New(console.Options{Core: core, Reloader: d.reloader, Learner: lg.summaries(), Logger: opts.logger}),
 		Server:   func() *policy.Server { return &d.core.Snapshot().Server },
 	}), opts.logger)
 	return d, nil
@@ -246,6 +251,7 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 		d.watcher = nil // Run closes it
 		wg.Go(func() { w.Run(triggers, func() { _ = d.reloader.Reload() }) })
 	}
+	releaseLoadGarbage()
 	cur := d.reloader.Current().Snapshot
 	d.logger.Info(d.name+" started", "version", version, "listen", d.frontAddr(), "admin", d.adminAddr(),
 		"tools", len(cur.Tools), "checksum", cur.Checksum, "watch", w != nil)

@@ -121,6 +121,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 			urls[b.name] = "http://" + addr
 		}
 	}
+	shipped := doc
 	doc, err = demoPolicy(doc, demoSettings{
 		listen:      cmp.Or(o.listen, addrs.listen),
 		admin:       cmp.Or(o.admin, addrs.admin),
@@ -136,6 +137,9 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) int {
 		printLoadError(stderr, err)
 		return 1
 	}
+	// The demo runs its edit of the file; the console names the lines of
+	// the file as shipped.
+	snap.ToolOrigins = toolLines(name, shipped)
 	d, err := newDaemon(snap, daemonOptions{name: "toolgate demo", logger: logger, front: newAgentFront, grace: 5 * time.Second})
 	if err != nil {
 		fmt.Fprintf(stderr, "toolgate demo: %v\n", err)
@@ -229,6 +233,10 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 	if s.transparent {
 		yamledit.Set(server, "transparent", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	}
+	// The demo's backends are its own: the console may call its read-only
+	// tools (server.console.live_calls).
+	cons := yamledit.Ensure(server, "console", yaml.MappingNode)
+	yamledit.Set(cons, "live_calls", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 	for name, u := range s.upstreams {
 		up := yamledit.MappingValue(yamledit.MappingValue(top, "upstreams"), name)
 		if up == nil || up.Kind != yaml.MappingNode {
@@ -239,8 +247,27 @@ func demoPolicy(doc []byte, s demoSettings) ([]byte, error) {
 	return yaml.Marshal(&root)
 }
 
+// toolLines says at which line of doc (the policy file name) each tool is
+// defined.
+func toolLines(name string, doc []byte) map[string]policy.Origin {
+	var root yaml.Node
+	out := map[string]policy.Origin{}
+	if yaml.Unmarshal(doc, &root) != nil || len(root.Content) != 1 {
+		return out
+	}
+	tools := yamledit.MappingValue(root.Content[0], "tools")
+	if tools == nil || tools.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(tools.Content); i += 2 {
+		out[tools.Content[i].Value] = policy.Origin{File: name, Line: tools.Content[i].Line}
+	}
+	return out
+}
+
 func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 	fmt.Fprintf(w, "toolgate demo: agents call http://%s, metrics on http://%s/metrics\n", agent, admin)
+	fmt.Fprintf(w, "console: http://%s/ui/ (the tools, live state and a playground)\n", admin)
 	fmt.Fprintf(w, "backends: search %s, notify %s\n\n", snap.Upstreams["search"].URL, snap.Upstreams["notify"].URL)
 	fmt.Fprintf(w, "# list the tools\ncurl -s http://%s/v1/tools\n\n", agent)
 	for _, c := range demoCalls() {
@@ -256,6 +283,7 @@ func printDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 // for the side-effecting one, so every row of the status table can be seen.
 func printFaultsDemo(w io.Writer, agent, admin string, snap *policy.Snapshot) {
 	fmt.Fprintf(w, "toolgate demo -faults: agents call http://%s, metrics on http://%s/metrics\n", agent, admin)
+	fmt.Fprintf(w, "console: http://%s/ui/ (the tools, live state and a playground)\n", admin)
 	fmt.Fprintf(w, "fault backend: %s (a call without \"fault\" meets the seeded random schedule)\n\n", snap.Upstreams["faulty"].URL)
 	fmt.Fprintf(w, "# a random fault\ncurl -s -X POST http://%s/v1/tools/lookup -d '{\"q\":\"go\"}'\n\n", agent)
 	for i, k := range examples.FaultKinds() {

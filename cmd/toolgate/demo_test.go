@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/examples"
 )
 
 // lockedBuffer is a bytes.Buffer the demo writes while the test reads.
@@ -411,5 +413,31 @@ func TestDemoRefusesStrayArguments(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := run([]string{"demo", "now"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), `unexpected argument "now"`) {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestDemoNamesTheLinesOfTheShippedPolicy: the demo runs an edit of the
+// example policies, and the console names the tools' lines in the files
+// as they are.
+func TestDemoNamesTheLinesOfTheShippedPolicy(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		doc  []byte
+	}{
+		{"examples/policy.yaml", examples.Policy()},
+		{"examples/faults.yaml", examples.FaultsPolicy()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			lines := strings.Split(string(c.doc), "\n")
+			got := toolLines(c.name, c.doc)
+			if len(got) == 0 {
+				t.Fatal("no tools found")
+			}
+			for tool, at := range got {
+				if at.File != c.name || at.Line < 1 || strings.TrimSpace(lines[at.Line-1]) != tool+":" {
+					t.Errorf("%s at %s:%d, which reads %q", tool, at.File, at.Line, lines[at.Line-1])
+				}
+			}
+		})
 	}
 }

@@ -117,6 +117,15 @@ func (lg *learning) observer() proxy.Observer {
 	return lg.learner
 }
 
+// summaries is the learner, for the console; nil when learning mode is
+// off.
+func (lg *learning) summaries() *learn.Learner {
+	if lg == nil {
+		return nil
+	}
+	return lg.learner
+}
+
 // close stops the periodic save and saves the summary a last time.
 func (lg *learning) close() {
 	if lg == nil {

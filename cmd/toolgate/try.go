@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -235,11 +234,6 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// minMaskedEnv is the length from which a ${VAR} value is masked in try's
-// output. Shorter values (a region, a version, a flag) are no secrets, and
-// replacing them would garble the output.
-const minMaskedEnv = 4
-
 // envValues records the ${VAR} values a policy read, to mask them.
 type envValues map[string]string
 
@@ -255,72 +249,12 @@ func (e envValues) recording(lookup func(string) (string, bool)) func(string) (s
 	}
 }
 
-// toolgateHeaders are the header fields toolgate writes itself, whatever
-// the policy says (with the default values of staticHeader, in
-// proxy/core.go): no ${VAR} value is masked in them, so that a variable
-// whose value is "toolgate" or "application/json" does not mask them.
-var toolgateHeaders = map[string]bool{
-	"Content-Length": true, "X-Request-Id": true, "User-Agent: toolgate/" + version: true,
-	"Accept: application/json": true, "Content-Type: application/json": true,
-	"Content-Type: application/x-www-form-urlencoded": true,
-}
-
-// maskRequest masks the ${VAR} values in a dry run's URL and request (see
-// mask): in the request target, the header values (but toolgate's own
-// fields, toolgateHeaders) and the body. The answer is not masked: it is
-// the envelope the agent gets, which never holds a secret toolgate has.
+// maskRequest masks the ${VAR} values in a dry run's URL and request as
+// ${VAR} (proxy.MaskRequest).
 func (e envValues) maskRequest(url string, req []byte) (string, []byte) {
-	head, body, _ := strings.Cut(string(req), "\n\n")
-	lines := strings.Split(head, "\n")
-	if method, rest, ok := strings.Cut(lines[0], " "); ok {
-		if target, proto, ok := strings.Cut(rest, " "); ok {
-			lines[0] = method + " " + e.mask(target) + " " + proto
-		}
-	}
-	for i, l := range lines[1:] {
-		name, value, ok := strings.Cut(l, ": ")
-		if !ok || toolgateHeaders[name] || toolgateHeaders[l] {
-			continue
-		}
-		lines[i+1] = name + ": " + e.mask(value)
-	}
-	return e.mask(url), []byte(strings.Join(lines, "\n") + "\n\n" + e.mask(body))
-}
-
-// mask replaces every value read from ${VAR} (of minMaskedEnv bytes or
-// more) with ${VAR} in s: as written, and as JSON, a URL path and a query
-// or form encode it. The longest values go first, so a value that holds
-// another is masked whole.
-func (e envValues) mask(s string) string {
-	type pair struct{ from, to string }
-	var pairs []pair
+	masks := make([]proxy.SecretMask, 0, len(e))
 	for name, v := range e {
-		if len(v) < minMaskedEnv {
-			continue
-		}
-		quoted, _ := json.Marshal(v)
-		var plain bytes.Buffer
-		enc := json.NewEncoder(&plain)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(v)
-		forms := []string{v, string(quoted[1 : len(quoted)-1]), strings.TrimSpace(plain.String()), url.PathEscape(v), url.QueryEscape(v)}
-		forms[2] = forms[2][1 : len(forms[2])-1]
-		for _, f := range forms {
-			pairs = append(pairs, pair{f, "${" + name + "}"})
-		}
+		masks = append(masks, proxy.SecretMask{Value: v, As: "${" + name + "}"})
 	}
-	if len(pairs) == 0 {
-		return s
-	}
-	slices.SortFunc(pairs, func(a, b pair) int {
-		if d := len(b.from) - len(a.from); d != 0 {
-			return d
-		}
-		return strings.Compare(a.from, b.from)
-	})
-	args := make([]string, 0, 2*len(pairs))
-	for _, p := range pairs {
-		args = append(args, p.from, p.to)
-	}
-	return strings.NewReplacer(args...).Replace(s)
+	return proxy.MaskRequest(url, req, masks, version)
 }

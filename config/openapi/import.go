@@ -51,9 +51,17 @@
 // operation instead gets the suggestion to forward toolgate's key with
 // idempotency.forward_header.
 //
-// Credentials. The first security scheme the operations require becomes
-// the upstream's auth block with ${VAR} secrets (see draftAuth); Draft.Env
-// names the variables, which toolgate check needs set.
+// Credentials. Each operation sends the first alternative of its security
+// requirement (its own, or the document's) that toolgate supports: an API
+// key in a header, the query or a cookie, HTTP basic or bearer, OAuth2
+// client credentials (other OAuth2 flows as a bearer token obtained out of
+// band); a comment says when there were others. One scheme that serves
+// every operation is the upstream's auth; operations that need different
+// ones, or some none, get named credentials (upstreams.<name>.credentials,
+// named from their schemes) and each tool names its own (credential). An
+// operation without a requirement sends none. Secrets are ${VAR}s named
+// from the scheme (see draftAuth); Draft.Env names the variables, which
+// toolgate check needs set.
 //
 // Side effects. POST, PUT, PATCH and DELETE get side_effect: true, which
 // makes toolgate require an idempotency key and run the call at most once

@@ -87,12 +87,16 @@ func (b *builder) render(tools []*toolDraft, skipped []Skipped) ([]byte, error) 
 	}
 	root.Content = append(root.Content, toolsKey, toolsVal)
 
-	if b.auth.block != nil {
+	if b.auth.any() {
 		// toolgate refuses to lend a credential to callers it cannot
 		// identify unless the policy says so (docs/policy.md, access).
 		accessKey := policydoc.String("access")
+		what, them := "the credential", "it"
+		if len(b.auth.named) > 0 {
+			what, them = "the credentials", "them"
+		}
 		accessKey.HeadComment = policydoc.Comment([]string{
-			fmt.Sprintf("toolgate sends the credential of %s in place of any a caller sends, for every caller it serves. TODO: list your callers in access.callers and set access.default: deny, or forward each caller's own credential (forward_headers) instead of auth; until then this line says that anyone who reaches toolgate may use it:", b.upstream),
+			fmt.Sprintf("toolgate sends %s of %s in place of any a caller sends, for every caller it serves. TODO: list your callers in access.callers and set access.default: deny, or forward each caller's own credential (forward_headers) instead of auth; until then this line says that anyone who reaches toolgate may use %s:", what, b.upstream, them),
 		}, 0)
 		shared := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle, Content: []*yaml.Node{policydoc.String(b.upstream)}}
 		root.Content = append(root.Content, accessKey, &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{policydoc.String("shared_credentials"), shared}})
@@ -119,7 +123,10 @@ func (b *builder) header() string {
 		passes = fmt.Sprintf("It passes `toolgate check` as written once %s are set.", strings.Join(b.auth.env, ", "))
 	}
 	defines := "It defines only upstreams and tools, so it can join a policy directory whose other files set server, state and access."
-	if b.auth.block != nil {
+	switch {
+	case len(b.auth.named) > 0:
+		defines = "It defines upstreams, tools and the credentials' access.shared_credentials, so it can join a policy directory whose other files set server, state and the rest of access."
+	case b.auth.any():
 		defines = "It defines upstreams, tools and the credential's access.shared_credentials, so it can join a policy directory whose other files set server, state and the rest of access."
 	}
 	return policydoc.Comment([]string{
@@ -150,22 +157,31 @@ func (b *builder) upstreamNode() (*yaml.Node, *yaml.Node) {
 	urlVal.LineComment = urlNote
 	up := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{urlKey, urlVal}}
 	a := b.auth
-	if a.block != nil || len(a.notes) > 0 {
-		var notes []string
-		if a.block != nil {
-			notes = append(notes, fmt.Sprintf("From the security scheme %s. Set %s in the environment (or use the _file form of each secret, see docs/policy.md).", a.scheme, strings.Join(a.env, ", ")))
+	if !a.any() {
+		if len(a.notes) > 0 {
+			// Only comments: they go above the url.
+			urlKey.HeadComment = policydoc.Comment(append(lines, a.notes...), 4)
 		}
-		notes = append(notes, a.notes...)
-		authKey := policydoc.String("auth")
-		if a.block == nil {
-			// Only comments: they go above the next entry or at the end.
-			up.Content[len(up.Content)-1].LineComment = urlNote
-			urlKey.HeadComment = policydoc.Comment(append(lines, notes...), 4)
-			return key, up
-		}
-		authKey.HeadComment = policydoc.Comment(notes, 4)
-		up.Content = append(up.Content, authKey, policydoc.Value(a.block, false))
+		return key, up
 	}
+	if c := a.auth; c != nil {
+		notes := append([]string{fmt.Sprintf("From the security scheme %s. Set %s in the environment (or use the _file form of each secret, see docs/policy.md).", c.scheme, strings.Join(c.env, ", "))}, c.notes...)
+		authKey := policydoc.String("auth")
+		authKey.HeadComment = policydoc.Comment(append(notes, a.notes...), 4)
+		up.Content = append(up.Content, authKey, policydoc.Value(c.block, false))
+		return key, up
+	}
+	credsKey := policydoc.String("credentials")
+	credsKey.HeadComment = policydoc.Comment(append([]string{
+		fmt.Sprintf("The operations need different credentials: each tool names the one it sends (credential), from the first scheme of its security requirement toolgate supports; a tool without a requirement sends none. Set %s in the environment (or use the _file form of each secret, see docs/policy.md).", strings.Join(a.env, ", ")),
+	}, a.notes...), 4)
+	creds := &yaml.Node{Kind: yaml.MappingNode}
+	for _, c := range a.named {
+		k := policydoc.String(c.name)
+		k.HeadComment = policydoc.Comment(append([]string{fmt.Sprintf("From the security scheme %s.", c.scheme)}, c.notes...), 6)
+		creds.Content = append(creds.Content, k, policydoc.Value(c.block, false))
+	}
+	up.Content = append(up.Content, credsKey, creds)
 	return key, up
 }
 
@@ -231,7 +247,15 @@ func (b *builder) toolNode(t *toolDraft) (*yaml.Node, *yaml.Node) {
 	m := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(k *yaml.Node, v *yaml.Node) { m.Content = append(m.Content, k, v) }
 	add(policydoc.String("description"), policydoc.String(policydoc.EscapeEnv(t.description)))
-	add(policydoc.String("upstream"), policydoc.String(b.upstream))
+	upKey := policydoc.String("upstream")
+	add(upKey, policydoc.String(b.upstream))
+	if tc := b.auth.tools[t.op]; tc.name != "" && len(b.auth.named) > 0 {
+		k := policydoc.String("credential")
+		k.HeadComment = policydoc.Comment(tc.notes, 4)
+		add(k, policydoc.String(tc.name))
+	} else if len(tc.notes) > 0 && (len(b.auth.named) > 0 || b.auth.auth == nil) {
+		upKey.HeadComment = policydoc.Comment(tc.notes, 4)
+	}
 	if t.writeSideEff {
 		v := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(t.sideEffect)}
 		v.LineComment = t.sideEffectNote

@@ -283,6 +283,10 @@ func (b *builder) bind(op *operation, sideEffect bool, conv *schemaConverter) *b
 		if p.In != openapi3.ParameterInQuery {
 			continue
 		}
+		if b.auth.setsQuery(p.Name) {
+			bd.requestNotes = append(bd.requestNotes, fmt.Sprintf("the query parameter %s is not bound: the upstream's credential sets it.", p.Name))
+			continue
+		}
 		arg := argName(names, p.Name, "query")
 		props.set(arg, paramSchema(conv, p))
 		bd.query.set(p.Name, arg)
@@ -576,8 +580,8 @@ func (b *builder) unbindableHeader(p *openapi3.Parameter) string {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "X-Request-Id", "Traceparent", "Tracestate", "X-Forwarded-Client-Cert":
 		return "toolgate sets it"
 	}
-	if b.auth.header != "" && name == b.auth.header {
-		return "the upstream's auth sets it"
+	if b.auth.setsHeader(name) {
+		return "the upstream's credential sets it"
 	}
 	if policydoc.SecretName(p.Name) {
 		return "it carries a credential, which the model must never hold; set it in the upstream's auth or headers"

@@ -161,6 +161,25 @@ func (s *Budgets) Spend(ctx context.Context, caller string, cost float64, b poli
 	return ch, nil
 }
 
+var _ policy.BudgetInspector = (*Budgets)(nil)
+
+// Spent implements policy.BudgetInspector: one GET of the caller's current
+// window, as every replica counts it.
+func (s *Budgets) Spent(ctx context.Context, caller string, b policy.BudgetSettings) (float64, time.Duration, error) {
+	start, resetIn, ok := policy.CurrentWindow(b, s.now())
+	if !ok {
+		return 0, 0, nil
+	}
+	units, err := s.client.Get(ctx, s.windowKey(caller, start)).Int64()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, resetIn, nil
+	case err != nil:
+		return 0, 0, fmt.Errorf("redis budgets: spent: %w", err)
+	}
+	return float64(units) / 1e6, resetIn, nil
+}
+
 // withdraw refunds a charge whose script call failed with err: it may have
 // run, or may still run. It returns err, noting a failed withdrawal.
 func (s *Budgets) withdraw(ctx context.Context, keys []string, units int64, tokenTTL time.Duration, err error) error {

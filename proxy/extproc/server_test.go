@@ -70,6 +70,12 @@ func TestEnvelopesMatchTheHTTPFront(t *testing.T) {
 			wantStatus: contracts.StatusBadArgs, wantCode: 400,
 		},
 		{
+			name: "a body of a type the route does not read is a 415 immediate response",
+			req: legacyRequest{method: "POST", path: "/v1/users/u1/notifications", body: "text=hi",
+				header: map[string]string{"Idempotency-Key": "k-plain", "Content-Type": "text/plain"}},
+			wantStatus: contracts.StatusBadArgs, wantCode: 415,
+		},
+		{
 			name: "forbidden is an immediate response",
 			req: legacyRequest{method: "POST", path: "/v1/users/u1/notifications", body: `{"text":"hi"}`,
 				header: map[string]string{"X-Toolgate-Caller": "intern", "Idempotency-Key": "k-forbidden"}},
@@ -292,6 +298,21 @@ func TestRequestRewrite(t *testing.T) {
 		{
 			name: "a body is rebound and the key forwarded",
 			req:  legacyRequest{method: "POST", path: "/v1/charges", body: `{"amount": 12}`, header: map[string]string{"Idempotency-Key": `"k-charge"`}},
+			path: "/base/v1/charges",
+			body: `{"amount":12}`,
+		},
+		{
+			name: "a form body is read as the tool's fields and rebound as its JSON",
+			req: legacyRequest{method: "POST", path: "/v1/charges", body: "amount=12",
+				header: map[string]string{"Idempotency-Key": "k-form", "Content-Type": "application/x-www-form-urlencoded"}},
+			path: "/base/v1/charges",
+			body: `{"amount":12}`,
+		},
+		{
+			name: "a multipart body is read as the tool's fields and rebound as its JSON",
+			req: legacyRequest{method: "POST", path: "/v1/charges",
+				body:   "--b1\r\nContent-Disposition: form-data; name=\"amount\"\r\n\r\n12\r\n--b1--\r\n",
+				header: map[string]string{"Idempotency-Key": "k-multipart", "Content-Type": "multipart/form-data; boundary=b1"}},
 			path: "/base/v1/charges",
 			body: `{"amount":12}`,
 		},

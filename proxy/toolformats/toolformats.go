@@ -4,15 +4,19 @@
 // those shapes make models send (NullArgs):
 //
 //	(none)         {"name","description","parameters","side_effect"}: List
-//	openai         {"type":"function","function":{"name","description","parameters"}}
-//	openai-strict  the same with "strict":true and parameters in the subset
-//	               OpenAI's strict mode takes (strictSchema)
-//	anthropic      {"name","description","input_schema"}
-//	mcp            the tools/list entries of the MCP front
+//	openai                   Chat Completions: {"type":"function","function":{"name","description","parameters"}}
+//	openai-strict            the same with "strict":true and parameters in the
+//	                         subset OpenAI's strict mode takes (strictSchema)
+//	openai-responses         the Responses API (and OpenAI's Agents SDK):
+//	                         {"type":"function","name","description","parameters","strict":false}
+//	openai-responses-strict  the same with "strict":true and the strict subset
+//	anthropic                {"name","description","input_schema"}
+//	mcp                      the tools/list entries of the MCP front
 //
 // A tool the chosen API cannot take (a name with a dot; a schema strict
-// mode cannot express) is listed under "left_out" with the reason, never
-// sent in a shape the API refuses.
+// mode cannot express or that passes one of its documented size limits,
+// strictLimits) is listed under "left_out" with the reason, never sent in
+// a shape the API refuses.
 package toolformats
 
 import (
@@ -110,7 +114,15 @@ func List(snap *policy.Snapshot, allow func(name string) bool) []Info {
 }
 
 // Formats are the values of GET /v1/tools?format=, besides none.
-func Formats() []string { return []string{"openai", "openai-strict", "anthropic", "mcp"} }
+func Formats() []string {
+	return []string{"openai", "openai-strict", "openai-responses", "openai-responses-strict", "anthropic", "mcp"}
+}
+
+// isStrict reports whether format publishes schemas in OpenAI's strict
+// subset, under its size limits.
+func isStrict(format string) bool {
+	return format == "openai-strict" || format == "openai-responses-strict"
+}
 
 // LeftOut is a tool a format cannot carry, and why.
 type LeftOut struct {
@@ -119,23 +131,35 @@ type LeftOut struct {
 }
 
 // ListIn is the tool list of snap that allow accepts in format (one of
-// ToolFormats): the entries, and the tools left out.
+// Formats): the entries, and the tools left out.
+//
+// In a strict format each tool's schema must keep within strict mode's
+// size limits (strictLimits), and so must the list as a whole: a request
+// carries every listed tool, so the totals are also counted over the list.
+// Tools are taken in name order; one whose schema would take a total past
+// its limit is left out, with the reason, and the tools after it are still
+// taken while they fit.
 func ListIn(snap *policy.Snapshot, allow func(name string) bool, format string) ([]any, []LeftOut, error) {
 	if !slices.Contains(Formats(), format) {
 		return nil, nil, fmt.Errorf("format %q is not one of %s", format, strings.Join(Formats(), ", "))
 	}
 	entries := []any{}
 	var left []LeftOut
+	var listed strictSize // the strict schemas listed so far
 	for _, name := range snap.ToolNames {
 		if !allow(name) {
 			continue
 		}
 		ct := snap.Tools[name]
-		entry, err := toolEntry(ct, format)
+		entry, size, err := toolEntry(ct, format)
+		if err == nil && isStrict(format) {
+			err = listed.fits(size)
+		}
 		if err != nil {
 			left = append(left, LeftOut{Name: name, Reason: err.Error()})
 			continue
 		}
+		listed.add(size)
 		entries = append(entries, entry)
 	}
 	return entries, left, nil
@@ -155,39 +179,55 @@ func apiToolName(name string) bool {
 	return true
 }
 
-func toolEntry(ct *contracts.Contract, format string) (any, error) {
+// toolEntry is contract ct in format, with the size of its schema in a
+// strict format (checked against strict mode's limits for one schema).
+func toolEntry(ct *contracts.Contract, format string) (any, strictSize, error) {
 	if format == "mcp" {
-		return MCPToolOf(ct), nil
+		return MCPToolOf(ct), strictSize{}, nil
 	}
 	if !apiToolName(ct.Name) {
-		return nil, fmt.Errorf("the API takes tool names of 1 to 64 letters, digits, '_' and '-'")
+		return nil, strictSize{}, fmt.Errorf("the API takes tool names of 1 to 64 letters, digits, '_' and '-'")
 	}
 	schema, err := decodeSchema(ct.PublishedSchema())
 	if err != nil {
-		return nil, err
+		return nil, strictSize{}, err
 	}
 	delete(schema, "$schema") // each API has its own dialect
-	type function struct {
-		Name        string         `json:"name"`
-		Description string         `json:"description,omitempty"`
-		Parameters  map[string]any `json:"parameters"`
-		Strict      bool           `json:"strict,omitempty"`
+	var size strictSize
+	if isStrict(format) {
+		if schema, err = strictSchema(schema); err != nil {
+			return nil, strictSize{}, err
+		}
+		if size, err = measureStrict(schema); err != nil {
+			return nil, strictSize{}, err
+		}
 	}
 	switch format {
-	case "openai":
-		return map[string]any{"type": "function", "function": function{Name: ct.Name, Description: ct.Description, Parameters: schema}}, nil
-	case "openai-strict":
-		strict, err := strictSchema(schema)
-		if err != nil {
-			return nil, err
+	case "openai", "openai-strict":
+		type function struct {
+			Name        string         `json:"name"`
+			Description string         `json:"description,omitempty"`
+			Parameters  map[string]any `json:"parameters"`
+			Strict      bool           `json:"strict,omitempty"`
 		}
-		return map[string]any{"type": "function", "function": function{Name: ct.Name, Description: ct.Description, Parameters: strict, Strict: true}}, nil
+		fn := function{Name: ct.Name, Description: ct.Description, Parameters: schema, Strict: format == "openai-strict"}
+		return map[string]any{"type": "function", "function": fn}, size, nil
+	case "openai-responses", "openai-responses-strict":
+		// The Responses API's function tool is flat, and its strict
+		// defaults to true there: the loose format says false.
+		return struct {
+			Type        string         `json:"type"`
+			Name        string         `json:"name"`
+			Description string         `json:"description,omitempty"`
+			Parameters  map[string]any `json:"parameters"`
+			Strict      bool           `json:"strict"`
+		}{"function", ct.Name, ct.Description, schema, format == "openai-responses-strict"}, size, nil
 	default: // anthropic
 		return struct {
 			Name        string         `json:"name"`
 			Description string         `json:"description,omitempty"`
 			InputSchema map[string]any `json:"input_schema"`
-		}{ct.Name, ct.Description, schema}, nil
+		}{ct.Name, ct.Description, schema}, size, nil
 	}
 }
 

@@ -74,3 +74,7 @@ func (b *Bulkhead) Release(caller string) {
 	}
 	<-b.slots
 }
+
+// InUse returns the slots held now and the bulkhead's size, for the admin
+// console.
+func (b *Bulkhead) InUse() (held, size int) { return len(b.slots), cap(b.slots) }

@@ -54,8 +54,11 @@ func NewAuth(name string, a *policy.UpstreamAuth, env Env) *Auth {
 	out := &Auth{header: a.Header, query: a.Query, secrets: &redact.SecretSet{}}
 	set := out.secrets
 	prefix := ""
-	if a.Scheme != "" {
+	switch {
+	case a.Scheme != "":
 		prefix = a.Scheme + " "
+	case a.Cookie != "":
+		prefix = a.Cookie + "="
 	}
 	switch a.Kind {
 	case policy.AuthBasic:

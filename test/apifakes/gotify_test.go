@@ -79,7 +79,7 @@ func TestGotifySpecImportedKeepsTokensOut(t *testing.T) {
 	}
 	check(t, d.YAML, d.Env)
 	policy := strings.Replace(string(d.YAML), "url: http://localhost ", "url: "+g.URL+" ", 1)
-	srv := serve(t, policy, nil, "GOTIFY_REST_API_KEY="+fake.client)
+	srv := serve(t, policy, nil, "GOTIFY_REST_CLIENT_TOKEN="+fake.client, "GOTIFY_REST_APP_TOKEN=AseedAppTok3n.x")
 	tokens := []string{"CseedClientTok3", "AseedAppTok3n.x", "CnewClientTok3n", "AnewAppTok3n.xy"}
 	for _, c := range []struct {
 		tool string

@@ -287,7 +287,7 @@ func TestGotifySpecImportedKeepsTokensOut(t *testing.T) {
 	if draft == stdout {
 		t.Fatalf("the draft's upstream URL is not the document's servers[0]:\n%s", stdout)
 	}
-	tg := serveToolgate(t, draft, "GOTIFY_REST_API_KEY="+client.Token)
+	tg := serveToolgate(t, draft, "GOTIFY_REST_CLIENT_TOKEN="+client.Token, "GOTIFY_REST_APP_TOKEN="+app.Token)
 	tokens := []string{client.Token, app.Token}
 	for _, c := range []struct {
 		tool string

@@ -905,4 +905,31 @@ func RunBudgetStoreTests(t *testing.T, newStore func(t *testing.T) BudgetTarget)
 			t.Fatalf("%d of 100 spends succeeded, want 37", n)
 		}
 	})
+
+	t.Run("what was spent is read without spending", func(t *testing.T) {
+		s := newStore(t)
+		in, ok := s.Store.(policy.BudgetInspector)
+		if !ok {
+			t.Fatalf("%T does not tell what was spent (policy.BudgetInspector)", s.Store)
+		}
+		expect := func(caller string, want float64, resetIn time.Duration) {
+			t.Helper()
+			spent, left, err := in.Spent(t.Context(), caller, hourly)
+			if err != nil || spent != want || left != resetIn {
+				t.Fatalf("Spent(%s) = %v, %v, %v; want %v, %v", caller, spent, left, err, want, resetIn)
+			}
+		}
+		expect("ops-agent", 0, left)
+		ch := ExpectSpend(t, s.Store, "ops-agent", 0.3, hourly, true, left)
+		ExpectSpend(t, s.Store, "ops-agent", 0.4, hourly, true, left)
+		expect("ops-agent", 0.7, left)
+		expect("other-agent", 0, left)
+		MustRefund(t, s.Store, ch)
+		expect("ops-agent", 0.4, left)
+		s.Clock.Advance(left)
+		expect("ops-agent", 0, time.Hour)
+		if spent, resetIn, err := in.Spent(t.Context(), "ops-agent", policy.BudgetSettings{}); spent != 0 || resetIn != 0 || err != nil {
+			t.Fatalf("Spent with settings the compiler refuses = %v, %v, %v", spent, resetIn, err)
+		}
+	})
 }
