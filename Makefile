@@ -23,7 +23,7 @@ BIN       := bin/toolgate
 # grpcnotrace leaves gRPC's golang.org/x/net/trace out of the binaries:
 # toolgate never serves its pages, and their html/template would switch
 # off the linker's pruning of unused methods, about 12 MB (the console's
-# pages use internal/htmltemplate; TestSidecarKeepsMethodPruning builds
+# pages use internal/htmltemplate; TestSidecarFootprint builds
 # with these tags). deploy/Dockerfile builds with the same tags and flags.
 GOTAGS    := grpcnotrace
 # bash, for pipefail in the recipes that keep a log for test's summary.

@@ -31,6 +31,11 @@
 #              forwarded call (a new Idempotency-Key per request) and a
 #              replay (one key), with the memory store and with Redis
 #              (a redis-server of its own)
+# startup      toolgate started with 10, 1,000 and 5,000 tools
+#              (BENCH_STARTUP_TOOLS; copies of search_articles, in files of
+#              1,000, as one file may expand to 200,000 values): time from
+#              exec to /readyz, peak RSS while loading, RSS once ready; then
+#              a reload of the 1,000-tool policy while wrk calls it
 # inflight     bench/inflight puts BENCH_INFLIGHT calls in flight at once
 #              through each hop to a backend that answers after 200 ms
 #              (bench/backend -delay): memory per in-flight call, errors,
@@ -49,7 +54,7 @@
 # tuned httputil.
 #
 # Settings (environment):
-#   BENCH_SECTIONS="main size tools conns idempotency inflight"
+#   BENCH_SECTIONS="main size tools conns idempotency startup inflight"
 #   BENCH_ROUNDS=3          rounds; each round runs every variant once per
 #                           connection count, in a rotated order
 #   BENCH_DURATION=10s      length of one wrk run
@@ -59,6 +64,7 @@
 #   BENCH_CURVE_CONNS=32    connections of the size and tools curves
 #   BENCH_CURVE_ROUNDS      rounds of the curves and idempotency (BENCH_ROUNDS)
 #   BENCH_IDEM_CONNS=1      connections of the idempotency runs
+#   BENCH_STARTUP_TOOLS="10 1000 5000"  tool counts of the startup section
 #   BENCH_INFLIGHT=10000    calls in flight; lowered to what the open-file
 #                           limit allows (a proxied call holds two sockets)
 #   BENCH_MAX_OTHER=25      each run waits (up to BENCH_QUIET_WAIT seconds)
@@ -90,7 +96,8 @@ DURATION=${BENCH_DURATION:-10s}
 WARMUP=${BENCH_WARMUP:-2s}
 CONNS=${BENCH_CONNS:-1 32}
 VARIANTS=${BENCH_VARIANTS:-direct nginx httputil toolgate toolgate-transparent toolgate-mcp toolgate-info}
-SECTIONS=" ${BENCH_SECTIONS:-main size tools conns idempotency inflight} "
+SECTIONS=" ${BENCH_SECTIONS:-main size tools conns idempotency startup inflight} "
+STARTUP_TOOLS=(${BENCH_STARTUP_TOOLS:-10 1000 5000})
 CURVE_CONNS=${BENCH_CURVE_CONNS:-32}
 CURVE_ROUNDS=${BENCH_CURVE_ROUNDS:-$ROUNDS}
 IDEM_CONNS=${BENCH_IDEM_CONNS:-1}
@@ -785,6 +792,67 @@ fi
 
 rss() { awk '/^VmRSS/ {printf "%.1f MiB", $2 / 1024}' "/proc/$1/status"; }
 
+# tools_dir writes a policy directory for toolgate with n tools: the
+# example policy (its ports moved, both upstreams on backend) and copies
+# of search_articles, each on a path of its own, 1,000 to a file.
+tools_dir() { # dir listen admin backend n
+  local dir=$1 n=$5 i
+  mkdir -p "$dir"
+  toolgate_policy "$dir/policy.yaml" "$2" "$3" "$4"
+  awk '/^  search_articles:$/ { f = 1 } /^  send_notification:$/ { f = 0 } f' examples/policy.yaml >"$dir.tool"
+  for ((i = 3; i <= n; i++)); do
+    [ $(((i - 3) % 1000)) = 0 ] && printf 'version: 1\ntools:\n' >"$dir/tools-$i.yaml"
+    sed -e "s/^  search_articles:\$/  search_articles_$i:/" -e "s#^      path: /api/search\$#      path: /api/search_$i#" "$dir.tool" >>"$dir/tools-$(((i - 3) / 1000 * 1000 + 3)).yaml"
+  done
+  rm -f "$dir.tool"
+  # Files older than the loader's settle window, so the start measured is
+  # not a wait for files still being written.
+  touch -d '1 minute ago' "$dir"/*.yaml "$dir"
+}
+
+# startup: a row "tools ready_ms peak_rss_kib ready_rss_kib" per start, and
+# a line "reload ..." for the reload under load.
+startup_raw=$tmp/raw-startup.tsv
+if section startup; then
+  serve_backend backend-st
+  for n in "${STARTUP_TOOLS[@]}"; do
+    name=toolgate-st$n
+    port "$name"
+    port "$name-admin"
+    tools_dir "$tmp/$name" "${PORT[$name]}" "${PORT[$name-admin]}" "${PORT[backend-st]}" "$n"
+    "$bindir/toolgate" check -config "$tmp/$name" >/dev/null 2>"$tmp/$name.check" || { cat "$tmp/$name.check" >&2; die "toolgate check $tmp/$name failed"; }
+    t0=$(date +%s%N)
+    start "$name" "$bindir/toolgate" serve -config "$tmp/$name" -log-level warn -drain-delay 0 -grace 2s -watch=false
+    for ((i = 0; i < 12000; i++)); do
+      curl -fsS -o /dev/null "http://127.0.0.1:${PORT[$name-admin]}/readyz" 2>/dev/null && break
+      kill -0 "${PID[$name]}" 2>/dev/null || { cat "$tmp/log/$name.log" >&2; die "$name exited at start"; }
+      sleep 0.01
+    done
+    t1=$(date +%s%N)
+    sleep 2
+    printf '%s\t%s\t%s\t%s\n' "$n" $(((t1 - t0) / 1000000)) "$(hwm "${PID[$name]}")" "$(awk '/^VmRSS/ { print $2 }' "/proc/${PID[$name]}/status")" >>"$startup_raw"
+    if [ "$n" = 1000 ]; then
+      # A reload of the same 1,000 tools (a description changed in each)
+      # while wrk calls search_articles for 10 s at 8 connections.
+      sed -i 's/^    description: Search articles by keyword\./    description: Search articles by keyword (reloaded)./' "$tmp/$name"/*.yaml
+      touch -d '1 minute ago' "$tmp/$name"/*.yaml "$tmp/$name"
+      "${LOAD_PIN[@]}" wrk -t1 -c8 -d10s --latency -s "$tmp/post.lua" "http://127.0.0.1:${PORT[$name]}/v1/tools/search_articles" >"$tmp/log/$name-wrk.log" 2>&1 &
+      wrk_pid=$!
+      sleep 3
+      before=$(hwm "${PID[$name]}")
+      r0=$(date +%s%N)
+      code=$(curl -s -o "$tmp/log/$name-reload.json" -w '%{http_code}' -X POST "http://127.0.0.1:${PORT[$name-admin]}/-/reload")
+      r1=$(date +%s%N)
+      wait "$wrk_pid" || true
+      sed -n 's/^RESULT //p' "$tmp/log/$name-wrk.log" | awk -v code="$code" -v ms=$(((r1 - r0) / 1000000)) -v before="$before" \
+        -v after="$(hwm "${PID[$name]}")" -v rss="$(awk '/^VmRSS/ { print $2 }' "/proc/${PID[$name]}/status")" \
+        '{ print "reload", code, ms, before, after, rss, $0 }' >>"$startup_raw"
+    fi
+    stop "$name"
+  done
+  stop backend-st
+fi
+
 # --- table ----------------------------------------------------------------
 
 # awk helpers every table shares: the median over a key's values, ratios.
@@ -1000,6 +1068,20 @@ if [ "$ROUNDS" -gt 0 ]; then
       echo "send_notification through toolgate ($SEND_BODY). Forwarded: a new Idempotency-Key per request (claim, call, complete); replay: one key, answered from the store. Redis: a local redis-server on the server CPU."
       echo
       idem_table "$tmp/raw-idem.tsv"
+    fi
+    if section startup; then
+      echo
+      echo "### Start and reload with many tools"
+      echo
+      echo "The example policy plus copies of search_articles (1,000 to a file). Ready: exec to the first 200 from /readyz. Peak RSS: VmHWM, reached while the policy compiles; RSS 2 s after ready, once the garbage of compiling has been returned to the system (the live heap is about 8 KiB per tool, docs/performance.md). Reload: POST /-/reload of the 1,000-tool policy (every description changed) while wrk -c8 calls search_articles for 10 s."
+      echo
+      echo "| tools | ready ms | peak RSS MiB | RSS when ready MiB |"
+      echo "|---:|---:|---:|---:|"
+      awk -F'\t' '$1 != "reload" && NF == 4 { printf "| %s | %s | %.1f | %.1f |\n", $1, $2, $3 / 1024, $4 / 1024 }' "$startup_raw"
+      awk '$1 == "reload" {
+        for (i = 7; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
+        printf "\nReload of 1,000 tools under load: HTTP %s in %s ms; peak RSS %.1f MiB before, %.1f MiB after, RSS %.1f MiB after; during the 10 s: %d calls, %d errors, %d non-2xx, p50 %.2f ms, p99 %.2f ms.\n",
+          $2, $3, $4 / 1024, $5 / 1024, $6 / 1024, r["requests"], r["errors"], r["non2xx"], r["p50_us"] / 1000, r["p99_us"] / 1000 }' "$startup_raw"
     fi
     if section inflight; then
       echo

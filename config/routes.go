@@ -1,6 +1,8 @@
 package config
 
 import (
+	"slices"
+
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/policy"
 )
@@ -33,23 +35,67 @@ func (c *compiler) routes(snap *policy.Snapshot) {
 			}
 		}
 	}
-	for i, a := range snap.ToolNames {
-		for _, b := range snap.ToolNames[i+1:] {
-			ba, bb := snap.Tools[a].Binding, snap.Tools[b].Binding
-			if !contracts.Ambiguous(ba, bb) {
-				continue
-			}
-			path := "tools." + b + ".request.path"
-			conflict := "route " + bb.Method() + " " + bb.PathTemplate() + " is ambiguous with tool " + a + " (" + ba.Method() + " " + ba.PathTemplate() + ")"
-			switch {
-			case snap.Server.Transparent:
-				c.errorAt(path, "%s in transparent mode", conflict)
-			case c.byRoute:
-				c.errorAt(path, "%s: toolgate extproc identifies every call by its route", conflict)
-			default:
-				c.warns = append(c.warns, &Error{Pos: c.lookup(path).Pos, Path: path,
-					Msg: conflict + ": toolgate extproc and transparent mode would refuse this policy"})
+	for _, pair := range ambiguousPairs(snap) {
+		a, b := snap.ToolNames[pair[0]], snap.ToolNames[pair[1]]
+		ba, bb := snap.Tools[a].Binding, snap.Tools[b].Binding
+		path := "tools." + b + ".request.path"
+		conflict := "route " + bb.Method() + " " + bb.PathTemplate() + " is ambiguous with tool " + a + " (" + ba.Method() + " " + ba.PathTemplate() + ")"
+		switch {
+		case snap.Server.Transparent:
+			c.errorAt(path, "%s in transparent mode", conflict)
+		case c.byRoute:
+			c.errorAt(path, "%s: toolgate extproc identifies every call by its route", conflict)
+		default:
+			c.warns = append(c.warns, &Error{Pos: c.lookup(path).Pos, Path: path,
+				Msg: conflict + ": toolgate extproc and transparent mode would refuse this policy"})
+		}
+	}
+}
+
+// ambiguousPairs returns the pairs of tools (indexes into snap.ToolNames,
+// the first before the second, in that order) whose routes are
+// contracts.Ambiguous. Routes without placeholders, most of a large
+// policy's, are compared through a map of their literal keys, so a policy
+// of thousands of tools loads in linear rather than quadratic time; the
+// others are compared with every route.
+func ambiguousPairs(snap *policy.Snapshot) [][2]int {
+	binding := func(i int) *contracts.Binding { return snap.Tools[snap.ToolNames[i]].Binding }
+	var pairs [][2]int
+	literal := map[string][]int{}
+	patterned := make([]bool, len(snap.ToolNames))
+	for i := range snap.ToolNames {
+		if key, ok := binding(i).LiteralRoute(); ok {
+			literal[key] = append(literal[key], i)
+		} else {
+			patterned[i] = true
+		}
+	}
+	for _, same := range literal {
+		for x, i := range same {
+			for _, j := range same[x+1:] {
+				pairs = append(pairs, [2]int{i, j})
 			}
 		}
 	}
+	for i := range snap.ToolNames {
+		if !patterned[i] {
+			continue
+		}
+		for j := range snap.ToolNames {
+			if j == i || patterned[j] && j < i {
+				continue // itself, or a pair of patterned routes compared from j
+			}
+			lo, hi := min(i, j), max(i, j)
+			if contracts.Ambiguous(binding(lo), binding(hi)) {
+				pairs = append(pairs, [2]int{lo, hi})
+			}
+		}
+	}
+	slices.SortFunc(pairs, func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
+	})
+	return pairs
 }

@@ -30,7 +30,22 @@ type Envelope struct {
 // document encoding/json would (Data is copied as is and must be valid JSON),
 // without reflection, because it runs once per call.
 func (e *Envelope) AppendJSON(dst []byte) []byte {
-	sep := byte('{')
+	dst, _ = e.appendJSON(dst, true)
+	return dst
+}
+
+// AppendJSONAround appends the envelope's compact JSON to dst as AppendJSON
+// does, all but the bytes of Data: those belong at index at of the result.
+// A writer that sends out[:at], Data and out[at:] sends AppendJSON's bytes
+// without copying a large answer's data once more.
+func (e *Envelope) AppendJSONAround(dst []byte) (out []byte, at int) {
+	return e.appendJSON(dst, false)
+}
+
+// appendJSON is AppendJSON, with Data's bytes left out unless withData;
+// at is where they go.
+func (e *Envelope) appendJSON(dst []byte, withData bool) ([]byte, int) {
+	sep, at := byte('{'), -1
 	for i := range envelopeFields {
 		if envelopeFields[i].optional && e.omits(i) {
 			continue
@@ -38,10 +53,18 @@ func (e *Envelope) AppendJSON(dst []byte) []byte {
 		dst = append(dst, sep, '"')
 		dst = append(dst, envelopeFields[i].name...)
 		dst = append(dst, '"', ':')
-		dst = e.appendValue(dst, i)
+		if i == fieldData && !withData {
+			at = len(dst)
+		} else {
+			dst = e.appendValue(dst, i)
+		}
 		sep = ','
 	}
-	return append(dst, '}')
+	dst = append(dst, '}')
+	if at < 0 {
+		at = len(dst) // no data: nothing goes anywhere
+	}
+	return dst, at
 }
 
 // MarshalJSON implements json.Marshaler with AppendJSON.

@@ -125,6 +125,33 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
+// TestAppendJSONAroundLeavesOutOnlyTheData: the envelope written around its
+// data, with the data put back where AppendJSONAround says, is AppendJSON's
+// document, byte for byte, with data and without.
+func TestAppendJSONAroundLeavesOutOnlyTheData(t *testing.T) {
+	tests := []struct {
+		name string
+		env  Envelope
+	}{
+		{"data and every optional field", Envelope{Status: StatusOK, Message: "命中 3 条。", Data: json.RawMessage(`{"items":[1,2],"total":3}`), RetryAfterMS: 20, SideEffect: SideEffectNone, Cost: 0.001, Tool: "search_articles", CallID: "01J", Observation: "[OK] x\n{}"}},
+		{"data without retry_after_ms", Envelope{Status: StatusOK, Data: json.RawMessage(`"text"`), SideEffect: SideEffectNone, Tool: "t"}},
+		{"no data", Envelope{Status: StatusUpstream, Message: "m", Retryable: true, SideEffect: SideEffectUnknown, RetryAfterMS: 1500}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := []byte("prefix:")
+			out, at := tt.env.AppendJSONAround(prefix)
+			if at < len(prefix) || at > len(out) {
+				t.Fatalf("data at %d of %d bytes", at, len(out))
+			}
+			got := string(out[:at]) + string(tt.env.Data) + string(out[at:])
+			if want := string(tt.env.AppendJSON(prefix)); got != want {
+				t.Errorf("around the data:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
 func TestDecodeEnvelopeIsStrict(t *testing.T) {
 	valid := `{"status":"ok","message":"m","retryable":false,"side_effect":"done","side_effect_done":true,"replayed":false,"cost":0,"tool":"t","call_id":"c","observation":"[OK] m"}`
 	if _, err := DecodeEnvelope([]byte(valid)); err != nil {

@@ -43,6 +43,11 @@ type ObservationOptions struct {
 	// of a success (ok, empty) gets a hint: the data of a failure is not
 	// what a smaller query would shorten.
 	Hint string
+	// Members are where the data's top-level members lie (Outcome.Members),
+	// when known: an array among them whose Elements are counted is
+	// stepped over once past what could be shown, not scanned to its end.
+	// They must describe the data given; nil knows nothing.
+	Members []Member
 }
 
 // EnvelopeObservation is the observation of an envelope: its data is
@@ -52,7 +57,7 @@ type ObservationOptions struct {
 // clause (from m.ActionAt) is kept whole. How data is shrunk to fit, and
 // what the bound promises, is said at observe.
 func EnvelopeObservation(status Status, m Message, data json.RawMessage, opt ObservationOptions) string {
-	s, _ := observe(status, m, data, opt.MaxChars, true, markerWordsFor(opt.Lang), opt.Hint)
+	s, _ := observeKnown(status, m, data, opt.MaxChars, true, markerWordsFor(opt.Lang), opt.Hint, opt.Members)
 	return s
 }
 
@@ -108,6 +113,13 @@ func observation(status Status, message string, data json.RawMessage, maxChars i
 // parseJSONTree and shrink). words and hint are the marker's language and
 // the tool's truncation hint.
 func observe(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string) (string, observationCut) {
+	return observeKnown(status, m, data, maxChars, trusted, words, hint, nil)
+}
+
+// observeKnown is observe with the data's members, when known (see
+// ObservationOptions.Members): they change what it costs, never what it
+// returns.
+func observeKnown(status Status, m Message, data json.RawMessage, maxChars int, trusted bool, words *markerWords, hint string, members []Member) (string, observationCut) {
 	if maxChars <= 0 {
 		maxChars = defaultObservationMaxChars
 	}
@@ -130,7 +142,7 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 		headRunes := utf8.RuneCountInString(tag) + 1 + utf8.RuneCountInString(message)
 		if !fitsRunes(data, maxChars-headRunes-1) {
 			t := truncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
-			return t.data(data)
+			return t.data(data, members)
 		}
 		var b strings.Builder
 		b.Grow(len(tag) + 1 + len(message) + 1 + len(data))
@@ -186,7 +198,7 @@ func observe(status Status, m Message, data json.RawMessage, maxChars int, trust
 		return cutMessageObservation(tag, m, maxChars, false), cutMessage
 	}
 	t := truncation{tag: tag, m: m, maxChars: maxChars, words: words, hint: hint, noHint: !status.Success()}
-	return t.data(full[headLen+1:])
+	return t.data(full[headLen+1:], nil)
 }
 
 // fitsRunes reports whether b holds at most room runes, counting them only
@@ -212,14 +224,15 @@ type truncation struct {
 }
 
 // data renders the observation with as much of the data as fits, and the
-// marker that says what was cut and how to get more.
-func (t *truncation) data(compact []byte) (string, observationCut) {
+// marker that says what was cut and how to get more. members are the
+// data's, when known (trusted data only).
+func (t *truncation) data(compact []byte, members []Member) (string, observationCut) {
 	head := t.tag + " " + t.m.Text
 	headRunes := utf8.RuneCountInString(head)
 	fullRoom := t.maxChars - headRunes - 1
 	var tree *jsonTree
 	if fullRoom >= 1 {
-		tree, _ = parseJSONTree(compact, fullRoom)
+		tree, _ = parseJSONTreeKnown(compact, fullRoom, members)
 	}
 	if tree != nil {
 		defer tree.release()
@@ -507,8 +520,17 @@ type jsonTree struct {
 // refuses what jsontape.Parse refuses among compact documents (nesting
 // deeper than jsontape.MaxDepth).
 func parseJSONTree(compact []byte, room int) (*jsonTree, bool) {
+	return parseJSONTreeKnown(compact, room, nil)
+}
+
+// parseJSONTreeKnown is parseJSONTree with the data's top-level members
+// where known: an array among them with its Elements counted is not
+// scanned past the room, its count and end being known. The tree is the
+// same as parseJSONTree's, members or not (members must describe compact).
+func parseJSONTreeKnown(compact []byte, room int, members []Member) (*jsonTree, bool) {
 	a := treeArenas.Get().(*treeArena)
 	p := treeBuilder{
+		known: members,
 		src:   compact,
 		arena: a,
 		stack: a.stack[:0],
@@ -583,6 +605,7 @@ func (a *treeArena) put() {
 // treeBuilder copies the part of compact JSON that can be shown into a
 // jsonNode tree.
 type treeBuilder struct {
+	known        []Member // the data's top-level members, when known
 	src          []byte
 	i            int
 	room         int
@@ -697,6 +720,16 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 		closing = '}'
 	}
 	n := jsonNode{kind: open, least: 2}
+	// An array whose elements and end are known is not scanned past the
+	// room: what SkipValue would step over is only counted.
+	knownEnd, knownElements := -1, 0
+	if open == '[' {
+		for _, m := range p.known {
+			if m.Start == p.i && m.Elements > 0 && m.End <= len(p.src) && m.End > m.Start {
+				knownEnd, knownElements = m.End-1, m.Elements
+			}
+		}
+	}
 	p.i++
 	used := 0
 	whole := 0 // an object's kept keys and values at their least where every key is shown
@@ -722,6 +755,10 @@ func (p *treeBuilder) container(depth int, open byte) (jsonNode, bool) {
 			p.i++
 		}
 		n.count++
+		if used > p.room && knownEnd >= 0 {
+			n.count, p.i = knownElements, knownEnd
+			break
+		}
 		if used > p.room {
 			if p.i = jsontape.SkipValue(p.src, p.i, depth+1); p.i < 0 {
 				return fail()

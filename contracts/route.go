@@ -131,6 +131,25 @@ func MoreSpecific(a, b *Binding) bool {
 	return strictly
 }
 
+// LiteralRoute returns, for a route without placeholders, its method and
+// unescaped path segments as one string; ok is false for a route with
+// placeholders. Two literal routes are Ambiguous exactly when their keys
+// are equal, so a policy's many literal routes are checked with a map
+// rather than pair by pair.
+func (b *Binding) LiteralRoute() (key string, ok bool) {
+	var k strings.Builder
+	k.WriteString(b.method)
+	for _, s := range b.segments {
+		if s.kind() != segLiteral {
+			return "", false
+		}
+		lit, _ := url.PathUnescape(s.literal())
+		k.WriteString(" /")
+		k.WriteString(lit)
+	}
+	return k.String(), true
+}
+
 // Ambiguous reports whether two routes can match the same request with
 // neither more specific than the other: a request would not know its tool.
 func Ambiguous(a, b *Binding) bool {

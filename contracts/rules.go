@@ -521,10 +521,14 @@ func (e *EvalError) Error() string { return errRuleEval.Error() + ": " + e.Expr 
 func (e *EvalError) Unwrap() []error { return []error{errRuleEval, e.Err} }
 
 // Member is where a top-level member of the data lies in its JSON, so a
-// message template can read it without parsing the data again.
+// message template can read it without parsing the data again, and the
+// observation can step over a large array without scanning it.
 type Member struct {
 	Key        string
 	Start, End int // data[Start:End] is the member's value
+	// Elements counts the value's elements when it is an array of the
+	// parsed answer (its tape knows them); 0 when it is not, or not known.
+	Elements int
 }
 
 // DataMembers evaluates the data expression and appends its JSON to dst,
@@ -719,7 +723,11 @@ func appendOrderedMap(dst []byte, m traits.Mapper, order []string, members *[]Me
 			return dst, err
 		}
 		if members != nil {
-			*members = append(*members, Member{Key: k, Start: start, End: len(dst)})
+			mb := Member{Key: k, Start: start, End: len(dst)}
+			if l, ok := v.(*celJSONList); ok {
+				mb.Elements = l.v.Len()
+			}
+			*members = append(*members, mb)
 		}
 	}
 	return append(dst, '}'), nil

@@ -307,7 +307,11 @@ func appendDirectMap(dst []byte, entries []directEntry, a *activation) ([]byte, 
 		if err != nil {
 			return dst[:base], nil, false
 		}
-		members = append(members, Member{Key: e.key, Start: start, End: len(dst)})
+		m := Member{Key: e.key, Start: start, End: len(dst)}
+		if v := vals[i]; v.kind == dNode && v.node.Kind() == jsontape.Array {
+			m.Elements = v.node.Len()
+		}
+		members = append(members, m)
 	}
 	return append(dst, '}'), members, true
 }

@@ -134,7 +134,10 @@ type Call struct {
 	forwardKey string              // sent in the contract's forward header
 	claim      *claim              // this call owns its key; settle after finish
 	replay     *contracts.Envelope // a stored envelope answers this call
-	replayLost bool                // the key's earlier call died mid-call
+	// stored is the envelope JSON of the record that answers this call,
+	// until Call.end decodes it into replay (Core.replay).
+	stored     []byte
+	replayLost bool // the key's earlier call died mid-call
 
 	charge *policy.BudgetCharge // cost taken from the caller's budget
 
@@ -199,10 +202,9 @@ func (v View) Call(ctx context.Context, req *Request) *Result {
 var calls = sync.Pool{New: func() any { return new(Call) }}
 
 func (v View) run(ctx context.Context, cl *Call, req *Request) *Result {
-	if res := v.begin(ctx, cl, req, false); res != nil {
-		return res // refused, replayed, or an unknown tool
+	if v.begin(ctx, cl, req, false) {
+		v.c.send(cl.ctx, cl)
 	}
-	v.c.send(cl.ctx, cl)
 	return cl.end()
 }
 
@@ -217,19 +219,23 @@ func (c *Core) Call(ctx context.Context, req *Request) *Result {
 // sending (a rejection, a replay).
 func (v View) Begin(ctx context.Context, req *Request) (*Call, *Result) {
 	cl := new(Call)
-	if res := v.begin(ctx, cl, req, true); res != nil {
-		return nil, res
+	if !v.begin(ctx, cl, req, true) {
+		return nil, cl.end()
 	}
 	return cl, nil
 }
 
 // begin starts the call's span, then runs the stages before the send
-// (prepare). It returns the Result of a call that ends there. external
+// (prepare). It reports whether the call goes on to the send; when it does
+// not (refused, replayed, an unknown tool), cl.out holds the outcome that
+// ends it, and the caller ends it (Call.end): on the caller's smaller
+// frame, not under begin's, since ending a call writes its log line, whose
+// handler is deep (TestACallStaysWithinASmallStack). external
 // says Envoy sends: the adapter enforces the tool's timeout, and the
 // call's context outlives the gRPC message that began it by a margin, so
 // that classifying an answer that came just in time, and settling its key,
 // still run.
-func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) *Result {
+func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) bool {
 	c := v.c
 	v.initCall(cl, req)
 	cl.tool = v.st.tools[req.Tool]
@@ -237,7 +243,7 @@ func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) 
 	cl.ctx = ctx
 	if cl.tool == nil {
 		cl.out = contracts.Reject(contracts.ReasonUnknownTool)
-		return cl.end()
+		return false
 	}
 	timeout := cl.tool.contract.Timeout
 	if external {
@@ -247,7 +253,7 @@ func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) 
 	}
 	if o, ok := c.prepare(cl.ctx, cl); !ok {
 		cl.out = o
-		return cl.end()
+		return false
 	}
 	if external {
 		// toolgate's own send gets the credential as it sends
@@ -255,11 +261,11 @@ func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) 
 		cred, o, ok := c.credential(cl.ctx, cl)
 		if !ok {
 			cl.out = o
-			return cl.end()
+			return false
 		}
 		cl.cred = cred
 	}
-	return nil
+	return true
 }
 
 // prepare runs the stages before the send, in order. Every stage either
@@ -285,6 +291,11 @@ func (c *Core) prepare(ctx context.Context, cl *Call) (contracts.Outcome, bool) 
 // idempotency record and the budget refund, then the span.
 func (cl *Call) end() *Result {
 	c := cl.c
+	if cl.stored != nil {
+		// The key's record answers the call: decoded here, on the frame
+		// of the call's caller, not under the claim's deep one.
+		c.replay(cl)
+	}
 	res := c.finish(cl.ctx, cl, &cl.out)
 	if cl.claim != nil {
 		c.settle(cl.ctx, cl, res, res.Envelope.AppendJSON(nil))

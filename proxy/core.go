@@ -183,11 +183,24 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 	c.swapMu.Lock()
 	defer c.swapMu.Unlock()
 	prev := c.state.Load()
+	callers := policyCallers(snap)
+	// A tool's metric children carry over when its label values do not
+	// change; otherwise they are resolved again at its next call.
+	metricsOf := func(name string, old *toolMetrics) *toolMetrics {
+		if old != nil && slices.Equal(old.callers, callers) {
+			return old
+		}
+		return newToolMetrics(c.metrics, name, callers)
+	}
 	st := &state{
 		snap:      snap,
 		upstreams: make(map[string]*upstreamRuntime, len(snap.Upstreams)),
 		tools:     make(map[string]*tool, len(snap.Tools)),
-		unknown:   newToolMetrics(c.metrics, "unknown", snap),
+	}
+	if prev != nil {
+		st.unknown = metricsOf("unknown", prev.unknown)
+	} else {
+		st.unknown = metricsOf("unknown", nil)
 	}
 	uo := upstreamOptions{newRT: c.newRT, kind: snap.Server.UpstreamClient, env: upstream.Env{Now: c.now, Logger: c.logger}}
 	for name, cfg := range snap.Upstreams {
@@ -202,7 +215,11 @@ func (c *Core) Swap(snap *policy.Snapshot) error {
 		if up == nil {
 			return fmt.Errorf("tool %s: upstream %q is not defined", name, contract.Upstream)
 		}
-		t := &tool{contract: contract, upstream: up, auth: up.authOf(contract.Credential), metrics: newToolMetrics(c.metrics, name, snap)}
+		var oldMetrics *toolMetrics
+		if prev != nil && prev.tools[name] != nil {
+			oldMetrics = prev.tools[name].metrics
+		}
+		t := &tool{contract: contract, upstream: up, auth: up.authOf(contract.Credential), metrics: metricsOf(name, oldMetrics)}
 		if prev != nil && prev.tools[name] != nil {
 			t.live = prev.tools[name].live
 		} else {

@@ -50,8 +50,11 @@ func (c *Core) finish(ctx context.Context, cl *Call, o *contracts.Outcome) *Resu
 	m := c.message(st, cl, o)
 	env.Message = m.Text
 	// Envelope data is always compact, valid UTF-8 JSON (the backend's
-	// answer went through the tape parser), so it is not validated again.
-	env.Observation = contracts.EnvelopeObservation(env.Status, m, env.Data, observationOptions(st, cl))
+	// answer went through the tape parser), so it is not validated again;
+	// where its members lie is known from making it.
+	opt := observationOptions(st, cl)
+	opt.Members = o.Members
+	env.Observation = contracts.EnvelopeObservation(env.Status, m, env.Data, opt)
 	c.record(ctx, cl, res)
 	return res
 }

@@ -58,11 +58,22 @@ type claim struct {
 // means this call holds the key and may send; otherwise the outcome answers
 // the call (a replay of what the key holds, the result of the call that
 // held it, or a rejection).
-func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.Outcome, owned bool) {
+func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (contracts.Outcome, bool) {
 	ctx, span := c.tr.child(ctx, "toolgate.idempotency.claim", trace.SpanKindInternal)
+	o, owned := c.claimStored(ctx, cl, key)
 	if span != nil {
-		defer func() { endChild(span, &o) }()
+		endChild(span, &o)
 	}
+	return o, owned
+}
+
+// claimStored is claimKey's work, under the claim's span. Out of line:
+// its frame is large (the store's answers, the key), and the tracer's
+// Start, deep itself, runs before it under claimKey's small one
+// (TestACallStaysWithinASmallStack).
+//
+//go:noinline
+func (c *Core) claimStored(ctx context.Context, cl *Call, key string) (contracts.Outcome, bool) {
 	t := cl.tool
 	ct := t.contract
 	fp, err := policy.NewFingerprint(ct.Name, cl.args)
@@ -101,7 +112,7 @@ func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.
 			return contracts.Outcome{}, true
 		case policy.ClaimCompleted:
 			t.metrics.event(EventReplayed)
-			return c.replay(cl, got.Record), false
+			return cl.answeredBy(got.Record), false
 		case policy.ClaimUnknown:
 			if dedupes {
 				// The backend dedupes on the key we forward: resending with
@@ -119,7 +130,7 @@ func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.
 				continue // someone else reclaimed or finished it meanwhile
 			}
 			t.metrics.event(EventUnknownKept)
-			return c.replay(cl, got.Record), false
+			return cl.answeredBy(got.Record), false
 		case policy.ClaimInFlight:
 			rec, err := c.store.Wait(ctx, k)
 			switch {
@@ -128,7 +139,7 @@ func (c *Core) claimKey(ctx context.Context, cl *Call, key string) (o contracts.
 				if rec.State == policy.RecordUnknown && dedupes {
 					continue
 				}
-				return c.replay(cl, rec), false
+				return cl.answeredBy(rec), false
 			case errors.Is(err, policy.ErrNoRecord):
 				// The first call was withdrawn before it sent anything (or
 				// its record expired): this call may run.
@@ -181,19 +192,35 @@ func storeUnavailable() contracts.Outcome {
 	return contracts.Reject(contracts.ReasonStoreUnavailable)
 }
 
-// replay turns a stored record into the call's outcome. A record whose
-// outcome the store itself declared unknown (an owner that died mid-call)
-// has no envelope; the call then says so.
-func (c *Core) replay(cl *Call, rec policy.Record) contracts.Outcome {
-	if len(rec.Envelope) > 0 {
-		if env, err := contracts.DecodeEnvelope(rec.Envelope); err == nil {
+// replay turns the stored record that answers the call (Call.stored) into
+// its outcome (Call.out). A record whose outcome the store itself declared
+// unknown (an owner that died mid-call) has no envelope; the call then
+// says so. Out of line, writing in place: Call.end runs it, and the
+// outcome and the decoding must not widen end's frame, under which the
+// log line is written (TestACallStaysWithinASmallStack).
+//
+//go:noinline
+func (c *Core) replay(cl *Call) {
+	if len(cl.stored) > 0 {
+		if env, err := contracts.DecodeEnvelope(cl.stored); err == nil {
 			cl.replay = env
-			return contracts.Outcome{Status: env.Status, Reason: contracts.ReasonReplayed, Retryable: env.Retryable,
+			cl.out = contracts.Outcome{Status: env.Status, Reason: contracts.ReasonReplayed, Retryable: env.Retryable,
 				Effect: env.SideEffect, Data: env.Data, RetryAfter: time.Duration(env.RetryAfterMS) * time.Millisecond}
+			return
 		}
 	}
 	cl.replayLost = true
-	return contracts.Reject(contracts.ReasonOutcomeLost)
+	cl.out = contracts.Reject(contracts.ReasonOutcomeLost)
+}
+
+// answeredBy says rec answers the call: Call.end decodes its envelope
+// (Core.replay). The outcome returned stands until then.
+func (cl *Call) answeredBy(rec policy.Record) contracts.Outcome {
+	cl.stored = rec.Envelope
+	if cl.stored == nil {
+		cl.stored = []byte{} // no envelope: the outcome is lost
+	}
+	return contracts.Outcome{Reason: contracts.ReasonReplayed}
 }
 
 // settle finishes the call's claim once its envelope exists: a call that

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"maps"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -133,12 +136,27 @@ func statusIndex(s contracts.Status) int {
 	return i
 }
 
-// toolMetrics holds one tool's metric children, resolved when the policy is
-// loaded, so recording a call does not hash label values. The label sets
-// are fixed: every caller the policy names, plus "unknown".
+// toolMetrics are one tool's metric children. They are resolved at the
+// tool's first call, not when the policy loads: a policy of a thousand
+// tools of which an agent uses a few would otherwise hold some forty
+// series per tool (about 30 KiB of heap each; docs/performance.md), and a
+// tool that was never called has no series. Resolved, a tool has every
+// series it can record — each status for every caller the policy names
+// plus "unknown", the durations, violations and idempotency events — so
+// recording a call does not hash label values, and a tool's rows appear
+// together. The children of a tool whose callers did not change carry over
+// a reload (Core.Swap).
 type toolMetrics struct {
-	m          *Metrics
-	name       string
+	m    *Metrics
+	name string
+	// callers are the policy's callers, sorted, with "unknown" first:
+	// the label values of a resolved tool.
+	callers []string
+	series  atomic.Pointer[toolSeries]
+}
+
+// toolSeries are a tool's resolved metric children.
+type toolSeries struct {
 	calls      map[string]*[contracts.NumStatuses]prometheus.Counter
 	duration   [contracts.NumStatuses]prometheus.Observer
 	cost       map[string]prometheus.Counter
@@ -147,57 +165,74 @@ type toolMetrics struct {
 	redacted   prometheus.Counter
 }
 
-func newToolMetrics(m *Metrics, name string, snap *policy.Snapshot) *toolMetrics {
-	tm := &toolMetrics{
-		m:          m,
-		name:       name,
-		calls:      map[string]*[contracts.NumStatuses]prometheus.Counter{},
-		cost:       map[string]prometheus.Counter{},
+// policyCallers returns the label values of the caller label for snap:
+// "unknown" and every caller the policy names, sorted.
+func policyCallers(snap *policy.Snapshot) []string {
+	callers := slices.Sorted(maps.Keys(snap.Access.Callers))
+	return slices.Insert(slices.DeleteFunc(callers, func(c string) bool { return c == "unknown" }), 0, "unknown")
+}
+
+func newToolMetrics(m *Metrics, name string, callers []string) *toolMetrics {
+	return &toolMetrics{m: m, name: name, callers: callers}
+}
+
+// get returns the tool's children, resolving them at the first call. Two
+// calls racing to resolve them get the same children from the vectors.
+func (tm *toolMetrics) get() *toolSeries {
+	if s := tm.series.Load(); s != nil {
+		return s
+	}
+	m, name := tm.m, tm.name
+	s := &toolSeries{
+		calls:      make(map[string]*[contracts.NumStatuses]prometheus.Counter, len(tm.callers)),
+		cost:       make(map[string]prometheus.Counter, len(tm.callers)),
 		violations: map[string]prometheus.Counter{},
 		events:     map[string]prometheus.Counter{},
 		redacted:   m.SecretsRedacted.WithLabelValues(name),
 	}
-	callers := []string{"unknown"}
-	for caller := range snap.Access.Callers {
-		callers = append(callers, caller)
-	}
-	for _, caller := range callers {
+	for _, caller := range tm.callers {
 		var byStatus [contracts.NumStatuses]prometheus.Counter
-		for i, st := range contracts.Statuses() {
-			byStatus[i] = m.ToolCalls.WithLabelValues(name, string(st), caller)
+		for _, st := range contracts.Statuses() {
+			byStatus[statusIndex(st)] = m.ToolCalls.WithLabelValues(name, string(st), caller)
 		}
-		tm.calls[caller] = &byStatus
-		tm.cost[caller] = m.ToolCost.WithLabelValues(name, caller)
+		s.calls[caller] = &byStatus
+		s.cost[caller] = m.ToolCost.WithLabelValues(name, caller)
 	}
-	for i, st := range contracts.Statuses() {
-		tm.duration[i] = m.ToolCallDuration.WithLabelValues(name, string(st))
+	for _, st := range contracts.Statuses() {
+		s.duration[statusIndex(st)] = m.ToolCallDuration.WithLabelValues(name, string(st))
 	}
 	for _, kind := range []string{ViolationSchema, ViolationKey, ViolationSize, ViolationResponse} {
-		tm.violations[kind] = m.ContractViolations.WithLabelValues(name, kind)
+		s.violations[kind] = m.ContractViolations.WithLabelValues(name, kind)
 	}
 	for _, ev := range []string{EventStored, EventReplayed, EventWaited, EventMismatch, EventMissingKey, EventUnknownKept, EventEvicted} {
-		tm.events[ev] = m.IdempotencyEvents.WithLabelValues(name, ev)
+		s.events[ev] = m.IdempotencyEvents.WithLabelValues(name, ev)
 	}
-	return tm
+	if !tm.series.CompareAndSwap(nil, s) {
+		return tm.series.Load()
+	}
+	return s
 }
 
 func (tm *toolMetrics) record(status contracts.Status, caller string, elapsed time.Duration, cost float64) {
+	s := tm.get()
 	i := statusIndex(status)
-	byStatus, ok := tm.calls[caller]
+	byStatus, ok := s.calls[caller]
 	if !ok {
-		byStatus = tm.calls["unknown"]
+		byStatus = s.calls["unknown"]
 	}
 	byStatus[i].Inc()
-	tm.duration[i].Observe(elapsed.Seconds())
+	s.duration[i].Observe(elapsed.Seconds())
 	if cost > 0 {
-		ctr, ok := tm.cost[caller]
+		ctr, ok := s.cost[caller]
 		if !ok {
-			ctr = tm.cost["unknown"]
+			ctr = s.cost["unknown"]
 		}
 		ctr.Add(cost)
 	}
 }
 
-func (tm *toolMetrics) violation(kind string) { tm.violations[kind].Inc() }
+func (tm *toolMetrics) violation(kind string) { tm.get().violations[kind].Inc() }
 
-func (tm *toolMetrics) event(ev string) { tm.events[ev].Inc() }
+func (tm *toolMetrics) event(ev string) { tm.get().events[ev].Inc() }
+
+func (tm *toolMetrics) redacted(n int) { tm.get().redacted.Add(float64(n)) }

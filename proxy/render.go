@@ -61,18 +61,39 @@ func (r *Result) head(h http.Header) int {
 // outPool recycles the buffers envelopes are rendered into.
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
-// writeResult writes a result as the HTTP answer.
+// writeResult writes a result as the HTTP answer. Data of at least
+// splitDataBytes is written from where it lies, between the envelope's
+// other fields, rather than copied into the envelope's buffer first.
 func writeResult(w http.ResponseWriter, res *Result) {
 	h := w.Header()
 	code := res.head(h)
 	p := outPool.Get().(*[]byte)
-	b := res.Envelope.AppendJSON((*p)[:0])
+	data := res.Envelope.Data
+	if len(data) < splitDataBytes {
+		b := res.Envelope.AppendJSON((*p)[:0])
+		b = append(b, '\n')
+		h.Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(code)
+		_, _ = w.Write(b)
+		putOut(p, b)
+		return
+	}
+	b, at := res.Envelope.AppendJSONAround((*p)[:0])
 	b = append(b, '\n')
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Content-Length", strconv.Itoa(len(b)+len(data)))
 	w.WriteHeader(code)
-	_, _ = w.Write(b)
+	if _, err := w.Write(b[:at]); err == nil {
+		if _, err = w.Write(data); err == nil {
+			_, _ = w.Write(b[at:])
+		}
+	}
 	putOut(p, b)
 }
+
+// splitDataBytes is the size of data from which writeResult writes it
+// where it lies: below it, copying it into the pooled envelope buffer
+// costs less than the two writes more.
+const splitDataBytes = 16 << 10
 
 // putOut returns a buffer to outPool, keeping the array b grew it to.
 func putOut(p *[]byte, b []byte) {

@@ -148,7 +148,7 @@ func (c *Core) redactAnswer(cl *Call, a *attempt) {
 		n += redact.Header(&a.header, set, extra)
 	}
 	if n > 0 {
-		t.metrics.redacted.Add(float64(n))
+		t.metrics.redacted(n)
 	}
 }
 

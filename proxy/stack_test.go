@@ -77,10 +77,13 @@ func TestACallStaysWithinASmallStack(t *testing.T) {
 func callsWithinASmallStack(t *testing.T) {
 	backend := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{}))
 	defer backend.Close()
+	notify := httptest.NewServer(examples.NewNotifyBackend(examples.NotifyOptions{Users: []string{"u1", "u2"}}))
+	defer notify.Close()
 	// The search upstream holds a credential, so that every answer is
 	// scanned for it (redact.go) within the bound too.
 	doc := strings.NewReplacer(
 		"url: http://127.0.0.1:7001", "url: "+backend.URL+"\n    auth: {bearer: {token: stack-test-token-1}}",
+		"url: http://127.0.0.1:7002", "url: "+notify.URL,
 		"\naccess:\n", "\naccess:\n  shared_credentials: [search]\n",
 		"\nserver:\n", "\nserver:\n  transparent: true\n",
 	).Replace(string(examples.Policy()))
@@ -89,6 +92,11 @@ func callsWithinASmallStack(t *testing.T) {
 		post("/v1/tools/search_articles", "application/json", `{"q":"go","limit":5}`),
 		"GET /api/search?q=go&limit=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
 		strings.Replace(post("/mcp", "application/json", mcpCall), "\r\n\r\n", "\r\nAccept: application/json, text/event-stream\r\n\r\n", 1),
+		// A side-effecting call on the tool endpoint and on its legacy
+		// route, each sent twice on one connection: the second is a
+		// replay of the stored record.
+		strings.Replace(post("/v1/tools/send_notification", "application/json", `{"user_id":"u1","text":"hi"}`), "\r\n\r\n", "\r\nIdempotency-Key: stack-1\r\n\r\n", 1),
+		strings.Replace(post("/v1/users/u2/notifications", "application/json", `{"text":"hi"}`), "\r\n\r\n", "\r\nIdempotency-Key: stack-2\r\n\r\n", 1),
 	}
 	// Logged at info, the default level; then traced as well, with spans
 	// exported in batches as an OTLP exporter does.
@@ -112,10 +120,16 @@ func callsWithinASmallStack(t *testing.T) {
 	for i, core := range cores {
 		round(t, agents[i].Listener.Addr().String(), core, requests)
 	}
+	// New idempotency keys, so that the side-effecting calls send (the
+	// claim, the send, the settle) and then replay within the bound too.
+	fresh := make([]string, len(requests))
+	for i, req := range requests {
+		fresh[i] = strings.ReplaceAll(req, "Idempotency-Key: stack-", "Idempotency-Key: small-")
+	}
 	old := debug.SetMaxStack(8 << 10)
 	defer debug.SetMaxStack(old)
 	for i, core := range cores {
-		round(t, agents[i].Listener.Addr().String(), core, requests)
+		round(t, agents[i].Listener.Addr().String(), core, fresh)
 	}
 }
 

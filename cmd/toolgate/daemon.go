@@ -148,8 +148,11 @@ func buildDaemon(snap *policy.Snapshot, opts daemonOptions) (*daemon, error) {
 		core:     core,
 		registry: reg,
 		reloader: config.NewReloader(snap, config.ReloaderOptions{
-			Source:  opts.source,
-			Swap:    core.Swap,
+			Source: opts.source,
+			Swap: func(snap *policy.Snapshot) error {
+				defer releaseLoadGarbage()
+				return core.Swap(snap)
+			},
 			Metrics: config.ReloadMetrics{Reloads: m.ConfigReloads, LastReloadSuccessful: m.ConfigLastReloadOK, Generation: m.ConfigGeneration},
 			Logger:  opts.logger,
 		}),
@@ -248,6 +251,7 @@ func (d *daemon) run(ctx context.Context, hup <-chan os.Signal) error {
 		d.watcher = nil // Run closes it
 		wg.Go(func() { w.Run(triggers, func() { _ = d.reloader.Reload() }) })
 	}
+	releaseLoadGarbage()
 	cur := d.reloader.Current().Snapshot
 	d.logger.Info(d.name+" started", "version", version, "listen", d.frontAddr(), "admin", d.adminAddr(),
 		"tools", len(cur.Tools), "checksum", cur.Checksum, "watch", w != nil)

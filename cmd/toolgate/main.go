@@ -31,6 +31,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -38,14 +40,16 @@ var version = "dev"
 
 func main() {
 	tuneGC()
+	tuneMemory(memlimit.FromCgroup)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // defaultGCPercent is the GC target when GOGC is not set. A sidecar's live
 // heap is small (a few MiB of policy and idempotency records) while every
 // call allocates; collecting four times less often trades a few tens of
-// MiB for a visible share of CPU per call. GOGC, and GOMEMLIMIT (set in the
-// Kubernetes manifests), still rule when given.
+// MiB for a visible share of CPU per call, and the memory limit taken from
+// the container (tuneMemory) makes the collector work harder as the heap
+// nears it. GOGC and GOMEMLIMIT still rule when given.
 const defaultGCPercent = 400
 
 func tuneGC() {

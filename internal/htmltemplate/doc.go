@@ -15,7 +15,7 @@
 // html/template executes through text/template, so the console's pages
 // (package console) brought that back; through this package they keep
 // the escaping and the sidecar keeps the linker's pruning.
-// TestSidecarKeepsMethodPruning in cmd/toolgate holds it.
+// TestSidecarFootprint in cmd/toolgate holds it.
 //
 // What differs from Go's html/template, and nothing else:
 //

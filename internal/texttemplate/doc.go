@@ -13,7 +13,7 @@
 // (go-redis's whole command set alone, 4.3 MB) and 6 MiB of its idle RSS,
 // from the pages of code that moved apart (docs/performance.md).
 // `go build -ldflags=-dumpdep` shows which functions disable the linker's
-// pruning of methods (marked <ReflectMethod>); TestSidecarKeepsMethodPruning
+// pruning of methods (marked <ReflectMethod>); TestSidecarFootprint
 // in cmd/toolgate holds the sidecar free of them.
 //
 // The files keep text/template's own names (exec.go, funcs.go, option.go,
