@@ -21,8 +21,10 @@ GO        ?= go
 # from its own directory for `toolgate inject` and `toolgate webhook`.
 BIN       := bin/toolgate
 # grpcnotrace leaves gRPC's golang.org/x/net/trace out of the binaries:
-# toolgate never serves its pages (the admin console's own pages use
-# html/template). deploy/Dockerfile builds with the same tags and flags.
+# toolgate never serves its pages, and their html/template would switch
+# off the linker's pruning of unused methods, about 12 MB (the console's
+# pages use internal/htmltemplate; TestSidecarFootprint builds
+# with these tags). deploy/Dockerfile builds with the same tags and flags.
 GOTAGS    := grpcnotrace
 # bash, for pipefail in the recipes that keep a log for test's summary.
 SHELL     := /bin/bash

@@ -7,10 +7,13 @@
 //
 // It is a client of the pipeline's exported API only (proxy.View: Try,
 // Call, ToolState, Upstreams, Callers, SecretHider): it keeps no state of
-// its own but a key for its forms' tokens. The pages are html/template
-// pages rendered on the server from templates embedded in the binary,
-// with a little plain JavaScript (console.js) that refreshes the live
-// state and previews the arguments; every view works without it.
+// its own but a key for its forms' tokens. The pages are rendered on the
+// server from templates embedded in the binary, with a little plain
+// JavaScript (console.js) that refreshes the live state and previews the
+// arguments; every view works without it. The templates run on
+// internal/htmltemplate, html/template's escaping without method calls:
+// they read fields and call funcs, never a method of their data, so the
+// sidecar keeps the linker's pruning of unused methods.
 //
 // What the console guarantees:
 //
@@ -29,12 +32,13 @@
 package console
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
-	"html/template"
+	template "github.com/toolgate/toolgate/internal/htmltemplate"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -134,11 +138,17 @@ func (h *Handler) validToken(tool, token string) bool {
 	return hmac.Equal([]byte(token), []byte(h.tokenFor(tool)))
 }
 
-// render writes a page, or a plain error when the template fails.
+// render writes a page, or a plain error when the template fails (a
+// template that calls a method of its data fails: internal/htmltemplate),
+// never half a page.
 func (h *Handler) render(w http.ResponseWriter, code int, page string, data any) {
+	var out bytes.Buffer
+	if err := h.pages.ExecuteTemplate(&out, page, data); err != nil {
+		h.logger.Warn("console page failed", "page", page, "err", err.Error())
+		http.Error(w, "console page failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(code)
-	if err := h.pages.ExecuteTemplate(w, page, data); err != nil {
-		h.logger.Warn("console page failed", "page", page, "err", err.Error())
-	}
+	_, _ = out.WriteTo(w)
 }

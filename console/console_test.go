@@ -2,6 +2,7 @@ package console
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/config"
+	template "github.com/toolgate/toolgate/internal/htmltemplate"
 	"github.com/toolgate/toolgate/learn"
 	"github.com/toolgate/toolgate/policy"
 	"github.com/toolgate/toolgate/proxy"
@@ -400,4 +402,22 @@ func TestLearnPageShowsTheSummaryAndTheDraft(t *testing.T) {
 		t.Errorf("%d:\n%s", code, page)
 	}
 	noSecret(t, page)
+}
+
+// TestAFailingTemplateIsAnError: a page whose template fails (one that
+// calls a method of its data, which internal/htmltemplate refuses) is
+// answered with a 500 and the error, not half a page with a 200.
+func TestAFailingTemplateIsAnError(t *testing.T) {
+	f := newFixture(t, "{}")
+	var logs strings.Builder
+	h := New(Options{Core: f.core, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	h.pages = template.Must(template.New("console").Funcs(funcs()).Parse(`{{define "overview.html"}}<p>{{.Title}}</p>{{.Policy.Now.IsZero}}{{end}}`))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1:9090/ui/", nil))
+	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "<p>") || !strings.Contains(w.Body.String(), "IsZero") {
+		t.Errorf("%d %q, want a 500 naming the template's error", w.Code, w.Body.String())
+	}
+	if !strings.Contains(logs.String(), "console page failed") {
+		t.Errorf("nothing logged: %q", logs.String())
+	}
 }

@@ -2,7 +2,7 @@ package console
 
 import (
 	"fmt"
-	"html/template"
+	template "github.com/toolgate/toolgate/internal/htmltemplate"
 	"strconv"
 	"strings"
 	"time"

@@ -33,9 +33,13 @@ type policyInfo struct {
 	Checksum   string
 	Sources    []string
 	Generation int64 // 0: unknown
-	Reloaded   time.Time
-	ReloadErr  string
-	Now        time.Time
+	// Reloads says a reload ran since the start: Reloaded is when it
+	// ended, ReloadErr why it failed ("" when it succeeded). A field, as
+	// the templates call no method (internal/htmltemplate).
+	Reloads   bool
+	Reloaded  time.Time
+	ReloadErr string
+	Now       time.Time
 }
 
 // toolRow is a tool in the overview's list.
@@ -57,7 +61,7 @@ func (h *Handler) policyInfo(v proxy.View, hide func(string) string) policyInfo 
 			pi.Generation = cur.Generation
 		}
 		last := h.reloader.LastReload()
-		pi.Reloaded, pi.ReloadErr = last.At, hide(last.Err)
+		pi.Reloads, pi.Reloaded, pi.ReloadErr = !last.At.IsZero(), last.At, hide(last.Err)
 	}
 	return pi
 }

@@ -21,12 +21,13 @@ import (
 // target, 40 MB; 29.2 MB measured, 41.1 MB before the message templates
 // left text/template), and its resident memory idle with the example
 // policy. Issue 29's target for the RSS, 24 MiB, is not reached: about
-// 27 MiB is measured (34 MB before), of which about 20 MiB are the
-// binary's own pages touched at start, 23 MiB before main runs; the bound
-// holds what was reached.
+// 27–28 MiB is measured (34 MB before), of which about 20 MiB are the
+// binary's own pages touched at start, 23 MiB before main runs. The bound
+// holds what was reached with room for another machine's kernel and page
+// cache, and still fails if the method pruning is lost (33.6 MiB).
 const (
 	maxSidecarBytes = 40_000_000
-	maxIdleRSSKiB   = 30 << 10
+	maxIdleRSSKiB   = 32 << 10
 )
 
 // buildSidecar builds cmd/toolgate as make build does (static, stripped,
