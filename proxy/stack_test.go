@@ -77,7 +77,8 @@ func TestACallStaysWithinASmallStack(t *testing.T) {
 func callsWithinASmallStack(t *testing.T) {
 	backend := httptest.NewServer(examples.NewSearchBackend(examples.SearchOptions{}))
 	defer backend.Close()
-	notify := httptest.NewServer(examples.NewNotifyBackend(examples.NotifyOptions{Users: []string{"u1", "u2"}}))
+	notifier := examples.NewNotifyBackend(examples.NotifyOptions{Users: []string{"u1", "u2"}})
+	notify := httptest.NewServer(notifier)
 	defer notify.Close()
 	// The search upstream holds a credential, so that every answer is
 	// scanned for it (redact.go) within the bound too.
@@ -88,15 +89,17 @@ func callsWithinASmallStack(t *testing.T) {
 		"\nserver:\n", "\nserver:\n  transparent: true\n",
 	).Replace(string(examples.Policy()))
 	mcpCall := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}`
+	mcpSend := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"send_notification","arguments":{"user_id":"u1","text":"hi","idempotency_key":"stack-3"}}}`
 	requests := []string{
 		post("/v1/tools/search_articles", "application/json", `{"q":"go","limit":5}`),
 		"GET /api/search?q=go&limit=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
 		strings.Replace(post("/mcp", "application/json", mcpCall), "\r\n\r\n", "\r\nAccept: application/json, text/event-stream\r\n\r\n", 1),
-		// A side-effecting call on the tool endpoint and on its legacy
-		// route, each sent twice on one connection: the second is a
-		// replay of the stored record.
+		// A side-effecting call on the tool endpoint, on its legacy route
+		// and over MCP, each sent twice on one connection: the second is
+		// a replay of the stored record.
 		strings.Replace(post("/v1/tools/send_notification", "application/json", `{"user_id":"u1","text":"hi"}`), "\r\n\r\n", "\r\nIdempotency-Key: stack-1\r\n\r\n", 1),
 		strings.Replace(post("/v1/users/u2/notifications", "application/json", `{"text":"hi"}`), "\r\n\r\n", "\r\nIdempotency-Key: stack-2\r\n\r\n", 1),
+		strings.Replace(post("/mcp", "application/json", mcpSend), "\r\n\r\n", "\r\nAccept: application/json, text/event-stream\r\n\r\n", 1),
 	}
 	// Logged at info, the default level; then traced as well, with spans
 	// exported in batches as an OTLP exporter does.
@@ -124,12 +127,18 @@ func callsWithinASmallStack(t *testing.T) {
 	// claim, the send, the settle) and then replay within the bound too.
 	fresh := make([]string, len(requests))
 	for i, req := range requests {
-		fresh[i] = strings.ReplaceAll(req, "Idempotency-Key: stack-", "Idempotency-Key: small-")
+		fresh[i] = strings.NewReplacer("Idempotency-Key: stack-", "Idempotency-Key: small-", `"idempotency_key":"stack-`, `"idempotency_key":"small-`).Replace(req)
 	}
 	old := debug.SetMaxStack(8 << 10)
 	defer debug.SetMaxStack(old)
 	for i, core := range cores {
 		round(t, agents[i].Listener.Addr().String(), core, fresh)
+	}
+	debug.SetMaxStack(old)
+	// Every side-effecting call was sent once per key (the backend
+	// dedupes the second core's on the forwarded key), none refused.
+	if got := notifier.Count(); got != 6 {
+		t.Errorf("the notify backend performed %d sends, want 6 (three keys in each of two rounds)", got)
 	}
 }
 

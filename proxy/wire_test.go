@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -75,11 +74,6 @@ func wireCall(core *Core, tool, id string) *Result {
 		IdempotencyKey: "k-" + id, CallID: id, Front: "test"})
 }
 
-func jsonAnswer(code int, body string) string {
-	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		code, http.StatusText(code), len(body), body)
-}
-
 // whoAnswer answers with the request's own id: whoever reads it can tell
 // whose answer it is.
 func whoAnswer(c *clienttest.RawConn) string {
@@ -87,7 +81,7 @@ func whoAnswer(c *clienttest.RawConn) string {
 	if c.Req.Method == http.MethodPost {
 		code = http.StatusCreated
 	}
-	return jsonAnswer(code, `{"who":"`+c.Req.Header.Get("X-Request-Id")+`"}`)
+	return clienttest.JSONAnswer(code, `{"who":"`+c.Req.Header.Get("X-Request-Id")+`"}`)
 }
 
 // pooledConnStirred says a connection in the upstream's pool is no longer
@@ -126,14 +120,14 @@ func TestStrayBytesAreNeverAnotherCallsAnswer(t *testing.T) {
 		answer, stray string // A's answer, then the stray bytes
 	}{
 		{name: "a late second answer", tool: "read",
-			answer: jsonAnswer(200, `{"who":"A"}`), stray: jsonAnswer(200, `{"who":"A-late"}`)},
+			answer: clienttest.JSONAnswer(200, `{"who":"A"}`), stray: clienttest.JSONAnswer(200, `{"who":"A-late"}`)},
 		{name: "a body longer than its Content-Length", tool: "read",
 			answer: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"who\":\"A\"}",
 			stray:  `,"more":"than promised"}`},
 		{name: "a stray 503 after a side-effecting answer", tool: "write",
-			answer: jsonAnswer(201, `{"who":"A"}`), stray: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"},
+			answer: clienttest.JSONAnswer(201, `{"who":"A"}`), stray: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"},
 		{name: "a stray 503 after a side-effecting GET's answer", tool: "write_get",
-			answer: jsonAnswer(200, `{"who":"A"}`), stray: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"},
+			answer: clienttest.JSONAnswer(200, `{"who":"A"}`), stray: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -465,32 +459,6 @@ func TestMalformedRequestIsNotAConnectFailure(t *testing.T) {
 	})
 }
 
-// streamHeaderBomb writes an answer whose header never ends, up to 256 MiB,
-// until the reader goes away.
-func streamHeaderBomb(w io.Writer) {
-	if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Bomb: "); err != nil {
-		return
-	}
-	chunk := bytes.Repeat([]byte("a"), 64<<10)
-	for sent := 0; sent < 256<<20; sent += len(chunk) {
-		if _, err := w.Write(chunk); err != nil {
-			return
-		}
-	}
-}
-
-// manyFields is an answer of 150 small header fields: under the byte bound,
-// over the count.
-func manyFields() string {
-	var b strings.Builder
-	b.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n")
-	for i := range 150 {
-		fmt.Fprintf(&b, "X-F%d: v\r\n", i)
-	}
-	b.WriteString("\r\n{}")
-	return b.String()
-}
-
 // TestResponseHeaderBounds: a backend that streams a 256 MiB header, or
 // sends too many fields, costs a bounded amount of memory; the connection
 // is closed and the call ends upstream, unknown for a side-effecting call
@@ -499,13 +467,13 @@ func manyFields() string {
 func TestResponseHeaderBounds(t *testing.T) {
 	bombH1 := func(t *testing.T) string {
 		b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool {
-			streamHeaderBomb(c)
+			clienttest.StreamHeaderBomb(c)
 			return false
 		})
 		return "http://" + b.Addr()
 	}
 	fieldsH1 := func(t *testing.T) string {
-		b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool { return c.Answer(manyFields()) })
+		b := clienttest.NewRawBackend(t, func(c *clienttest.RawConn, n int) bool { return c.Answer(clienttest.ManyFields()) })
 		return "http://" + b.Addr()
 	}
 	var tlsSrv *httptest.Server
@@ -517,7 +485,7 @@ func TestResponseHeaderBounds(t *testing.T) {
 				return
 			}
 			defer conn.Close()
-			streamHeaderBomb(conn)
+			clienttest.StreamHeaderBomb(conn)
 		}))
 		tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
 		tlsSrv.StartTLS()

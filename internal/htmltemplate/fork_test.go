@@ -1,17 +1,15 @@
 package htmltemplate
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testkit/goroottest"
 )
 
 // TestForkMatchesGoroot holds the fork to Go's html/template. Under the
@@ -21,10 +19,10 @@ import (
 // it holds as long as that release's html/template files are the ones
 // the fork was made from.
 func TestForkMatchesGoroot(t *testing.T) {
-	goroot := gorootSources(t, "src/html/template")
-	version, files := readRecord(t, "goroot.sha256")
+	goroot := goroottest.Sources(t, "src/html/template")
+	version, files := goroottest.ReadRecord(t, "goroot.sha256")
 	if version != runtime.Version() {
-		if changed := changedSince(t, goroot, files); len(changed) > 0 {
+		if changed := goroottest.ChangedSince(goroot, files); len(changed) > 0 {
 			t.Fatalf("%s changed %s since the fork was made from %s: run scripts/fork-templates.sh and review its diff, "+
 				"and carry text/template's changes over to internal/texttemplate by hand (see its doc.go)",
 				runtime.Version(), strings.Join(changed, ", "), version)
@@ -57,68 +55,6 @@ func TestForkMatchesGoroot(t *testing.T) {
 			t.Errorf("%s is not a file scripts/fork-templates.sh makes: remove it", name)
 		}
 	}
-}
-
-// gorootSources is the running toolchain's GOROOT; the test skips when
-// its dir (the sources the fork was made from) is not there.
-func gorootSources(t *testing.T, dir string) string {
-	t.Helper()
-	b, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
-		t.Skipf("go env GOROOT: %v", err)
-	}
-	goroot := strings.TrimSpace(string(b))
-	if _, err := os.Stat(filepath.Join(goroot, dir)); err != nil {
-		t.Skipf("the Go sources are not in GOROOT (%v): the fork is not checked", err)
-	}
-	return goroot
-}
-
-// readRecord reads a goroot.sha256: its Go version and, for each GOROOT
-// file, its sha256.
-func readRecord(t *testing.T, path string) (version string, files map[string]string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	files = map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "# "); ok {
-			version, _, _ = strings.Cut(v, ":")
-			continue
-		}
-		sum, name, ok := strings.Cut(line, "  ")
-		if !ok {
-			t.Fatalf("%s: %q is not a line of sha256sum", path, line)
-		}
-		files[name] = sum
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if version == "" || len(files) == 0 {
-		t.Fatalf("%s names no Go version or no file", path)
-	}
-	return version, files
-}
-
-// changedSince lists the recorded files whose GOROOT copy differs from
-// the record, or is gone.
-func changedSince(t *testing.T, goroot string, files map[string]string) []string {
-	t.Helper()
-	var changed []string
-	for name, sum := range files {
-		b, err := os.ReadFile(filepath.Join(goroot, name))
-		if h := sha256.Sum256(b); err != nil || hex.EncodeToString(h[:]) != sum {
-			changed = append(changed, name)
-		}
-	}
-	slices.Sort(changed)
-	return changed
 }
 
 // dirFiles reads the files of a directory by name.

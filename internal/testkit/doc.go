@@ -14,7 +14,9 @@
 //     fault proxy;
 //   - statetest is the conformance suites of policy's state stores, which
 //     the memory and the Redis stores both pass;
-//   - sidecartest checks an injected toolgate sidecar.
+//   - sidecartest checks an injected toolgate sidecar;
+//   - goroottest holds the copies of standard-library packages to the
+//     GOROOT sources they were made from.
 //
 // Only tests import them, and they may import any package of the module:
 // they stand outside the package order of docs/design.md.

@@ -3,9 +3,11 @@ package clienttest
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -172,4 +174,36 @@ func FailingDial(fail *atomic.Bool, after int) func(ctx context.Context, network
 		}
 		return &FailingWriteConn{TCPConn: nc.(*net.TCPConn), Fail: fail, After: after}, nil
 	}
+}
+
+// JSONAnswer is an answer of code with body.
+func JSONAnswer(code int, body string) string {
+	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		code, http.StatusText(code), len(body), body)
+}
+
+// StreamHeaderBomb writes an answer whose header never ends, up to 256 MiB,
+// until the reader goes away.
+func StreamHeaderBomb(w io.Writer) {
+	if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Bomb: "); err != nil {
+		return
+	}
+	chunk := []byte(strings.Repeat("a", 64<<10))
+	for sent := 0; sent < 256<<20; sent += len(chunk) {
+		if _, err := w.Write(chunk); err != nil {
+			return
+		}
+	}
+}
+
+// ManyFields is an answer of 150 small header fields: under the byte bound,
+// over the count.
+func ManyFields() string {
+	var b strings.Builder
+	b.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n")
+	for i := range 150 {
+		fmt.Fprintf(&b, "X-F%d: v\r\n", i)
+	}
+	b.WriteString("\r\n{}")
+	return b.String()
 }

@@ -92,16 +92,10 @@ type Harness struct {
 // okAnswer is a small JSON answer.
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
 
-// jsonAnswer is an answer of code with body.
-func jsonAnswer(code int, body string) string {
-	return fmt.Sprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		code, http.StatusText(code), len(body), body)
-}
-
 // whoAnswer answers with the request's own id: whoever reads it can tell
 // whose answer it is.
 func whoAnswer(c *RawConn) string {
-	return jsonAnswer(http.StatusOK, `{"who":"`+c.Req.Header.Get("X-Request-Id")+`"}`)
+	return JSONAnswer(http.StatusOK, `{"who":"`+c.Req.Header.Get("X-Request-Id")+`"}`)
 }
 
 // suite is one scenario's client and what it needs.
@@ -277,7 +271,7 @@ func (s suite) informational(t *testing.T) {
 
 func (s suite) bodyOverLimit(t *testing.T) {
 	b := NewRawBackend(t, func(c *RawConn, n int) bool {
-		return c.Answer(jsonAnswer(200, `{"big":"`+strings.Repeat("x", 100)+`"}`))
+		return c.Answer(JSONAnswer(200, `{"big":"`+strings.Repeat("x", 100)+`"}`))
 	})
 	c := s.client(t, Options{Addr: b.Addr()})
 	r := send(t, t.Context(), c, request(t, b, "GET", "", "", nil), true, 64)
@@ -287,39 +281,13 @@ func (s suite) bodyOverLimit(t *testing.T) {
 	}
 }
 
-// streamHeaderBomb writes an answer whose header never ends, up to 256 MiB,
-// until the reader goes away.
-func streamHeaderBomb(w io.Writer) {
-	if _, err := io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Bomb: "); err != nil {
-		return
-	}
-	chunk := []byte(strings.Repeat("a", 64<<10))
-	for sent := 0; sent < 256<<20; sent += len(chunk) {
-		if _, err := w.Write(chunk); err != nil {
-			return
-		}
-	}
-}
-
-// manyFields is an answer of 150 small header fields: under the byte bound,
-// over the count.
-func manyFields() string {
-	var b strings.Builder
-	b.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n")
-	for i := range 150 {
-		fmt.Fprintf(&b, "X-F%d: v\r\n", i)
-	}
-	b.WriteString("\r\n{}")
-	return b.String()
-}
-
 func (s suite) headerBounds(t *testing.T) {
 	tests := []struct {
 		name  string
 		serve func(c *RawConn, n int) bool
 	}{
-		{"a 256 MiB header", func(c *RawConn, n int) bool { streamHeaderBomb(c); return false }},
-		{"150 header fields", func(c *RawConn, n int) bool { return c.Answer(manyFields()) }},
+		{"a 256 MiB header", func(c *RawConn, n int) bool { StreamHeaderBomb(c); return false }},
+		{"150 header fields", func(c *RawConn, n int) bool { return c.Answer(ManyFields()) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -359,12 +327,12 @@ func (s suite) strayBytes(t *testing.T) {
 		answer, stray string // A's answer, then the stray bytes
 	}{
 		{name: "a late second answer", method: "GET",
-			answer: jsonAnswer(200, `{"who":"A"}`), stray: jsonAnswer(200, `{"who":"A-late"}`)},
+			answer: JSONAnswer(200, `{"who":"A"}`), stray: JSONAnswer(200, `{"who":"A-late"}`)},
 		{name: "a body longer than its Content-Length", method: "GET",
 			answer: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"who\":\"A\"}",
 			stray:  `,"more":"than promised"}`},
 		{name: "a stray 503 after a side-effecting answer", method: "POST",
-			answer: jsonAnswer(201, `{"who":"A"}`), stray: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"},
+			answer: JSONAnswer(201, `{"who":"A"}`), stray: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
