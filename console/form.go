@@ -34,6 +34,9 @@ type form struct {
 	AnswerHeaders string
 	AnswerBody    string
 	NoBody        bool
+	// schema is the tool's argument schema, which types the fields as
+	// it types a legacy route's query and form values (Schema.Coerce).
+	schema *contracts.Schema
 }
 
 // field is one argument's input.
@@ -52,7 +55,7 @@ type field struct {
 
 // newForm is the empty form of a tool.
 func newForm(ct *contracts.Contract) form {
-	return form{Fields: fields(ct), AnswerStatus: "200", AnswerHeaders: "Content-Type: application/json"}
+	return form{schema: ct.Schema, Fields: fields(ct), AnswerStatus: "200", AnswerHeaders: "Content-Type: application/json"}
 }
 
 // fields are the inputs of the top-level properties of the tool's
@@ -124,6 +127,7 @@ func newField(name string, p map[string]any, required bool) field {
 // readForm reads a posted form of the tool.
 func readForm(ct *contracts.Contract, v url.Values) form {
 	f := form{
+		schema: ct.Schema,
 		Fields: fields(ct), Raw: strings.TrimSpace(v.Get("args_json")), Caller: v.Get("caller"),
 		AnswerStatus: strings.TrimSpace(v.Get("answer_status")), AnswerHeaders: v.Get("answer_headers"),
 		AnswerBody: v.Get("answer_body"), NoBody: v.Get("answer_no_body") != "",
@@ -144,8 +148,9 @@ func (f *form) hide(hide func(string) string) {
 }
 
 // args are the call's arguments as a JSON object: the raw JSON if given,
-// otherwise the fields that have a value. The pipeline checks them
-// against the schema; this only builds the object.
+// otherwise the fields that have a value, typed by the schema as a legacy
+// route's query and form values are (Schema.Coerce). The pipeline checks
+// them against the whole schema.
 func (f *form) args() ([]byte, error) {
 	if f.Raw != "" {
 		if !json.Valid([]byte(f.Raw)) {
@@ -163,23 +168,20 @@ func (f *form) args() ([]byte, error) {
 		}
 		var enc []byte
 		switch fd.Kind {
-		case "text":
-			enc, _ = json.Marshal(fd.Value)
-		case "integer", "number":
-			if _, err := strconv.ParseFloat(val, 64); err != nil || !json.Valid([]byte(val)) {
-				return nil, fmt.Errorf("argument %s: %q is not a number", fd.Name, val)
-			}
-			enc = []byte(val)
-		case "boolean":
-			if val != "true" && val != "false" {
-				return nil, fmt.Errorf("argument %s: %q is not true or false", fd.Name, val)
-			}
-			enc = []byte(val)
-		default: // enum (a JSON value from the schema) and json
+		case "enum", "json": // a JSON value from the schema, or JSON typed in
 			if !json.Valid([]byte(val)) {
 				return nil, fmt.Errorf("argument %s is not JSON", fd.Name)
 			}
 			enc = []byte(val)
+		default: // text, integer, number, boolean: typed by the schema
+			if fd.Kind == "text" {
+				val = fd.Value // a text argument keeps its spaces
+			}
+			v, err := f.schema.Coerce(fd.Name, []string{val})
+			if err != nil {
+				return nil, err
+			}
+			enc, _ = json.Marshal(v)
 		}
 		if n > 0 {
 			b.WriteByte(',')
