@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendStringRepairsInvalidUTF8(t *testing.T) {
@@ -39,4 +40,36 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("AppendHTMLString(%q) = %s, json.Marshal %s", s, got, html)
 		}
 	})
+}
+
+// FuzzValidUTF8: validUTF8 agrees with utf8.Valid on any bytes.
+func FuzzValidUTF8(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text", "量子计算入门", "Go 语言并发编程实战", "\xed\xa0\x80", "\xe0\x80\x80", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "\xc0\xaf", "\xc2", "\xe1\x80", "ab\xe9\x87\x8f", "Привет, мир", "\xf4\x90\x80\x80"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if got, want := validUTF8(p), utf8.Valid(p); got != want {
+			t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", p, got, want)
+		}
+	})
+}
+
+// TestValidUTF8EverySequence holds validUTF8 to utf8.Valid on every
+// sequence of three bytes that starts with a lead byte, alone and cut short
+// after one ASCII byte and before eight, so each fast path meets every
+// lead and continuation byte at every position it checks.
+func TestValidUTF8EverySequence(t *testing.T) {
+	buf := []byte("12345678abc")
+	for a := 0xc0; a <= 0xff; a++ { // 0x80-0xbf lead nothing
+		for b := range 256 {
+			for c := range 256 {
+				seq := []byte{byte(a), byte(b), byte(c)}
+				for _, p := range [][]byte{seq, seq[:2], append(buf[:1:1], seq...), append(buf[:8:8], seq...)} {
+					if got, want := validUTF8(p), utf8.Valid(p); got != want {
+						t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", p, got, want)
+					}
+				}
+			}
+		}
+	}
 }

@@ -34,7 +34,6 @@ import (
 	"errors"
 	"math/bits"
 	"sync"
-	"unicode/utf8"
 )
 
 // Kind is the JSON type of a value.
@@ -445,7 +444,7 @@ func (p *parser) str() error {
 	s := p.src
 	start := p.i + 1
 	if end, high, ok := plainString(s, start); ok {
-		if high && !p.invalid && !utf8.Valid(s[start:end]) {
+		if high && !p.invalid && !validUTF8(s[start:end]) {
 			p.invalid = true
 		}
 		p.i = end + 1
@@ -478,7 +477,7 @@ func (p *parser) str() error {
 		case c == '"':
 			// Only a string with a byte past ASCII needs the UTF-8
 			// check; a sequence cannot span its quotes.
-			if high&0x8080808080808080 != 0 && !p.invalid && !utf8.Valid(s[start:i]) {
+			if high&0x8080808080808080 != 0 && !p.invalid && !validUTF8(s[start:i]) {
 				p.invalid = true
 			}
 			p.i = i + 1
