@@ -116,9 +116,10 @@ type Call struct {
 	tool *tool // nil for an unknown tool
 	req  *Request
 	// ctx bounds the call: the tool's timeout when toolgate sends, a
-	// margin more when Envoy does (begin); cancel releases it at the end.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// margin more when Envoy does (begin). callCtx is the same context when
+	// the call has a tool (deadline.go); end ends it.
+	ctx     context.Context
+	callCtx *callContext
 
 	args     map[string]any
 	bound    contracts.Bound // the backend request as the binding bound it
@@ -247,10 +248,11 @@ func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) 
 	}
 	timeout := cl.tool.contract.Timeout
 	if external {
-		cl.ctx, cl.cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout+leaseMargin)
+		cl.callCtx = newCallContext(context.WithoutCancel(ctx), timeout+leaseMargin)
 	} else {
-		cl.ctx, cl.cancel = context.WithTimeout(ctx, timeout)
+		cl.callCtx = newCallContext(ctx, timeout)
 	}
+	cl.ctx = cl.callCtx
 	if o, ok := c.prepare(cl.ctx, cl); !ok {
 		cl.out = o
 		return false
@@ -302,8 +304,8 @@ func (cl *Call) end() *Result {
 	}
 	c.refund(cl.ctx, cl)
 	c.tr.endCall(cl.span, cl, res)
-	if cl.cancel != nil {
-		cl.cancel()
+	if cl.callCtx != nil {
+		cl.callCtx.end()
 	}
 	return res
 }

@@ -46,6 +46,13 @@ type Client interface {
 	CloseIdleConnections()
 }
 
+// Cancellation is a context key. A context that ends only at its deadline
+// or when another context ends (the proxy's call context) answers it with
+// that other context. The H1Client then sets the deadline on the
+// connection and watches only the other context, so the call's context
+// needs no timer of its own; any other context is watched whole.
+type Cancellation struct{}
+
 // SendOptions are what a Send may do with one request.
 type SendOptions struct {
 	// MaxBody bounds the answer's body (server.max_response_bytes): past
