@@ -151,6 +151,9 @@ type Call struct {
 	// client reported (package upstream), for the same reason.
 	att attempt
 	rep upstream.Report
+	// ruleIn is the input of the contract's rules while an answer is
+	// classified (Core.classify).
+	ruleIn contracts.RuleInput
 
 	// cred is the upstream's credential for a request Envoy sends: had
 	// before the request is described (Begin), applied in Backend.
