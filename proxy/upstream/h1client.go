@@ -106,6 +106,7 @@ type h1Conn struct {
 	// deadline says a call's deadline is set on nc (stopAtEnd), to be
 	// taken off before the connection goes back to the pool.
 	deadline bool
+	abort    func() // stopIO, for the hook on the context's end
 }
 
 func (pc *h1Conn) Read(p []byte) (int, error) {
@@ -234,8 +235,15 @@ func stopAtEnd(ctx context.Context, pc *h1Conn) (stop func() bool) {
 	if watch.Done() == nil {
 		return neverStopped
 	}
-	return context.AfterFunc(watch, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+	if pc.abort == nil {
+		pc.abort = pc.stopIO // made once per connection, not per request
+	}
+	return context.AfterFunc(watch, pc.abort)
 }
+
+// stopIO stops the connection's I/O now: a read or write under way fails
+// with a timeout.
+func (pc *h1Conn) stopIO() { _ = pc.nc.SetDeadline(aLongTimeAgo) }
 
 // neverStopped is the stop of a context that never ends.
 func neverStopped() bool { return true }
