@@ -25,8 +25,10 @@ import (
 //
 // Err is exact at any time: past the deadline, or once the parent ended,
 // the context ends as it is asked, closing the done channel if there is
-// one, so Err and Done never disagree. Cause is Err, as for a context that
-// WithDeadline makes with no cause.
+// one, so Err and Done never disagree. Cause is Err: unlike
+// WithDeadline's, the context does not pass on a cause its parent was
+// cancelled with (nothing in toolgate sets one, and net/http's request
+// contexts carry none).
 type callContext struct {
 	parent context.Context
 	// values are the parent's, without its cancellation, so that
