@@ -422,7 +422,14 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		return snap
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tools)) {
-		if t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader); t != nil {
+		t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader)
+		if ts := f.Tools[name]; ts != nil {
+			// What the checks after the tools read of one; the rest (its
+			// argument schema, rules and messages as written) is garbage
+			// from here on, not at the end of a large policy.
+			f.Tools[name] = &toolSpec{Upstream: ts.Upstream, Credential: ts.Credential, Request: ts.Request}
+		}
+		if t != nil {
 			snap.Tools[name] = t
 			snap.ToolNames = append(snap.ToolNames, name)
 			if at := c.lookup("tools." + name + "#key").Pos; at.File != "" {
