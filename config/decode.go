@@ -266,6 +266,13 @@ func (d *decoder) decodeMap(n *yaml.Node, path string, v reflect.Value) {
 			d.quiet = true
 			d.decode(val, kp, ev)
 			d.quiet = false
+			// The member is decoded: its nodes are garbage from here on
+			// (an alias to them holds its own pointer), not once the
+			// whole file is; unless the mapping itself is anchored, and
+			// may be decoded again through an alias.
+			if n.Anchor == "" {
+				n.Content[i+1] = nil
+			}
 		} else {
 			d.decode(val, kp, ev)
 		}

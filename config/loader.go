@@ -66,10 +66,10 @@ type Loader struct {
 	path      string
 	compile   func(*Files) (*policy.Snapshot, error)
 	gcPercent int
-	settle  time.Duration
-	timeout time.Duration
-	now     func() time.Time
-	sleep   func(time.Duration)
+	settle    time.Duration
+	timeout   time.Duration
+	now       func() time.Time
+	sleep     func(time.Duration)
 }
 
 // NewLoader returns a Loader of the policy at path (a file or a directory).
@@ -132,13 +132,13 @@ func (l *Loader) Load() (*policy.Snapshot, error) {
 		sum := files.Checksum
 		snap, cerr := l.compileWithGC(files)
 		// Right before the swap: the files must still hold what was
-		// compiled. (Only their checksum is kept: the bytes compiled are
-		// garbage before they are read again.)
-		now, err := ReadFiles(l.path)
+		// compiled. (Only checksums are kept: the bytes are not held
+		// beside the compiled policy.)
+		now, err := readChecksum(l.path)
 		if err != nil {
 			return nil, err
 		}
-		if now.Checksum == sum {
+		if now == sum {
 			return snap, cerr
 		}
 		if err := l.giveUp(deadline); err != nil {
