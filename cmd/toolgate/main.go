@@ -49,7 +49,8 @@ func main() {
 // call allocates; collecting four times less often trades a few tens of
 // MiB for a visible share of CPU per call, and the memory limit taken from
 // the container (tuneMemory) makes the collector work harder as the heap
-// nears it. GOGC and GOMEMLIMIT still rule when given.
+// nears it. GOGC and GOMEMLIMIT still rule when given (a GOGC above
+// loadGCPercent only while no policy compiles).
 const defaultGCPercent = 400
 
 // loadGCPercent is the GC target while a policy compiles, at start and at
