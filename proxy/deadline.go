@@ -17,7 +17,8 @@ import (
 // Most calls never wait: the stages run in turn on the agent's goroutine
 // and ask Err, which reads the clock and the parent; toolgate's HTTP/1
 // client takes the deadline from Deadline and sets it on the connection,
-// and watches only the parent (upstream.Cancellation). So a call pays for
+// and watches only the parent (upstream.Cancellation, asked of this
+// context itself, so a context derived from it is watched whole). So a call pays for
 // no timer of its own, where context.WithTimeout made a timer, linked the
 // context into its parent, and the client's hook (context.AfterFunc) made
 // a done channel and linked into that context in turn: about 5 % of a
@@ -46,6 +47,8 @@ type callContext struct {
 	hooks    []*afterHook
 }
 
+var _ upstream.Cancellation = (*callContext)(nil)
+
 // afterHook is a function context.AfterFunc registered on a callContext.
 type afterHook struct{ f func() }
 
@@ -62,15 +65,12 @@ func newCallContext(parent context.Context, timeout time.Duration) *callContext 
 // Deadline implements context.Context.
 func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// Value implements context.Context: the parent's values, and for
-// upstream.Cancellation the parent, whose end, with the deadline, is all
-// that ends this context before its call does.
-func (c *callContext) Value(key any) any {
-	if _, ok := key.(upstream.Cancellation); ok {
-		return c.parent
-	}
-	return c.values.Value(key)
-}
+// Value implements context.Context: the parent's values.
+func (c *callContext) Value(key any) any { return c.values.Value(key) }
+
+// EndsWith implements upstream.Cancellation: the parent, whose end, with
+// the deadline, is all that ends this context before its call does.
+func (c *callContext) EndsWith() context.Context { return c.parent }
 
 // Err implements context.Context. It ends the context when the deadline
 // passed or the parent ended, whether or not anything waits on it.

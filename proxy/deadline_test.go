@@ -3,6 +3,9 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -181,16 +184,68 @@ func closed(ch <-chan struct{}) bool {
 
 // TestCallContextNamesItsCancellation: the HTTP/1 client watches the
 // parent the call context names, and sets the deadline on the connection
-// itself (upstream.Cancellation).
+// itself (upstream.Cancellation); a context derived from the call context
+// does not name it, so the client watches that context whole.
 func TestCallContextNamesItsCancellation(t *testing.T) {
 	parent, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := newCallContext(parent, time.Second)
 	defer c.end()
-	if got := c.Value(upstream.Cancellation{}); got != parent {
-		t.Errorf("Cancellation = %v, want the parent", got)
+	var ctx context.Context = c
+	if cc, ok := ctx.(upstream.Cancellation); !ok || cc.EndsWith() != parent {
+		t.Errorf("the call context names %v, want the parent", cc)
 	}
 	if c.watching || c.timer != nil || c.done != nil {
 		t.Error("a context nothing waited on made its timer")
+	}
+	derived, stop := context.WithCancel(c)
+	defer stop()
+	if _, ok := derived.(upstream.Cancellation); ok {
+		t.Error("a context derived from the call context names its cancellation")
+	}
+}
+
+// TestADerivedContextStopsTheBackendCall: a context derived from the call
+// context, with a cancel of its own, stops a request the HTTP/1 client
+// has in flight when it is cancelled, well before the call's deadline and
+// with the agent still there.
+func TestADerivedContextStopsTheBackendCall(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, nc); nc.Close() }()
+		}
+	}()
+	client := upstream.NewH1Client(upstream.H1Options{Addr: ln.Addr().String(), MaxIdle: 1})
+	defer client.CloseIdleConnections()
+	c := newCallContext(context.Background(), time.Hour)
+	defer c.end()
+	ctx, cancel := context.WithCancel(c)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *upstream.Report, 1)
+	go func() {
+		r := new(upstream.Report)
+		client.Send(ctx, req, upstream.SendOptions{MaxBody: 1 << 20}, r)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r.Err == nil {
+			t.Errorf("status %d, want the request stopped", r.Status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled request did not stop")
 	}
 }

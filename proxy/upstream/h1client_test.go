@@ -273,7 +273,7 @@ func BenchmarkH1ConnAlive(b *testing.B) {
 // namedCancellation is a context as the proxy's call context presents
 // itself to the client: a deadline, and another context whose end, short
 // of the deadline, ends it (Cancellation). Its own Done is nil, so only
-// what Send takes from Deadline and Cancellation can stop a request.
+// what Send takes from Deadline and EndsWith can stop a request.
 type namedCancellation struct {
 	context.Context // values only
 	deadline        time.Time
@@ -282,12 +282,7 @@ type namedCancellation struct {
 
 func (c namedCancellation) Deadline() (time.Time, bool) { return c.deadline, true }
 
-func (c namedCancellation) Value(key any) any {
-	if _, ok := key.(Cancellation); ok {
-		return c.watch
-	}
-	return c.Context.Value(key)
-}
+func (c namedCancellation) EndsWith() context.Context { return c.watch }
 
 // silentBackend reads requests and never answers; its connections close
 // when the test ends.
