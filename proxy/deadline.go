@@ -32,10 +32,9 @@ import (
 // contexts carry none).
 type callContext struct {
 	parent context.Context
-	// values are the parent's, without its cancellation, so that
-	// context.Cause and the contexts derived from this one do not take
-	// the parent's cancellation for this context's.
-	values   context.Context
+	// parent's values are this context's, but for its cancellation
+	// (causeKey), so that context.Cause and the contexts derived from
+	// this one do not take the parent's cancellation for this context's.
 	deadline time.Time // the earlier of the tool's and the parent's
 
 	mu       sync.Mutex
@@ -59,14 +58,47 @@ func newCallContext(parent context.Context, timeout time.Duration) *callContext 
 	if d, ok := parent.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	return &callContext{parent: parent, values: context.WithoutCancel(parent), deadline: deadline}
+	return &callContext{parent: parent, deadline: deadline}
 }
 
 // Deadline implements context.Context.
 func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
-// Value implements context.Context: the parent's values.
-func (c *callContext) Value(key any) any { return c.values.Value(key) }
+// Value implements context.Context: the parent's values, but for the
+// parent's cancellation, as context.WithoutCancel hides it (whose Value
+// allocates on every lookup, and takes stack the call has not to spare:
+// TestACallStaysWithinASmallStack).
+func (c *callContext) Value(key any) any {
+	if key == causeKey {
+		return nil
+	}
+	return c.parent.Value(key)
+}
+
+// causeKey is the key the context package finds a context's cancellation
+// by (its own, unexported): context.Cause asks an ended context for it,
+// and the probe records what it asked. TestCallContextKeepsItsOwnCause
+// fails if a Go release finds the cancellation otherwise.
+var causeKey = func() any {
+	var p causeProbe
+	_ = context.Cause(&p)
+	return p.key
+}()
+
+// causeProbe is a context that records the key Value is asked for.
+type causeProbe struct {
+	context.Context
+	key any
+}
+
+func (p *causeProbe) Value(key any) any {
+	if p.key == nil {
+		p.key = key
+	}
+	return nil
+}
+
+func (p *causeProbe) Err() error { return context.Canceled }
 
 // EndsWith implements upstream.Cancellation: the parent, whose end, with
 // the deadline, is all that ends this context before its call does.
@@ -81,16 +113,21 @@ func (c *callContext) Err() error {
 	return c.err
 }
 
-// checkLocked ends the context if the parent ended or the deadline
-// passed.
+// checkLocked ends the context if the deadline passed or the parent
+// ended. When both are found at once, nothing having asked in between,
+// the deadline wins, as context.WithTimeout's timer would have: a parent
+// ended after the deadline is the common case (an agent that gives up on
+// a call that timed out), and the deadline is what the envelope must say.
+// A parent ended before the deadline is seen earlier by whatever waits on
+// it (the HTTP/1 client, a store, Done).
 func (c *callContext) checkLocked() {
 	if c.err != nil {
 		return
 	}
-	if err := c.parent.Err(); err != nil {
-		c.endLocked(err)
-	} else if !time.Now().Before(c.deadline) {
+	if !time.Now().Before(c.deadline) {
 		c.endLocked(context.DeadlineExceeded)
+	} else if err := c.parent.Err(); err != nil {
+		c.endLocked(err)
 	}
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -170,6 +171,30 @@ func TestCallContextBehavesAsWithTimeout(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCallContextKeepsItsOwnCause: a call context that ended at its
+// deadline says so in context.Cause even when its parent is cancelled
+// later with a cause of its own, as context.WithTimeout's does; the
+// parent's cancellation is hidden from Value (causeKey).
+func TestCallContextKeepsItsOwnCause(t *testing.T) {
+	if causeKey == nil {
+		t.Fatal("context.Cause asked no key of the probe")
+	}
+	for _, dc := range deadlineContexts {
+		t.Run(dc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				parent, cancel := context.WithCancelCause(context.Background())
+				ctx, end := dc.make(parent, time.Second)
+				defer end()
+				time.Sleep(2 * time.Second)
+				cancel(errors.New("the agent left"))
+				if got := context.Cause(ctx); got != context.DeadlineExceeded {
+					t.Errorf("Cause = %v, want %v", got, context.DeadlineExceeded)
+				}
+			})
+		})
 	}
 }
 
