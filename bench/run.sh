@@ -1073,7 +1073,7 @@ if [ "$ROUNDS" -gt 0 ]; then
       echo
       echo "### Start and reload with many tools"
       echo
-      echo "The example policy plus copies of search_articles (1,000 to a file). Ready: exec to the first 200 from /readyz. Peak RSS: VmHWM, reached while the policy compiles; RSS 2 s after ready, once the garbage of compiling has been returned to the system (the live heap is about 8 KiB per tool, docs/performance.md). Reload: POST /-/reload of the 1,000-tool policy (every description changed) while wrk -c8 calls search_articles for 10 s."
+      echo "The example policy plus copies of search_articles (1,000 to a file). Ready: exec to the first 200 from /readyz. Peak RSS: VmHWM, reached while the policy compiles; RSS 2 s after ready, once the garbage of compiling has been returned to the system (the copies share one compiled argument schema: about 2 KiB of live heap per tool, docs/performance.md). Reload: POST /-/reload of the 1,000-tool policy (every description changed) while wrk -c8 calls search_articles for 10 s."
       echo
       echo "| tools | ready ms | peak RSS MiB | RSS when ready MiB |"
       echo "|---:|---:|---:|---:|"

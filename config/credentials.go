@@ -244,5 +244,7 @@ func listShort(items []string) string {
 
 // warnAt reports a warning at the value of path.
 func (c *compiler) warnAt(path, format string, args ...any) {
-	c.warns = append(c.warns, &Error{Pos: c.lookup(path).Pos, Path: path, Msg: fmt.Sprintf(format, args...)})
+	w := &Error{Path: path, Msg: fmt.Sprintf(format, args...)}
+	c.warns = append(c.warns, w)
+	c.unplaced = append(c.unplaced, placement{e: w, at: path})
 }

@@ -22,8 +22,9 @@ type defaulter interface{ setDefaults() }
 
 // decoder decodes yaml.Node trees into spec structs strictly: unknown keys,
 // duplicate keys and values of the wrong type are errors with positions.
-// It records the position of every value by its dotted path, so later
-// validation can point at the right line.
+// It records the position of values by their dotted paths, so later
+// validation can point at the right line: every value, unless keysOnly or
+// want say otherwise.
 type decoder struct {
 	file   string
 	env    func(string) (string, bool)
@@ -32,6 +33,15 @@ type decoder struct {
 	pos    map[string]nodePos
 	expand bool
 	nodes  int // values decoded, aliases expanded: bounds "billion laughs" documents
+	// keysOnly, when not empty, is the path of a mapping (tools) whose
+	// members' keys are recorded but nothing inside them: most of a large
+	// policy's values, whose positions only an error or a warning needs
+	// (compiler.place finds them again then).
+	keysOnly string
+	// quiet is set while the decoder is inside a member of keysOnly.
+	quiet bool
+	// want, when not nil, are the only paths recorded.
+	want map[string]bool
 	// envValues, when not nil, gets the values of the ${VAR} references
 	// of each scalar that has some, by the scalar's path: the compiler
 	// treats those it sends in headers as secrets.
@@ -107,6 +117,9 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 }
 
 func (d *decoder) record(n *yaml.Node, path string) {
+	if d.quiet || d.want != nil && !d.want[path] {
+		return
+	}
 	d.pos[path] = nodePos{Pos: Pos{File: d.file, Line: n.Line, Column: n.Column}, style: n.Style}
 }
 
@@ -249,7 +262,20 @@ func (d *decoder) decodeMap(n *yaml.Node, path string, v reflect.Value) {
 			}
 		}
 		d.record(key, kp+"#key")
-		d.decode(val, kp, ev)
+		if path != "" && path == d.keysOnly {
+			d.quiet = true
+			d.decode(val, kp, ev)
+			d.quiet = false
+			// The member is decoded: its nodes are garbage from here on
+			// (an alias to them holds its own pointer), not once the
+			// whole file is; unless the mapping itself is anchored, and
+			// may be decoded again through an alias.
+			if n.Anchor == "" {
+				n.Content[i+1] = nil
+			}
+		} else {
+			d.decode(val, kp, ev)
+		}
 		v.SetMapIndex(reflect.ValueOf(key.Value), ev)
 	}
 }

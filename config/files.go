@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -139,8 +140,30 @@ func policyFiles(path string) (files []string, dir fs.FileInfo, err error) {
 func checksum(sources []source) string {
 	sum := sha256.New()
 	for _, src := range sources {
-		fmt.Fprintf(sum, "%s\x00%d\x00", filepath.Base(src.name), len(src.data))
-		sum.Write(src.data)
+		addToChecksum(sum, src)
 	}
 	return hex.EncodeToString(sum.Sum(nil))
+}
+
+func addToChecksum(sum hash.Hash, src source) {
+	fmt.Fprintf(sum, "%s\x00%d\x00", filepath.Base(src.name), len(src.data))
+	sum.Write(src.data)
+}
+
+// readChecksum reads the files of the policy at path as ReadFiles does and
+// returns only their checksum, holding one file's bytes at a time.
+func readChecksum(path string) (string, error) {
+	names, _, err := policyFiles(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.New()
+	for _, name := range names {
+		data, _, err := readLimited(name)
+		if err != nil {
+			return "", err
+		}
+		addToChecksum(sum, source{name: name, data: data})
+	}
+	return hex.EncodeToString(sum.Sum(nil)), nil
 }

@@ -69,7 +69,7 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	c := &compiler{pos: map[string]nodePos{}, envValues: map[string][]string{}}
+	c := &compiler{pos: map[string]nodePos{}, envValues: map[string][]string{}, lookupEnv: lookup}
 	var specs []fileWithName
 	for _, src := range sources {
 		spec, ok := c.decodeFile(src, lookup)
@@ -78,17 +78,18 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 		}
 	}
 	if len(c.errs) > 0 {
-		return nil, c.errs.sorted()
+		return nil, c.failed(sources)
 	}
 	merged := c.merge(specs)
 	if len(c.errs) > 0 {
-		return nil, c.errs.sorted()
+		return nil, c.failed(sources)
 	}
 	snap := c.compile(merged, opts)
 	if len(c.errs) > 0 {
-		return nil, c.errs.sorted()
+		return nil, c.failed(sources)
 	}
 	if opts.Warn != nil {
+		c.place(sources)
 		for _, w := range c.warns.sorted() {
 			opts.Warn(w)
 		}
@@ -100,19 +101,35 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 	return snap, nil
 }
 
+// failed returns the errors found, every one placed and in file order.
+func (c *compiler) failed(sources []source) Errors {
+	c.place(sources)
+	return c.errs.sorted()
+}
+
 type fileWithName struct {
 	name string
 	spec *fileSpec
 }
 
 // compiler turns decoded policy files into a snapshot. It collects every
-// error, each with its file:line:col (pos holds the position of every key
-// by its path), and goes on past them, so that one `toolgate check` shows
-// every problem of a policy instead of the first.
+// error, each with its file:line:col, and goes on past them, so that one
+// `toolgate check` shows every problem of a policy instead of the first.
+//
+// pos holds the position of every value by its path, except inside the
+// tools (only each tool's key): those are most of a large policy's values,
+// and the compiled policy needs none of their positions. An error or a
+// warning gets its position when the compiler is done (place), from a
+// second decoding of the files that records only the paths asked for; a
+// policy without them is decoded once.
 type compiler struct {
 	errs  Errors
 	warns Errors
 	pos   map[string]nodePos
+	// unplaced are the errors and warnings whose positions place sets.
+	unplaced []placement
+	// lookupEnv is the ${VAR} lookup the files were decoded with.
+	lookupEnv func(string) (string, bool)
 	// envValues are the values of the ${VAR} references of each scalar,
 	// by path (decoder.envValues).
 	envValues map[string][]string
@@ -136,7 +153,7 @@ func (c *compiler) decodeFile(src source, lookup func(string) (string, bool)) (*
 		c.errs = append(c.errs, &Error{Pos: Pos{File: src.name, Line: 1, Column: 1}, Msg: "the policy file is empty"})
 		return nil, false
 	}
-	d := &decoder{file: src.name, env: lookup, pos: c.pos, expand: true, envValues: c.envValues}
+	d := &decoder{file: src.name, env: lookup, pos: c.pos, expand: true, envValues: c.envValues, keysOnly: "tools"}
 	spec := &fileSpec{}
 	root := doc.Content[0]
 	d.decode(root, "", reflect.ValueOf(spec).Elem())
@@ -149,7 +166,8 @@ func (c *compiler) decodeFile(src source, lookup func(string) (string, bool)) (*
 		if !hasKey(root, "version") {
 			c.errs = append(c.errs, &Error{Pos: Pos{File: src.name, Line: root.Line, Column: root.Column}, Path: "version", Msg: "is required (version: 1)"})
 		} else {
-			c.errorAt("version", "must be 1 (got %d)", spec.Version)
+			at := valueNode(root, "version")
+			c.errs = append(c.errs, &Error{Pos: Pos{File: src.name, Line: at.Line, Column: at.Column}, Path: "version", Msg: fmt.Sprintf("must be 1 (got %d)", spec.Version)})
 		}
 		return nil, false
 	}
@@ -170,6 +188,21 @@ func hasKey(n *yaml.Node, key string) bool {
 	return false
 }
 
+// valueNode returns the value of key in the mapping n, its alias resolved
+// as the decoder resolves it, or n when n has no such key.
+func valueNode(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			if v.Kind == yaml.AliasNode {
+				v = v.Alias
+			}
+			return v
+		}
+	}
+	return n
+}
+
 // yamlLineRE reads the line number yaml.v3 puts in its syntax errors, so
 // they get a position like every other error.
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -187,7 +220,56 @@ func yamlSyntaxError(file string, err error) *Error {
 // errorAt reports an error at the value of path, or at the nearest enclosing
 // key that exists when path itself was not written.
 func (c *compiler) errorAt(path, format string, args ...any) {
-	c.errs = append(c.errs, &Error{Pos: c.lookup(path).Pos, Path: strings.TrimSuffix(path, "#key"), Msg: fmt.Sprintf(format, args...)})
+	e := &Error{Path: strings.TrimSuffix(path, "#key"), Msg: fmt.Sprintf(format, args...)}
+	c.errs = append(c.errs, e)
+	c.unplaced = append(c.unplaced, placement{e: e, at: path})
+}
+
+// placement is an error or a warning waiting for its position: that of the
+// value at path at (as lookup finds it), moved by adjust when not nil.
+type placement struct {
+	e      *Error
+	at     string
+	adjust func(nodePos) Pos
+}
+
+// place gives every error and warning reported so far its position. The
+// positions inside the tools were not kept while decoding (compiler.pos):
+// the files are decoded again, recording only the paths asked for and those
+// that enclose them, which is what lookup walks.
+func (c *compiler) place(sources []source) {
+	if len(c.unplaced) == 0 {
+		return
+	}
+	want := map[string]bool{}
+	for _, u := range c.unplaced {
+		for p := u.at; ; {
+			want[p] = true
+			i := strings.LastIndexAny(p, ".[")
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+		}
+	}
+	found := &compiler{pos: map[string]nodePos{}, files: c.files}
+	for _, src := range sources {
+		var doc yaml.Node
+		if yaml.Unmarshal(src.data, &doc) != nil || len(doc.Content) == 0 {
+			continue
+		}
+		d := &decoder{file: src.name, env: c.lookupEnv, pos: found.pos, expand: true, want: want}
+		d.decode(doc.Content[0], "", reflect.ValueOf(&fileSpec{}).Elem())
+	}
+	for _, u := range c.unplaced {
+		np := found.lookup(u.at)
+		if u.adjust != nil {
+			u.e.Pos = u.adjust(np)
+		} else {
+			u.e.Pos = np.Pos
+		}
+	}
+	c.unplaced = nil
 }
 
 // eachValid normalises each entry of a list with norm, and reports at
@@ -205,6 +287,10 @@ func (c *compiler) eachValid(path string, list []string, norm func(string) (stri
 	return out
 }
 
+// lookup returns the position of the value at path, or of the nearest
+// enclosing key that was recorded. Inside a tool only the tool's key is
+// recorded (compiler.pos): errors and warnings there go through errorAt,
+// warnAt or place.
 func (c *compiler) lookup(path string) nodePos {
 	p := path
 	for {
@@ -336,7 +422,14 @@ func (c *compiler) compile(f *fileSpec, opts Options) *policy.Snapshot {
 		return snap
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.Tools)) {
-		if t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader); t != nil {
+		t := c.tool(env, name, f.Tools[name], f.Upstreams, snap.Server.CallerHeader)
+		if ts := f.Tools[name]; ts != nil {
+			// What the checks after the tools read of one; the rest (its
+			// argument schema, rules and messages as written) is garbage
+			// from here on, not at the end of a large policy.
+			f.Tools[name] = &toolSpec{Upstream: ts.Upstream, Credential: ts.Credential, Request: ts.Request}
+		}
+		if t != nil {
 			snap.Tools[name] = t
 			snap.ToolNames = append(snap.ToolNames, name)
 			if at := c.lookup("tools." + name + "#key").Pos; at.File != "" {

@@ -137,6 +137,76 @@ func TestDirectoryRejectsDuplicatesAcrossFiles(t *testing.T) {
 	}
 }
 
+// TestDirectoryPlacesToolErrorsInTheirFiles: errors and warnings inside
+// the tools of a directory's files point at the file and line that wrote
+// them, a tool defined twice at its second definition, whichever file is
+// read first.
+func TestDirectoryPlacesToolErrorsInTheirFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", `version: 1
+upstreams:
+  search: {url: 'http://127.0.0.1:1'}
+tools:
+  one:
+    description: One.
+    upstream: search
+    request: {method: GET, path: /one}
+    response: {data: 'body +'}
+`)
+	write("b.yaml", `version: 1
+tools:
+  two:
+    description: Two.
+    upstream: nowhere
+    request: {method: GET, path: /two}
+  three:
+    description: Three.
+    upstream: search
+    args: {type: object, additionalProperties: false, required: [x]}
+    request: {method: GET, path: /three}
+`)
+	write("c.yaml", `version: 1
+tools:
+  one:
+    description: One again.
+    upstream: search
+    request: {method: GET, path: /one}
+`)
+	tests := []struct {
+		name, want string
+	}{
+		{"a tool defined twice", filepath.Join(dir, "c.yaml") + ":3:3: tools.one: tool one is defined twice"},
+	}
+	_, err := Load(dir, Options{LookupEnv: noEnv})
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := err.Error(); got != tt.want {
+				t.Errorf("errors:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+	if err := os.Remove(filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(dir, Options{LookupEnv: noEnv})
+	want := strings.Join([]string{
+		filepath.Join(dir, "a.yaml") + ":9:29: tools.one.response.data: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+		filepath.Join(dir, "b.yaml") + `:5:15: tools.two.upstream: upstream "nowhere" is not defined`,
+		filepath.Join(dir, "b.yaml") + `:10:65: tools.three.args.required[0]: "x" is required, but no property declares it and additionalProperties is false`,
+	}, "\n")
+	if err == nil || err.Error() != want {
+		t.Errorf("errors:\n%v\nwant:\n%s", err, want)
+	}
+}
+
 func TestKubernetesConfigMapLayoutIsRead(t *testing.T) {
 	// A mounted ConfigMap: files are symlinks into a hidden ..data
 	// directory, which is itself a symlink to a timestamped directory.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime/debug"
 	"time"
 
 	"github.com/toolgate/toolgate/policy"
@@ -38,6 +39,15 @@ type LoaderOptions struct {
 	// Now and Sleep are the clock; nil means time.Now and time.Sleep.
 	Now   func() time.Time
 	Sleep func(time.Duration)
+	// GCPercent, when above zero, is the Go collector's target
+	// (debug.SetGCPercent) while the policy compiles, when the process's
+	// own is higher: compiling makes several times the policy's size in
+	// short-lived values, and a sidecar's high GC target (cmd/toolgate
+	// sets 400) would let them grow the heap, and the RSS, to that many
+	// times the live heap. The process's target is restored after. Loads
+	// through one Loader must not overlap (a Reloader serializes them);
+	// the process's target must not change during one.
+	GCPercent int
 }
 
 // Loader reads the policy at a path only once its files have settled, then
@@ -53,17 +63,18 @@ type LoaderOptions struct {
 // is handed to the swap. A read that fails either test is thrown away and
 // the files are read again, until the timeout.
 type Loader struct {
-	path    string
-	compile func(*Files) (*policy.Snapshot, error)
-	settle  time.Duration
-	timeout time.Duration
-	now     func() time.Time
-	sleep   func(time.Duration)
+	path      string
+	compile   func(*Files) (*policy.Snapshot, error)
+	gcPercent int
+	settle    time.Duration
+	timeout   time.Duration
+	now       func() time.Time
+	sleep     func(time.Duration)
 }
 
 // NewLoader returns a Loader of the policy at path (a file or a directory).
 func NewLoader(path string, opts LoaderOptions) *Loader {
-	l := &Loader{path: path, settle: SettleWindow, timeout: SettleTimeout, now: time.Now, sleep: time.Sleep}
+	l := &Loader{path: path, settle: SettleWindow, timeout: SettleTimeout, now: time.Now, sleep: time.Sleep, gcPercent: opts.GCPercent}
 	compileOpts := opts.Options
 	l.compile = func(f *Files) (*policy.Snapshot, error) { return f.Compile(compileOpts) }
 	if opts.Settle > 0 {
@@ -118,14 +129,16 @@ func (l *Loader) Load() (*policy.Snapshot, error) {
 			}
 			files = again
 		}
-		snap, cerr := l.compile(files)
+		sum := files.Checksum
+		snap, cerr := l.compileWithGC(files)
 		// Right before the swap: the files must still hold what was
-		// compiled.
-		now, err := ReadFiles(l.path)
+		// compiled. (Only checksums are kept: the bytes are not held
+		// beside the compiled policy.)
+		now, err := readChecksum(l.path)
 		if err != nil {
 			return nil, err
 		}
-		if now.Checksum == files.Checksum {
+		if now == sum {
 			return snap, cerr
 		}
 		if err := l.giveUp(deadline); err != nil {
@@ -133,6 +146,18 @@ func (l *Loader) Load() (*policy.Snapshot, error) {
 		}
 		changing = true
 	}
+}
+
+// compileWithGC compiles files under the GC target of LoaderOptions.GCPercent.
+func (l *Loader) compileWithGC(files *Files) (*policy.Snapshot, error) {
+	if l.gcPercent > 0 {
+		if was := debug.SetGCPercent(l.gcPercent); was < l.gcPercent {
+			debug.SetGCPercent(was) // lower already, or off
+		} else {
+			defer debug.SetGCPercent(was)
+		}
+	}
+	return l.compile(files)
 }
 
 func (l *Loader) giveUp(deadline time.Time) error {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -229,4 +230,47 @@ func (c *loaderClock) sleepsStart() time.Time {
 		t = t.Add(-d)
 	}
 	return t
+}
+
+// TestLoaderLowersTheGCTargetWhileCompiling: LoaderOptions.GCPercent is the
+// collector's target while the policy compiles when the process's is
+// higher, and the process's target is back after; a lower one, or the
+// collector off, is left alone.
+func TestLoaderLowersTheGCTargetWhileCompiling(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(path, []byte(settlePolicy("1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	tests := []struct {
+		name                   string
+		process, option, while int
+	}{
+		{"a higher target is lowered", 400, 25, 25},
+		{"a lower target stays", 10, 25, 10},
+		{"a collector turned off stays off", -1, 25, -1},
+		{"no option leaves the target alone", 400, 0, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			debug.SetGCPercent(tt.process)
+			l := NewLoader(path, LoaderOptions{Settle: time.Nanosecond, GCPercent: tt.option})
+			inner := l.compile
+			while := 0
+			l.compile = func(f *Files) (*policy.Snapshot, error) {
+				while = debug.SetGCPercent(tt.process)
+				debug.SetGCPercent(while)
+				return inner(f)
+			}
+			if _, err := l.Load(); err != nil {
+				t.Fatal(err)
+			}
+			if while != tt.while {
+				t.Errorf("GC target while compiling = %d, want %d", while, tt.while)
+			}
+			if after := debug.SetGCPercent(100); after != tt.process {
+				t.Errorf("GC target after = %d, want %d", after, tt.process)
+			}
+		})
+	}
 }

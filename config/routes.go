@@ -46,8 +46,7 @@ func (c *compiler) routes(snap *policy.Snapshot) {
 		case c.byRoute:
 			c.errorAt(path, "%s: toolgate extproc identifies every call by its route", conflict)
 		default:
-			c.warns = append(c.warns, &Error{Pos: c.lookup(path).Pos, Path: path,
-				Msg: conflict + ": toolgate extproc and transparent mode would refuse this policy"})
+			c.warnAt(path, "%s: toolgate extproc and transparent mode would refuse this policy", conflict)
 		}
 	}
 }

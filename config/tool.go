@@ -133,18 +133,21 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 			path = base + "." + fe.Field
 			at = path
 		}
-		np := c.lookup(at)
-		pos := np.Pos
-		if fe.Line == 1 && fe.Column > 0 && (np.style == 0 || np.style == yaml.DoubleQuotedStyle || np.style == yaml.SingleQuotedStyle) {
-			pos.Column += fe.Column - 1
-			if np.style != 0 {
-				pos.Column++ // the opening quote
+		e := &Error{Path: strings.TrimSuffix(path, "#key"), Msg: fe.Msg}
+		c.errs = append(c.errs, e)
+		c.unplaced = append(c.unplaced, placement{e: e, at: at, adjust: func(np nodePos) Pos {
+			pos := np.Pos
+			if fe.Line == 1 && fe.Column > 0 && (np.style == 0 || np.style == yaml.DoubleQuotedStyle || np.style == yaml.SingleQuotedStyle) {
+				pos.Column += fe.Column - 1
+				if np.style != 0 {
+					pos.Column++ // the opening quote
+				}
+			} else if fe.Line > 1 && (np.style == yaml.LiteralStyle || np.style == yaml.FoldedStyle) {
+				pos.Line += fe.Line
+				pos.Column = 1
 			}
-		} else if fe.Line > 1 && (np.style == yaml.LiteralStyle || np.style == yaml.FoldedStyle) {
-			pos.Line += fe.Line
-			pos.Column = 1
-		}
-		c.errs = append(c.errs, &Error{Pos: pos, Path: strings.TrimSuffix(path, "#key"), Msg: fe.Msg})
+			return pos
+		}})
 		return nil
 	}
 	c.templateWarnings(base, contract)
@@ -158,7 +161,7 @@ func (c *compiler) tool(env *contracts.RuleEnv, name string, t *toolSpec, upstre
 func (c *compiler) templateWarnings(base string, ct *contracts.Contract) {
 	for _, w := range ct.TemplateWarnings() {
 		path := base + "." + w.Field
-		c.warns = append(c.warns, &Error{Pos: c.lookup(path).Pos, Path: path, Msg: w.Msg})
+		c.warnAt(path, "%s", w.Msg)
 	}
 }
 

@@ -116,7 +116,7 @@ func Compile(env *RuleEnv, spec ContractSpec) (*Contract, error) {
 		c.Idempotency.TTL = DefaultIdempotencyTTL
 	}
 	var err error
-	if c.Schema, err = CompileSchema(spec.Args); err != nil {
+	if c.Schema, err = env.schema(spec.Args); err != nil {
 		field := "args"
 		var se *schemaError
 		if errors.As(err, &se) && len(se.Location) > 0 {

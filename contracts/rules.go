@@ -3,6 +3,7 @@ package contracts
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -98,10 +99,10 @@ type ruleError struct {
 func (e *ruleError) Error() string { return e.Field + ": " + e.Msg }
 
 // RuleEnv is the CEL environment rules are compiled in. Build it once per
-// policy load and share it between tools: an expression, or a message
-// template, that several tools spell alike is compiled once and shared
-// (compiled programs and templates are read-only), so a policy of many
-// similar tools holds one copy of each.
+// policy load and share it between tools: an expression, a message
+// template or an argument schema that several tools spell alike is
+// compiled once and shared (compiled programs, templates and schemas are
+// read-only), so a policy of many similar tools holds one copy of each.
 type RuleEnv struct {
 	env       *cel.Env
 	costLimit uint64
@@ -109,6 +110,9 @@ type RuleEnv struct {
 	mu        sync.Mutex
 	programs  map[programKey]compiledProgram
 	templates map[templateKey]*messageTemplate
+	// schemas are the argument schemas compiled so far, by the SHA-256 of
+	// their JSON.
+	schemas map[[sha256.Size]byte]*Schema
 }
 
 // programKey is an expression and the type it must evaluate to.
@@ -157,7 +161,7 @@ func NewRuleEnv(opts RuleOptions) (*RuleEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cel environment: %w", err)
 	}
-	return &RuleEnv{env: env, costLimit: opts.CostLimit, programs: map[programKey]compiledProgram{}, templates: map[templateKey]*messageTemplate{}}, nil
+	return &RuleEnv{env: env, costLimit: opts.CostLimit, programs: map[programKey]compiledProgram{}, templates: map[templateKey]*messageTemplate{}, schemas: map[[sha256.Size]byte]*Schema{}}, nil
 }
 
 // ruleInterruptEvery is how many comprehension steps run between checks of

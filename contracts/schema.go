@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,36 @@ func CompileSchema(doc any) (*Schema, error) {
 		sort.Strings(s.props)
 	}
 	return s, nil
+}
+
+// schema compiles an argument schema as CompileSchema does, once per
+// policy for every schema written alike: tools of an imported API often
+// share one, and a compiled schema holds several KiB. Two documents are
+// alike when their JSON is (keys sorted, numbers as written); the
+// environment keeps a hash of it, and compares the JSON itself. A nil
+// environment shares nothing.
+func (re *RuleEnv) schema(doc any) (*Schema, error) {
+	if re == nil {
+		return CompileSchema(doc)
+	}
+	raw, err := json.Marshal(doc)
+	if _, obj := doc.(map[string]any); !obj || err != nil {
+		return CompileSchema(doc) // the same error as without sharing
+	}
+	key := sha256.Sum256(raw)
+	re.mu.Lock()
+	s, ok := re.schemas[key]
+	re.mu.Unlock()
+	if ok && bytes.Equal(s.json, raw) {
+		return s, nil
+	}
+	s, err = CompileSchema(doc)
+	if err == nil && !ok {
+		re.mu.Lock()
+		re.schemas[key] = s
+		re.mu.Unlock()
+	}
+	return s, err
 }
 
 // compileDocument compiles a JSON Schema 2020-12 document (what names it in

@@ -1,6 +1,9 @@
 package contracts
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 // TestRuleEnvSharesWhatToolsSpellAlike: rules and message templates that
 // several tools spell alike are compiled once per environment, which is
@@ -55,5 +58,62 @@ func TestRuleEnvSharesWhatToolsSpellAlike(t *testing.T) {
 	tc, _ := compileTemplates(env, map[string]string{"upstream": "Found {{.data.total}}."})
 	if tc["upstream"] == ta["ok"] {
 		t.Error("templates of two statuses shared")
+	}
+}
+
+// TestRuleEnvSharesArgumentSchemasWrittenAlike: tools whose argument
+// schemas have the same JSON hold one compiled schema; a schema that
+// differs in anything (a number, a string where a number was) gets its
+// own, and one that does not compile fails for every tool that has it.
+func TestRuleEnvSharesArgumentSchemasWrittenAlike(t *testing.T) {
+	env, err := NewRuleEnv(RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Decoded anew for each tool, as the policy decoder does.
+	args := func(max any) map[string]any {
+		return map[string]any{"type": "object", "required": []any{"q"}, "properties": map[string]any{
+			"q":     map[string]any{"type": "string", "minLength": json.Number("1")},
+			"limit": map[string]any{"type": "integer", "maximum": max, "default": json.Number("10")},
+		}}
+	}
+	first, err := env.schema(args(json.Number("20")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		doc     map[string]any
+		share   bool
+		wantErr bool
+	}{
+		{"the same schema", args(json.Number("20")), true, false},
+		{"another bound", args(json.Number("30")), false, false},
+		{"a string where the bound was a number", args("20"), false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := env.schema(tt.doc)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatal("compiled")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shared := s == first; shared != tt.share {
+				t.Errorf("shared = %v, want %v", shared, tt.share)
+			}
+		})
+	}
+	for range 2 {
+		if _, err := env.schema(map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "strng"}}}); err == nil {
+			t.Error("a broken schema compiled")
+		}
+	}
+	if _, err := env.schema([]any{"type"}); err == nil || err.Error() != "the argument schema must be a mapping" {
+		t.Errorf("a list as the schema: %v", err)
 	}
 }

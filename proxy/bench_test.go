@@ -23,7 +23,13 @@ import (
 // backends.
 func benchCore(b *testing.B, rt http.RoundTripper) *Core {
 	b.Helper()
-	doc := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:0", "127.0.0.1:9090", "127.0.0.1:1").Replace(string(examples.Policy()))
+	return benchCoreOf(b, string(examples.Policy()), rt)
+}
+
+// benchCoreOf is benchCore of a variant of the example policy.
+func benchCoreOf(b *testing.B, policyYAML string, rt http.RoundTripper) *Core {
+	b.Helper()
+	doc := strings.NewReplacer("127.0.0.1:8080", "127.0.0.1:0", "127.0.0.1:9090", "127.0.0.1:1").Replace(policyYAML)
 	snap, err := config.CompileSource("policy.yaml", []byte(doc), config.Options{})
 	if err != nil {
 		b.Fatal(err)

@@ -116,9 +116,10 @@ type Call struct {
 	tool *tool // nil for an unknown tool
 	req  *Request
 	// ctx bounds the call: the tool's timeout when toolgate sends, a
-	// margin more when Envoy does (begin); cancel releases it at the end.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// margin more when Envoy does (begin). callCtx is the same context when
+	// the call has a tool (deadline.go); end ends it.
+	ctx     context.Context
+	callCtx *callContext
 
 	args     map[string]any
 	bound    contracts.Bound // the backend request as the binding bound it
@@ -150,6 +151,9 @@ type Call struct {
 	// client reported (package upstream), for the same reason.
 	att attempt
 	rep upstream.Report
+	// ruleIn is the input of the contract's rules while an answer is
+	// classified (Core.classify).
+	ruleIn contracts.RuleInput
 
 	// cred is the upstream's credential for a request Envoy sends: had
 	// before the request is described (Begin), applied in Backend.
@@ -247,10 +251,11 @@ func (v View) begin(ctx context.Context, cl *Call, req *Request, external bool) 
 	}
 	timeout := cl.tool.contract.Timeout
 	if external {
-		cl.ctx, cl.cancel = context.WithTimeout(context.WithoutCancel(ctx), timeout+leaseMargin)
+		cl.callCtx = newCallContext(context.WithoutCancel(ctx), timeout+leaseMargin)
 	} else {
-		cl.ctx, cl.cancel = context.WithTimeout(ctx, timeout)
+		cl.callCtx = newCallContext(ctx, timeout)
 	}
+	cl.ctx = cl.callCtx
 	if o, ok := c.prepare(cl.ctx, cl); !ok {
 		cl.out = o
 		return false
@@ -302,8 +307,8 @@ func (cl *Call) end() *Result {
 	}
 	c.refund(cl.ctx, cl)
 	c.tr.endCall(cl.span, cl, res)
-	if cl.cancel != nil {
-		cl.cancel()
+	if cl.callCtx != nil {
+		cl.callCtx.end()
 	}
 	return res
 }

@@ -189,7 +189,12 @@ func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) bool {
 	dedupes := ct.Idempotency.ForwardHeader != ""
 	success := a.code >= 200 && a.code < 300
 	body := bytes.TrimSpace(a.body)
-	in := contracts.RuleInput{Ctx: ctx, Status: a.code, Header: a.header, Text: a.body, Args: cl.args}
+	// The rules' input lives in the call: the rules keep a pointer to it
+	// (their activation), so a local would be one more allocation per
+	// answer.
+	in := &cl.ruleIn
+	*in = contracts.RuleInput{Ctx: ctx, Status: a.code, Header: a.header, Text: a.body, Args: cl.args}
+	defer func() { *in = contracts.RuleInput{} }() // nothing of the answer outlives its classifying
 	var parseErr error
 	if len(body) > 0 && (success || rules.NeedsBody()) {
 		// One parse serves the rules, the data and the envelope.
@@ -206,10 +211,10 @@ func (c *Core) classify(ctx context.Context, cl *Call, a *attempt) bool {
 			cl.diagnose(a, "response.schema", fmt.Sprintf("at %q: keyword %s", v.Location, v.Keyword), v)
 		}
 	}
-	final := c.readAnswer(cl, a, &in, body, parseErr, success, dedupes)
+	final := c.readAnswer(cl, a, in, body, parseErr, success, dedupes)
 	o := &cl.out
 	if !o.Status.Success() && (!success || o.Reason == contracts.ReasonRule) {
-		detail, err := rules.ErrorDetail(&in)
+		detail, err := rules.ErrorDetail(in)
 		if err != nil {
 			cl.diagnoseRule(a, err)
 		}

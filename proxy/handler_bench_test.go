@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
@@ -27,6 +28,25 @@ func BenchmarkAgentHandler(b *testing.B) {
 	for b.Loop() {
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:8080/v1/tools/search_articles", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("HTTP %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+// BenchmarkTransparentHandler is BenchmarkAgentHandler's call as a legacy
+// client sends it in transparent mode (server.transparent: true): a GET of
+// the tool's own route, its arguments read from the query.
+func BenchmarkTransparentHandler(b *testing.B) {
+	rec := httptest.NewRecorder()
+	examples.NewSearchBackend(examples.SearchOptions{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/search?q=go&limit=5", nil))
+	h := benchCoreOf(b, strings.Replace(string(examples.Policy()), "\nserver:\n", "\nserver:\n  transparent: true\n", 1), proxytest.CannedTransport{Body: rec.Body.Bytes()}).Handler()
+	ctx := context.WithValue(context.Background(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080})
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:8080/api/search?q=go&limit=5", nil)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code != http.StatusOK {

@@ -216,3 +216,46 @@ func TestCallerGoneStopsTheBackendCall(t *testing.T) {
 		})
 	}
 }
+
+// TestTheRetryWaitEndsWithTheAgent: the wait before a retry is the only
+// place a toolgate send waits on the call's context (Done); an agent that
+// leaves during it ends the call then, without the retry, and an agent's
+// own deadline shorter than the wait leaves no time for one. Time is the
+// synctest bubble's, so the waits are exact.
+func TestTheRetryWaitEndsWithTheAgent(t *testing.T) {
+	tests := []struct {
+		name        string
+		agent       func() (context.Context, context.CancelFunc)
+		wantElapsed time.Duration
+	}{
+		{"the agent leaves during the wait", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(time.Second, cancel)
+			return ctx, cancel
+		}, time.Second},
+		{"the agent's deadline comes before the retry", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Second)
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sb := &scriptedBackend{script: []int{503}, retryAfter: "2"}
+				core := newScriptedCore(t, sb)
+				ctx, cancel := tt.agent()
+				defer cancel()
+				start := time.Now()
+				res := core.Call(ctx, &Request{Tool: "read", Body: []byte(`{}`)})
+				if elapsed := time.Since(start); elapsed != tt.wantElapsed {
+					t.Errorf("the call took %v, want %v", elapsed, tt.wantElapsed)
+				}
+				if sb.calls != 1 {
+					t.Errorf("backend calls = %d, want 1", sb.calls)
+				}
+				if env := res.Envelope; env.Status != contracts.StatusUpstream || !env.Retryable {
+					t.Errorf("envelope %+v (%s), want the 503's: upstream, retryable", env, res.Reason)
+				}
+			})
+		})
+	}
+}

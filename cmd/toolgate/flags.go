@@ -74,9 +74,10 @@ func (d *daemonFlags) check(cmd string, stderr io.Writer) (*slog.Logger, *logSin
 }
 
 // loaderOptions say how the command reads its policy: the listen flags
-// over the policy's addresses, and extproc's route rule.
+// over the policy's addresses, extproc's route rule, and the GC target
+// while it compiles.
 func (d *daemonFlags) loaderOptions() config.LoaderOptions {
-	return config.LoaderOptions{Options: config.Options{ByRoute: d.byRoute, Listen: d.listen, AdminListen: d.admin}}
+	return config.LoaderOptions{Options: config.Options{ByRoute: d.byRoute, Listen: d.listen, AdminListen: d.admin}, GCPercent: loadGCPercent}
 }
 
 // run is serve and extproc once their flags are parsed: it loads the

@@ -29,8 +29,8 @@ func tuneMemory(limit memlimit.Provider) int64 {
 // releaseLoadGarbage collects the garbage of compiling a policy and
 // returns its pages to the operating system, after the first load and
 // after each reload. Compiling a large policy makes several times its
-// live size in short-lived values (decoded YAML, positions of every value
-// for error messages); with the GC target of 400 they would otherwise stay
+// live size in short-lived values (decoded YAML, the schema library's
+// work); with the GC target of 400 they would otherwise stay
 // in the process's RSS until the heap grew that much again
 // (docs/performance.md).
 func releaseLoadGarbage() { debug.FreeOSMemory() }

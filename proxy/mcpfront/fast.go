@@ -57,9 +57,11 @@ func (f *front) serveFast(w http.ResponseWriter, r *http.Request, v proxy.View, 
 		return false // cannot happen: the SDK would fail alike
 	}
 	f.fastCalls.Add(1)
+	// The SDK's headers. Constant values share their slices: the server
+	// only reads them.
 	h := w.Header()
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("Content-Type", "application/json")
+	h["Cache-Control"] = headerNoCache
+	h["Content-Type"] = headerJSON
 	_, _ = w.Write(msg)
 	putOut(p, msg)
 	return true
@@ -74,8 +76,11 @@ func (f *front) fastCallOf(r *http.Request, s *server, revision string, body []b
 	if f.sdkOnly || revision >= "2026-07-28" || len(r.Header.Values("Last-Event-ID")) > 0 {
 		return nil
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return nil
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		// The common value is compared as it is, the rest parsed.
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return nil
+		}
 	}
 	call := new(fastCall)
 	if !parseFastCall(body, s.tools, call) {
@@ -140,8 +145,9 @@ func fastParams(params jsontape.Value, tools map[string]bool, call *fastCall) bo
 				return false
 			}
 			call.name = val.Text()
-			if !tools[call.name] || string(val.AppendRaw(nil)) != `"`+call.name+`"` {
-				return false
+			raw := val.AppendRaw(key[:0])
+			if !tools[call.name] || len(raw) != len(call.name)+2 || string(raw[1:len(raw)-1]) != call.name {
+				return false // an unknown tool, or a name written with escapes
 			}
 		case 1:
 			call.args = val.AppendRaw(nil)
@@ -204,7 +210,8 @@ func plainString(v jsontape.Value, buf []byte) string {
 // plainText reports whether a string value is printable ASCII without
 // escapes, which every JSON decoder reads alike.
 func plainText(v jsontape.Value) bool {
-	raw := v.AppendRaw(nil)
+	var buf [64]byte
+	raw := v.AppendRaw(buf[:0])
 	for _, c := range raw[1 : len(raw)-1] {
 		if c < 0x20 || c > 0x7e || c == '\\' {
 			return false
@@ -219,7 +226,8 @@ func plainText(v jsontape.Value) bool {
 func fastID(v jsontape.Value) (jsonrpc.ID, bool) {
 	switch v.Kind() {
 	case jsontape.Number:
-		raw := v.AppendRaw(nil)
+		var buf [24]byte
+		raw := v.AppendRaw(buf[:0])
 		digits := bytes.TrimPrefix(raw, []byte("-"))
 		if len(digits) == 0 || len(digits) > 15 || (digits[0] == '0' && len(digits) > 1) {
 			return jsonrpc.ID{}, false
@@ -244,6 +252,11 @@ func fastID(v jsontape.Value) (jsonrpc.ID, bool) {
 	}
 	return jsonrpc.ID{}, false
 }
+
+var (
+	headerNoCache = []string{"no-cache, no-transform"}
+	headerJSON    = []string{"application/json"}
+)
 
 // outPool recycles the buffers the fast path writes answers into.
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

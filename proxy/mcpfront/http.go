@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,13 +31,21 @@ const (
 
 func (f *front) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	v := f.core.View()
-	body, revision, ok := f.admit(w, r, v)
+	// The message is read into a pooled buffer: the fast path reads it
+	// only while the call runs (the arguments are decoded into their own
+	// strings), and the SDK, which may keep parts of it, gets a copy.
+	in := inPool.Get().(*[]byte)
+	body, revision, ok := f.admit(w, r, v, in)
 	if !ok {
+		putIn(in)
 		return
 	}
 	if f.serveFast(w, r, v, revision, body) {
+		putIn(in)
 		return
 	}
+	body = bytes.Clone(body)
+	putIn(in)
 	// The SDK serves the message on the server of the request's view.
 	r = r.WithContext(context.WithValue(r.Context(), viewKey{}, v))
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -51,7 +60,7 @@ func (f *front) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // line, so that its refusals take no room on the stack a call runs on.
 //
 //go:noinline
-func (f *front) admit(w http.ResponseWriter, r *http.Request, v proxy.View) (body []byte, revision string, ok bool) {
+func (f *front) admit(w http.ResponseWriter, r *http.Request, v proxy.View, buf *[]byte) (body []byte, revision string, ok bool) {
 	if why := f.guard.Refusal(r, v); why != "" {
 		writeRPCError(w, http.StatusForbidden, nil, rpcInvalidRequest, "Forbidden: "+why, nil)
 		return nil, "", false
@@ -64,8 +73,7 @@ func (f *front) admit(w http.ResponseWriter, r *http.Request, v proxy.View) (bod
 		return nil, "", false
 	}
 	limit := v.Policy().Server.MaxRequestBytes + requestOverhead
-	// A fresh buffer: the SDK may keep parts of the message.
-	body, tooLarge, err := boundedio.ReadHTTPBody(r, limit, new([]byte))
+	body, tooLarge, err := boundedio.ReadHTTPBody(r, limit, buf)
 	switch {
 	case tooLarge:
 		// The rest of the body is not read: the connection cannot serve
@@ -91,7 +99,9 @@ func (f *front) admit(w http.ResponseWriter, r *http.Request, v proxy.View) (bod
 		writeRPCError(w, http.StatusNotAcceptable, requestID(body), rpcInvalidRequest, "Accept must allow application/json: toolgate answers every message with one JSON body", nil)
 		return nil, "", false
 	}
-	r.Header.Set("Accept", "application/json, text/event-stream")
+	if accept := r.Header["Accept"]; len(accept) != 1 || accept[0] != sdkAccept {
+		r.Header.Set("Accept", sdkAccept)
+	}
 	// Batches left the protocol in 2025-06-18; without the header a
 	// request is 2025-03-26, which has them.
 	if revision >= "2025-06-18" && isBatch(body) {
@@ -102,6 +112,19 @@ func (f *front) admit(w http.ResponseWriter, r *http.Request, v proxy.View) (bod
 	return body, revision, true
 }
 
+// sdkAccept is the Accept header the SDK's transport asks of a client.
+const sdkAccept = "application/json, text/event-stream"
+
+// inPool recycles the buffers MCP messages are read into.
+var inPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func putIn(p *[]byte) {
+	if cap(*p) <= 64<<10 {
+		*p = (*p)[:0]
+		inPool.Put(p)
+	}
+}
+
 // acceptsJSON reports whether an Accept header allows application/json;
 // no header allows anything.
 func acceptsJSON(values []string) bool {
@@ -110,7 +133,14 @@ func acceptsJSON(values []string) bool {
 	}
 	for _, v := range values {
 		for part := range strings.SplitSeq(v, ",") {
-			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			part = strings.TrimSpace(part)
+			switch part {
+			case "application/json", "application/*", "*/*":
+				// What mime.ParseMediaType would find, without its
+				// allocations: a bare type, so no q=0.
+				return true
+			}
+			mt, params, err := mime.ParseMediaType(part)
 			if err != nil || params["q"] == "0" {
 				continue
 			}

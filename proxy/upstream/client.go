@@ -46,6 +46,19 @@ type Client interface {
 	CloseIdleConnections()
 }
 
+// Cancellation is a context that ends only at its deadline or when
+// another context ends (the proxy's call context): EndsWith names that
+// other context. The H1Client then sets the deadline on the connection and
+// watches only the other context, so the call's context needs no timer of
+// its own. It is asked of the context Send is given, not of the contexts
+// it derives from: a context derived from a Cancellation (its own cancel,
+// or only values, such as a tracing span's) is watched whole, as any
+// other context is.
+type Cancellation interface {
+	context.Context
+	EndsWith() context.Context
+}
+
 // SendOptions are what a Send may do with one request.
 type SendOptions struct {
 	// MaxBody bounds the answer's body (server.max_response_bytes): past

@@ -103,6 +103,10 @@ type h1Conn struct {
 	limit   int64 // read may not pass this while an answer's header is read; 0: no limit
 	idleAt  time.Time
 	peek    peeker // checks the socket before reuse (alive)
+	// deadline says a call's deadline is set on nc (stopAtEnd), to be
+	// taken off before the connection goes back to the pool.
+	deadline bool
+	abort    func() // stopIO, for the hook on the context's end
 }
 
 func (pc *h1Conn) Read(p []byte) (int, error) {
@@ -154,10 +158,8 @@ func (c *H1Client) Send(ctx context.Context, req *http.Request, o SendOptions, r
 		}
 		r.Connected = true
 		// The context ends at the call's deadline or when the caller goes
-		// away; either way the connection's I/O stops then. One hook
-		// serves both, so no deadline is set per request, and a pooled
-		// connection has none.
-		stop := context.AfterFunc(ctx, func() { _ = pc.nc.SetDeadline(aLongTimeAgo) })
+		// away; either way the connection's I/O stops then.
+		stop := stopAtEnd(ctx, pc)
 
 		w0 := pc.written
 		// The write buffer is the connection's only while it writes: a
@@ -204,13 +206,56 @@ func (c *H1Client) Send(ctx context.Context, req *http.Request, o SendOptions, r
 		if r.BodyErr == nil {
 			resp.Body.Close()
 		}
-		if stop() && keep && pc.br.Buffered() == 0 {
+		if stop() && keep && pc.br.Buffered() == 0 && pc.clearDeadline() {
 			c.put(pc)
 		} else {
 			pc.close()
 		}
 		return
 	}
+}
+
+// stopAtEnd makes the connection's I/O stop when ctx ends, until the
+// returned stop is called; stop reports whether the I/O was left
+// untouched. A Cancellation has its deadline set on the connection (the runtime's poller times it, with no timer of the
+// context's) and only that other context watched: nothing at all for one
+// that never ends, such as the extproc front's. Any other context is
+// watched whole, with a hook that stops the I/O, and the connection keeps
+// no deadline.
+func stopAtEnd(ctx context.Context, pc *h1Conn) (stop func() bool) {
+	watch := ctx
+	if cc, ok := ctx.(Cancellation); ok {
+		if d, ok := cc.Deadline(); ok {
+			_ = pc.nc.SetDeadline(d)
+			pc.deadline = true
+		}
+		watch = cc.EndsWith()
+	}
+	if watch.Done() == nil {
+		return neverStopped
+	}
+	if pc.abort == nil {
+		pc.abort = pc.stopIO // made once per connection, not per request
+	}
+	return context.AfterFunc(watch, pc.abort)
+}
+
+// stopIO stops the connection's I/O now: a read or write under way fails
+// with a timeout.
+func (pc *h1Conn) stopIO() { _ = pc.nc.SetDeadline(aLongTimeAgo) }
+
+// neverStopped is the stop of a context that never ends.
+func neverStopped() bool { return true }
+
+// clearDeadline takes the call's deadline off a connection that goes back
+// to the pool, so that a pooled connection has none. It reports whether
+// the connection may be kept.
+func (pc *h1Conn) clearDeadline() bool {
+	if !pc.deadline {
+		return true
+	}
+	pc.deadline = false
+	return pc.nc.SetDeadline(time.Time{}) == nil
 }
 
 // WriteRequest writes req as HTTP/1.1: what Request.Write writes for the

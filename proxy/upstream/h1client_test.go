@@ -269,3 +269,117 @@ func BenchmarkH1ConnAlive(b *testing.B) {
 		}
 	}
 }
+
+// namedCancellation is a context as the proxy's call context presents
+// itself to the client: a deadline, and another context whose end, short
+// of the deadline, ends it (Cancellation). Its own Done is nil, so only
+// what Send takes from Deadline and EndsWith can stop a request.
+type namedCancellation struct {
+	context.Context // values only
+	deadline        time.Time
+	watch           context.Context
+}
+
+func (c namedCancellation) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c namedCancellation) EndsWith() context.Context { return c.watch }
+
+// silentBackend reads requests and never answers; its connections close
+// when the test ends.
+func silentBackend(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(io.Discard, nc) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, nc := range conns {
+			nc.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// TestH1ClientTakesTheDeadlineFromTheContext: for a context that names
+// its Cancellation, the connection's I/O stops at the context's deadline
+// (set on the connection, with no timer or hook of the context's) and when
+// the named context ends; the deadline is taken off before the connection
+// is pooled, so a later call on it is not cut short.
+func TestH1ClientTakesTheDeadlineFromTheContext(t *testing.T) {
+	stops := []struct {
+		name     string
+		deadline time.Duration
+		cancel   time.Duration // the named context ends after this; 0: never
+	}{
+		{"at the deadline", 100 * time.Millisecond, 0},
+		{"when the named context ends", time.Hour, 100 * time.Millisecond},
+	}
+	for _, tt := range stops {
+		t.Run("a silent backend's call stops "+tt.name, func(t *testing.T) {
+			addr := silentBackend(t)
+			c := NewH1Client(H1Options{Addr: addr, MaxIdle: 4})
+			defer c.CloseIdleConnections()
+			watch, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.cancel > 0 {
+				time.AfterFunc(tt.cancel, cancel)
+			}
+			ctx := namedCancellation{Context: context.Background(), deadline: time.Now().Add(tt.deadline), watch: watch}
+			done := make(chan *Report, 1)
+			start := time.Now()
+			go func() {
+				r := new(Report)
+				c.Send(ctx, h1Request(t, addr), SendOptions{MaxBody: 1 << 20}, r)
+				done <- r
+			}()
+			select {
+			case r := <-done:
+				// Both stop the I/O with a deadline in the past: a
+				// timeout, which the proxy tells apart by its context.
+				if !TimedOut(r.Err) || r.Writes != 1 {
+					t.Errorf("after %v: err %v, writes %d; want a timeout after the request went out", time.Since(start), r.Err, r.Writes)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the call did not stop")
+			}
+		})
+	}
+	t.Run("a pooled connection keeps no deadline", func(t *testing.T) {
+		b := newTestBackend(t, okAnswer)
+		c := NewH1Client(H1Options{Addr: b.Addr(), MaxIdle: 4})
+		defer c.CloseIdleConnections()
+		ctx := namedCancellation{Context: context.Background(), deadline: time.Now().Add(200 * time.Millisecond), watch: context.Background()}
+		r := new(Report)
+		c.Send(ctx, h1Request(t, b.Addr()), SendOptions{MaxBody: 1 << 20}, r)
+		r.Release()
+		if r.Err != nil || r.Status != 200 {
+			t.Fatalf("first call: %d %v", r.Status, r.Err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if r := send(c, h1Request(t, b.Addr())); r.Err != nil || r.Status != 200 {
+			t.Fatalf("call past the first call's deadline: %d %v", r.Status, r.Err)
+		}
+		if got := b.conns.Load(); got != 1 {
+			t.Errorf("connections = %d, want 1 (kept alive)", got)
+		}
+	})
+}
