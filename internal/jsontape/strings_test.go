@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendStringRepairsInvalidUTF8(t *testing.T) {
@@ -39,4 +40,69 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("AppendHTMLString(%q) = %s, json.Marshal %s", s, got, html)
 		}
 	})
+}
+
+// FuzzValidUTF8: validUTF8 agrees with utf8.Valid on any bytes.
+func FuzzValidUTF8(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text", "量子计算入门", "Go 语言并发编程实战", "\xed\xa0\x80", "\xe0\x80\x80", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "\xc0\xaf", "\xc2", "\xe1\x80", "ab\xe9\x87\x8f", "Привет, мир", "\xf4\x90\x80\x80"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if got, want := validUTF8(p), utf8.Valid(p); got != want {
+			t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", p, got, want)
+		}
+	})
+}
+
+// TestValidUTF8EverySequence holds validUTF8 to utf8.Valid on every
+// sequence of three bytes that starts with a lead byte, alone and cut short
+// after one ASCII byte and before eight, and on three Chinese characters
+// with any one byte changed, so each fast path meets every lead and
+// continuation byte at every position it checks.
+func TestValidUTF8EverySequence(t *testing.T) {
+	buf := []byte("12345678abc")
+	for a := 0xc0; a <= 0xff; a++ { // 0x80-0xbf lead nothing
+		for b := range 256 {
+			for c := range 256 {
+				seq := []byte{byte(a), byte(b), byte(c)}
+				for _, p := range [][]byte{seq, seq[:2], append(buf[:1:1], seq...), append(buf[:8:8], seq...)} {
+					if got, want := validUTF8(p), utf8.Valid(p); got != want {
+						t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", p, got, want)
+					}
+				}
+			}
+		}
+	}
+	// Three three-byte sequences in a row are checked at once: any byte
+	// of them changed to any value, with and without what follows.
+	for _, text := range []string{"量子计", "量子计算", "量子计a"} {
+		for at := range 9 {
+			for v := range 256 {
+				p := []byte(text)
+				p[at] = byte(v)
+				if got, want := validUTF8(p), utf8.Valid(p); got != want {
+					t.Fatalf("validUTF8(%q) = %v, utf8.Valid %v", p, got, want)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkValidUTF8 checks the Chinese snippet of the example corpus with
+// validUTF8 and with utf8.Valid, the library it stands in for.
+func BenchmarkValidUTF8(b *testing.B) {
+	text := []byte("从量子比特、叠加态与纠缠讲起，介绍量子门、量子线路，以及当前量子计算机的能力边界。")
+	for _, c := range []struct {
+		name  string
+		valid func([]byte) bool
+	}{{"validUTF8", validUTF8}, {"utf8.Valid", utf8.Valid}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if !c.valid(text) {
+					b.Fatal("invalid")
+				}
+			}
+		})
+	}
 }

@@ -6,7 +6,10 @@
 // is decoded into Go maps unless asked (Value.Native), and a subtree can be
 // copied out as written or compacted, so an answer's key order and number
 // literals survive. The parser accepts exactly what encoding/json accepts
-// (FuzzParse compares them), nesting up to MaxDepth.
+// (FuzzParse compares them), nesting up to MaxDepth. The tape of a large
+// document is lazy: it checks every byte at once, but the records deep in
+// it get nodes only when something reads into them (see Parse), and reads
+// exactly as the tape that has them all (FuzzLazyTape).
 //
 // Writing: AppendString, AppendFloat and AppendCanonical write the bytes
 // encoding/json would for a string, a float and a decoded document (the
@@ -29,8 +32,8 @@ package jsontape
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"sync"
-	"unicode/utf8"
 )
 
 // Kind is the JSON type of a value.
@@ -74,6 +77,10 @@ type node struct {
 	count      int32 // elements of an array, members of an object
 	kind       Kind
 	escaped    bool // a string that holds escapes
+	// lazy: an array or object whose elements or members have no nodes
+	// here (next is the node after it); reading into it parses its bytes
+	// into a tape of its own (tape.expand).
+	lazy bool
 }
 
 // Tape is a parsed JSON document: a handle to a pooled tape, stamped with
@@ -94,6 +101,11 @@ type tape struct {
 	// its own text. compact: also no insignificant white space anywhere,
 	// so any subtree can be copied out verbatim.
 	valid, compact bool
+	// subs holds the tapes of the lazy containers read into so far, by
+	// node; mu guards it, so that concurrent readers expand a container
+	// once.
+	mu   sync.Mutex
+	subs map[int32]*tape
 }
 
 // maxPooledNodes is the largest node buffer Release keeps for reuse
@@ -102,6 +114,18 @@ type tape struct {
 // server.max_response_bytes (1 MiB) does not allocate and clear its tape
 // anew on every call. Larger ones go to the collector.
 const maxPooledNodes = 1 << 16
+
+// lazyFrom is the size from which a document's tape is lazy: containers
+// nested lazyDepth deep or more are checked and counted but get no nodes
+// of their own until something reads into them. A large answer is mostly
+// such containers (the records of a list), which the rules and the
+// observation count and copy whole but rarely enter, so its tape costs a
+// check of those bytes instead of a node for every value in them.
+// Smaller documents, which rules walk freely, get every node at once.
+const (
+	lazyFrom  = 16 << 10
+	lazyDepth = 2
+)
 
 // tapes recycles tapes, node buffers included.
 var tapes = sync.Pool{New: func() any { return &tape{nodes: make([]node, 0, 64)} }}
@@ -124,16 +148,47 @@ func ParseObject(src []byte) (Tape, Value, error) {
 
 // Parse parses src, one JSON value with white space around it allowed.
 // The tape reads src in place: src must not change while the tape lives.
+//
+// A document of lazyFrom bytes or more is checked whole, exactly as a
+// small one, but its containers from lazyDepth down are recorded as
+// single nodes (their kind, extent and length); the first read into one
+// (a Cursor, and what uses it: Lookup, Native) parses that container's
+// bytes into a tape of its own, once. Kind, Len, AppendCompact and
+// AppendRaw of such a container need no expansion.
 func Parse(src []byte) (Tape, error) {
+	depth := 0
+	if len(src) >= lazyFrom {
+		depth = lazyDepth
+	}
+	return parse(src, depth)
+}
+
+// parse is Parse with containers from lazy deep recorded lazily; 0 makes
+// every node at once.
+func parse(src []byte, lazy int) (Tape, error) {
+	t, err := parseTape(src, lazy)
+	if err != nil {
+		return Tape{}, err
+	}
+	return Tape{t: t, gen: t.gen}, nil
+}
+
+// parseTape parses src into a pooled tape (see parse).
+func parseTape(src []byte, lazy int) (*tape, error) {
 	if len(src) > maxSource {
-		return Tape{}, errTooLarge
+		return nil, errTooLarge
 	}
 	t := tapes.Get().(*tape)
 	nodes := t.nodes[:0]
-	if want := 16 + len(src)/24; cap(nodes) < want {
+	want := 16 + len(src)/24
+	if lazy > 0 {
+		// Most of a large document is in lazy containers.
+		want = 64
+	}
+	if cap(nodes) < want {
 		nodes = make([]node, 0, want)
 	}
-	p := parser{src: src, compact: true, nodes: nodes}
+	p := parser{src: src, compact: true, nodes: nodes, lazyDepth: lazy}
 	p.skipSpaceOuter()
 	err := p.value(0)
 	if err == nil {
@@ -143,15 +198,42 @@ func Parse(src []byte) (Tape, error) {
 		}
 	}
 	t.nodes = p.nodes
-	h := Tape{t: t, gen: t.gen}
 	if err != nil {
-		h.Release()
-		return Tape{}, err
+		t.release()
+		return nil, err
 	}
 	// Only strings may hold bytes past ASCII, and str checks those.
 	t.src, t.valid = src, !p.invalid
 	t.compact = p.compact && t.valid
-	return h, nil
+	return t, nil
+}
+
+// expand returns the tape of the lazy container at node i, parsing its
+// bytes the first time: the container is its root, and the containers
+// lazyDepth below it are lazy again when it is large. The bytes were
+// checked when the document was parsed, so this cannot fail.
+func (t *tape) expand(i int32) *tape {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if sub, ok := t.subs[i]; ok {
+		return sub
+	}
+	n := &t.nodes[i]
+	raw := t.src[n.start:n.end]
+	lazy := 0
+	if len(raw) >= lazyFrom {
+		lazy = lazyDepth
+	}
+	sub, err := parseTape(raw, lazy)
+	if err != nil {
+		// The document's parse checked these bytes: this is a bug.
+		panic("jsontape: lazy container does not parse: " + err.Error())
+	}
+	if t.subs == nil {
+		t.subs = make(map[int32]*tape)
+	}
+	t.subs[i] = sub
+	return sub
 }
 
 // Release hands the tape back for reuse. The Tape, its copies and its
@@ -164,12 +246,22 @@ func (h Tape) Release() {
 	if t == nil || t.gen != h.gen {
 		return
 	}
+	t.release()
+}
+
+// release kills every handle and Value of the tape and of the tapes of
+// its expanded containers, and hands them back.
+func (t *tape) release() {
 	t.gen++
 	t.src = nil
 	if cap(t.nodes) > maxPooledNodes {
 		t.nodes = nil
 	}
 	t.nodes = t.nodes[:0]
+	for _, sub := range t.subs {
+		sub.release()
+	}
+	clear(t.subs)
 	tapes.Put(t)
 }
 
@@ -220,6 +312,9 @@ type parser struct {
 	nodes        []node
 	compact      bool
 	validateOnly bool // check the syntax, record nothing
+	// lazyDepth: containers this deep or deeper are lazy nodes (see
+	// Parse); 0 for none.
+	lazyDepth int
 	// invalid: some string holds invalid UTF-8. Outside strings the
 	// grammar admits only ASCII, so a document is valid UTF-8 exactly
 	// when every string is.
@@ -237,6 +332,11 @@ func (p *parser) skipSpaceOuter() {
 }
 
 func (p *parser) skipSpace() {
+	// Compact JSON has no white space between tokens: the common case
+	// is one comparison.
+	if p.i < len(p.src) && p.src[p.i] > ' ' {
+		return
+	}
 	start := p.i
 	for p.i < len(p.src) && isSpace(p.src[p.i]) {
 		p.i++
@@ -343,6 +443,14 @@ func (p *parser) str() error {
 	idx := p.push(String)
 	s := p.src
 	start := p.i + 1
+	if end, high, ok := plainString(s, start); ok {
+		if high && !p.invalid && !validUTF8(s[start:end]) {
+			p.invalid = true
+		}
+		p.i = end + 1
+		p.close(idx)
+		return nil
+	}
 	i := start
 	// high gathers the bytes read, to tell whether any is past ASCII.
 	var high uint64
@@ -369,7 +477,7 @@ func (p *parser) str() error {
 		case c == '"':
 			// Only a string with a byte past ASCII needs the UTF-8
 			// check; a sequence cannot span its quotes.
-			if high&0x8080808080808080 != 0 && !p.invalid && !utf8.Valid(s[start:i]) {
+			if high&0x8080808080808080 != 0 && !p.invalid && !validUTF8(s[start:i]) {
 				p.invalid = true
 			}
 			p.i = i + 1
@@ -407,6 +515,36 @@ func (p *parser) str() error {
 	}
 }
 
+// plainString finds the quote that ends the string whose text starts at
+// s[start], when that text holds no escape and no control character, and
+// reports whether it holds bytes past ASCII. It reads eight bytes at a
+// time: in each word, the lowest byte flagged by the tests of plainWord is
+// the first quote, backslash or control character, exactly (a borrow only
+// runs from a flagged byte upwards). ok is false for any other string (an
+// escape, a control character, no closing quote within whole words), which
+// str then reads byte by byte.
+func plainString(s []byte, start int) (end int, high8 bool, ok bool) {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	var high uint64
+	for i := start; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		quote, backslash := x^(ones*'"'), x^(ones*'\\')
+		control := (x - ones*0x20) &^ x
+		quotes := (quote - ones) &^ quote
+		backslashes := (backslash - ones) &^ backslash
+		if hit := (control | quotes | backslashes) & highs; hit != 0 {
+			first := bits.TrailingZeros64(hit) >> 3
+			if quotes&highs&(0x80<<(8*first)) == 0 {
+				return 0, false, false
+			}
+			high |= x & (1<<(8*first) - 1)
+			return i + first, high&highs != 0, true
+		}
+		high |= x
+	}
+	return 0, false, false
+}
+
 // plainWord reports whether none of the eight bytes of x is a control
 // character, a quote or a backslash: the bytes a string holds as they are.
 // Each test sets a byte's high bit when that byte is below a bound, the
@@ -422,30 +560,54 @@ func plainWord(x uint64) bool {
 
 // container parses an array (kind Array, closer ']') or an object (kind
 // Object, closer '}'): its elements, or its members (a key, a colon, a
-// value), separated by commas.
+// value), separated by commas. A container lazyDepth deep is checked as
+// any other, but what is inside it records no nodes.
 func (p *parser) container(depth int, kind Kind, closer byte) error {
 	if depth >= MaxDepth {
 		return ErrSyntax
 	}
 	idx := p.push(kind)
+	if p.validateOnly || p.lazyDepth == 0 || depth < p.lazyDepth {
+		count, err := p.elements(depth, kind, closer)
+		if err == nil && !p.validateOnly {
+			p.nodes[idx].count = count
+			p.close(idx)
+		}
+		return err
+	}
+	p.validateOnly = true
+	count, err := p.elements(depth, kind, closer)
+	p.validateOnly = false
+	if err == nil {
+		n := &p.nodes[idx]
+		n.count, n.lazy = count, true
+		p.close(idx)
+	}
+	return err
+}
+
+// elements parses what is inside a container, its closer included, and
+// counts its elements or members.
+func (p *parser) elements(depth int, kind Kind, closer byte) (int32, error) {
 	p.i++
 	p.skipSpace()
 	if p.i < len(p.src) && p.src[p.i] == closer {
 		p.i++
-		p.close(idx)
-		return nil
+		return 0, nil
 	}
+	var count int32
 	for {
 		if kind == Object {
 			if err := p.key(); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		if err := p.value(depth + 1); err != nil {
-			return err
+			return 0, err
 		}
-		if done, err := p.member(idx, closer); done || err != nil {
-			return err
+		count++
+		if done, err := p.member(closer); done || err != nil {
+			return count, err
 		}
 	}
 }
@@ -467,13 +629,9 @@ func (p *parser) key() error {
 	return nil
 }
 
-// member counts the element or member just parsed into node idx and takes
-// what follows it: a comma (more to come) or closer (done; the node is
-// closed).
-func (p *parser) member(idx int, closer byte) (done bool, err error) {
-	if !p.validateOnly {
-		p.nodes[idx].count++
-	}
+// member takes what follows an element or member: a comma (more to come)
+// or closer (done).
+func (p *parser) member(closer byte) (done bool, err error) {
 	p.skipSpace()
 	if p.i >= len(p.src) {
 		return false, ErrSyntax
@@ -485,7 +643,6 @@ func (p *parser) member(idx int, closer byte) (done bool, err error) {
 		return false, nil
 	case closer:
 		p.i++
-		p.close(idx)
 		return true, nil
 	}
 	return false, ErrSyntax

@@ -425,3 +425,206 @@ func BenchmarkSkipValue(b *testing.B) {
 		}
 	})
 }
+
+// largeAnswer is an answer of records of about size bytes, a quarter of
+// its text past ASCII, as examples.PaddedSearchAnswer makes them.
+func largeAnswer(size int) []byte {
+	var doc bytes.Buffer
+	doc.WriteString(`{"results":[`)
+	for i := 0; doc.Len() < size; i++ {
+		if i > 0 {
+			doc.WriteByte(',')
+		}
+		if i%4 == 3 {
+			fmt.Fprintf(&doc, `{"id":"kb-%d","title":"量子计算入门","snippet":"从量子比特、叠加态与纠缠讲起，介绍量子门、量子线路，以及当前量子计算机的能力边界。","url":"https://kb.example.com/articles/quantum-computing-zh"}`, i)
+			continue
+		}
+		fmt.Fprintf(&doc, `{"id":"kb-%d","title":"Go concurrency patterns","snippet":"Goroutines, channels and select: pipelines, fan-out and fan-in, and cancellation with context in idiomatic code.","url":"https://kb.example.com/articles/go-concurrency-patterns"}`, i)
+	}
+	doc.WriteString(`],"total":1}`)
+	return doc.Bytes()
+}
+
+// BenchmarkParseLarge parses a 1 MiB answer as Parse does (lazy) and with
+// every node made at once (eager), then counts and copies its records as
+// the rules and the envelope do.
+func BenchmarkParseLarge(b *testing.B) {
+	src := largeAnswer(1 << 20)
+	for _, c := range []struct {
+		name string
+		lazy int
+	}{{"lazy", lazyDepth}, {"eager", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			dst := make([]byte, 0, len(src))
+			for b.Loop() {
+				tape, err := parse(src, c.lazy)
+				if err != nil {
+					b.Fatal(err)
+				}
+				results, _ := tape.Root().Lookup("results")
+				if results.Len() == 0 {
+					b.Fatal("no results")
+				}
+				dst = results.AppendCompact(dst[:0])
+				tape.Release()
+			}
+		})
+	}
+}
+
+// describe writes down everything the Value API reads of v: its kind and
+// length, a string's text, a number's readings, each element or member in
+// order and each key's lookup, and the value's compact and raw bytes.
+func describe(b *strings.Builder, v Value) {
+	fmt.Fprintf(b, "(%d %d ", v.Kind(), v.Len())
+	switch v.Kind() {
+	case String:
+		fmt.Fprintf(b, "%q %v", v.Text(), v.Equals(v.Text()))
+	case Number:
+		n, ok := v.Int()
+		f, err := v.Float()
+		fmt.Fprintf(b, "%s %d %v %v %v", v.Literal(), n, ok, f, err)
+	case Array:
+		for c := v.Cursor(); c.More(); {
+			describe(b, c.Element())
+		}
+	case Object:
+		for c := v.Cursor(); c.More(); {
+			k, e := c.Member()
+			describe(b, k)
+			describe(b, e)
+			found, ok := v.Lookup(k.Text())
+			fmt.Fprintf(b, " lookup %v %d %s", ok, found.Kind(), found.AppendCompact(nil))
+		}
+	}
+	fmt.Fprintf(b, " %s %s %#v)", v.AppendCompact(nil), v.AppendRaw(nil), v.Native())
+}
+
+// FuzzLazyTape: a tape whose containers from some depth on are lazy reads,
+// through every method, exactly as the tape that has every node, and
+// accepts exactly what it accepts.
+func FuzzLazyTape(f *testing.F) {
+	for _, s := range []string{
+		`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[[1,[2,[3]]],{"k":{"k":{"k":[]}}}]`, ` { "a" : [ { } , [ ] ] } `,
+		`{"dup":[1],"dup":{"x":"\ud800"}}`, "[{\"a\":\"\xff\"},[\"\xe9\"]]", `{"a":[1,]}`, `[{"a" 1}]`, `[[["x"]]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		eager, eagerErr := parse(src, 0)
+		if eagerErr == nil {
+			defer eager.Release()
+		}
+		var want strings.Builder
+		if eagerErr == nil {
+			describe(&want, eager.Root())
+		}
+		for _, depth := range []int{1, 2, 3} {
+			lazy, err := parse(src, depth)
+			if (err == nil) != (eagerErr == nil) {
+				t.Fatalf("lazy from depth %d: error %v, eager error %v", depth, err, eagerErr)
+			}
+			if err != nil {
+				continue
+			}
+			var got strings.Builder
+			describe(&got, lazy.Root())
+			if got.String() != want.String() {
+				t.Fatalf("lazy from depth %d reads\n%s\neager reads\n%s", depth, got.String(), want.String())
+			}
+			lazy.Release()
+		}
+	})
+}
+
+func TestLazyTape(t *testing.T) {
+	src := largeAnswer(lazyFrom)
+	tape, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tape.Release()
+	results, _ := tape.Root().Lookup("results")
+	t.Run("a large answer's records are single nodes", func(t *testing.T) {
+		if got, want := len(tape.t.nodes), 5+results.Len(); got != want {
+			t.Errorf("%d nodes, want %d (root, two keys, total, results and one per record)", got, want)
+		}
+		if got := results.AppendCompact(nil); !bytes.Equal(got, src[len(`{"results":`):len(src)-len(`,"total":1}`)]) {
+			t.Errorf("the records copied out are not the answer's")
+		}
+	})
+	t.Run("it reads as the eager tape", func(t *testing.T) {
+		eager, err := parse(src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eager.Release()
+		var got, want strings.Builder
+		describe(&got, tape.Root())
+		describe(&want, eager.Root())
+		if got.String() != want.String() {
+			t.Error("the lazy tape reads differently")
+		}
+	})
+	t.Run("a record is expanded once", func(t *testing.T) {
+		c := results.Cursor()
+		first := c.Element()
+		a, _ := first.Lookup("id")
+		b, _ := first.Lookup("id")
+		if a != b || len(tape.t.subs) == 0 {
+			t.Errorf("two lookups gave %v and %v, %d expansions", a, b, len(tape.t.subs))
+		}
+	})
+	t.Run("values of an expanded record die with the tape", func(t *testing.T) {
+		other, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, _ := other.Root().Lookup("results")
+		c := rs.Cursor()
+		id, _ := c.Element().Lookup("id")
+		other.Release()
+		defer func() {
+			if r := recover(); r != ErrReleased {
+				t.Fatalf("recovered %v, want ErrReleased", r)
+			}
+		}()
+		id.Text()
+	})
+}
+
+// FuzzPlainString: the word-at-a-time reading of a string finds the quote
+// that ends it, and the bytes past ASCII before it, as reading byte by
+// byte does, or leaves the string to be read that way.
+func FuzzPlainString(f *testing.F) {
+	for _, s := range []string{`abc"def`, `0123456789abcdef"`, "\xe9\xe9\xe9\xe9\xe9\xe9\xe9\"\xff", `abcdefg\"h"`, "abc\x01\"", `"`, "12345678\"\xff\xff\xff\xff\xff\xff\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		end, high, ok := plainString(s, 0)
+		wantEnd, wantHigh, wantOK := -1, false, false
+		for i, c := range s {
+			if c == '"' {
+				wantEnd, wantOK = i, true
+				break
+			}
+			if c < 0x20 || c == '\\' {
+				break
+			}
+			wantHigh = wantHigh || c >= 0x80
+		}
+		if !ok {
+			// It may leave any string to the byte-by-byte reading, but
+			// only a plain one that ends within whole words is its job.
+			if wantOK && wantEnd < len(s)/8*8 {
+				t.Fatalf("plainString(%q) left a plain string ending at %d", s, wantEnd)
+			}
+			return
+		}
+		if !wantOK || end != wantEnd || high != wantHigh {
+			t.Fatalf("plainString(%q) = %d, %v; byte by byte %d, %v (plain %v)", s, end, high, wantEnd, wantHigh, wantOK)
+		}
+	})
+}

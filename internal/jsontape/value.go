@@ -126,6 +126,11 @@ func (v Value) Cursor() Cursor {
 	if n.kind != Array && n.kind != Object {
 		return Cursor{t: v.t, gen: v.gen}
 	}
+	if n.lazy {
+		// The container's own tape: its root is node 0.
+		sub := v.t.expand(v.i)
+		return Cursor{t: sub, gen: sub.gen, next: 1, left: n.count}
+	}
 	return Cursor{t: v.t, gen: v.gen, next: v.i + 1, left: n.count}
 }
 

@@ -173,17 +173,34 @@ func DialFailed(err error) bool {
 // the answer's header has come, and putBody (Report.Release) returns the
 // array once the answer is classified (the envelope's data is always a
 // copy). The slices move from one pool to the other, so neither allocates
-// once warm.
+// once warm. Arrays past maxSmallBody go to largeBodyArrays instead, and
+// are taken from there only by an answer that says it is that large (its
+// Content-Length): a large answer then reads into an array already made,
+// without allocating and clearing one the size of the answer on every
+// call, and a small answer never holds a large array.
 var (
-	bodyPool   = sync.Pool{New: func() any { return new([]byte) }}
-	bodyArrays sync.Pool // *[]byte with an array
+	bodyPool        = sync.Pool{New: func() any { return new([]byte) }}
+	bodyArrays      sync.Pool // *[]byte with an array of at most maxSmallBody
+	largeBodyArrays sync.Pool // *[]byte with an array of at most maxLargeBody
+)
+
+// The bounds of the pooled answer arrays: the largest a small answer's
+// array may be, and the largest array kept at all (twice the default
+// server.max_response_bytes).
+const (
+	maxSmallBody = 256 << 10
+	maxLargeBody = 2<<20 + 1
 )
 
 // readAnswerBody reads an answer's body into r's pooled buffer, within
 // limit bytes (boundedio.ReadBody).
 func (r *Report) readAnswerBody(body io.Reader, limit, sizeHint int64) {
 	buf := bodyPool.Get().(*[]byte)
-	if p, _ := bodyArrays.Get().(*[]byte); p != nil {
+	arrays := &bodyArrays
+	if sizeHint >= maxSmallBody && sizeHint < maxLargeBody && sizeHint <= limit {
+		arrays = &largeBodyArrays
+	}
+	if p, _ := arrays.Get().(*[]byte); p != nil {
 		*buf, *p = (*p)[:0], nil
 		bodyPool.Put(p)
 	} else {
@@ -198,8 +215,11 @@ func putBody(buf *[]byte) {
 	case buf == nil:
 	case cap(*buf) == 0:
 		bodyPool.Put(buf)
-	case cap(*buf) <= 256<<10:
+	case cap(*buf) <= maxSmallBody:
 		*buf = (*buf)[:0]
 		bodyArrays.Put(buf)
+	case cap(*buf) <= maxLargeBody:
+		*buf = (*buf)[:0]
+		largeBodyArrays.Put(buf)
 	}
 }
