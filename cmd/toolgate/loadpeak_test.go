@@ -23,13 +23,7 @@ import (
 // copies share one.
 func manyToolsDir(t testing.TB, n int, distinct bool) string {
 	t.Helper()
-	example, err := os.ReadFile(filepath.Join("..", "..", "examples", "policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := bytes.Index(example, []byte("\n  search_articles:\n"))
-	end := bytes.Index(example, []byte("\n  send_notification:\n"))
-	tool := example[start+1 : end+1]
+	_, tool := exampleSearchTool(t)
 	if !bytes.Contains(tool, []byte("maxLength: 200")) {
 		t.Fatal("examples/policy.yaml: search_articles's maxLength not found")
 	}
@@ -45,8 +39,7 @@ func manyToolsDir(t testing.TB, n int, distinct bool) string {
 		if (i-3)%1000 == 0 {
 			out.WriteString("version: 1\ntools:\n")
 		}
-		c := bytes.Replace(tool, []byte("  search_articles:\n"), fmt.Appendf(nil, "  search_articles_%d:\n", i), 1)
-		c = bytes.Replace(c, []byte("\n      path: /api/search\n"), fmt.Appendf(nil, "\n      path: /api/search_%d\n", i), 1)
+		c := copyOfTool(tool, i)
 		if distinct {
 			c = bytes.Replace(c, []byte("maxLength: 200"), fmt.Appendf(nil, "maxLength: %d", 200+i), 1)
 		}

@@ -17,30 +17,46 @@ import (
 // bench/run.sh's tools=N writes them.
 func manyToolsPolicy(t testing.TB, n int) []byte {
 	t.Helper()
+	example, tool := exampleSearchTool(t)
+	access := bytes.Index(example, []byte("\naccess:\n"))
+	if access < 0 || !bytes.Contains(example[:access], tool) {
+		t.Fatal("examples/policy.yaml: access not found after the tools")
+	}
+	var out bytes.Buffer
+	out.Write(example[:access+1])
+	for i := 3; i <= n; i++ {
+		out.Write(copyOfTool(tool, i))
+		out.WriteByte('\n')
+	}
+	out.Write(example[access+1:])
+	return out.Bytes()
+}
+
+// exampleSearchTool returns examples/policy.yaml and its search_articles
+// tool, the lines from its name to send_notification's.
+func exampleSearchTool(t testing.TB) (example, tool []byte) {
+	t.Helper()
 	example, err := os.ReadFile(filepath.Join("..", "..", "examples", "policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := bytes.Index(example, []byte("\n  search_articles:\n"))
 	end := bytes.Index(example, []byte("\n  send_notification:\n"))
-	access := bytes.Index(example, []byte("\naccess:\n"))
-	if start < 0 || end < start || access < end {
-		t.Fatal("examples/policy.yaml: search_articles, send_notification or access not found")
+	if start < 0 || end < start {
+		t.Fatal("examples/policy.yaml: search_articles or send_notification not found")
 	}
-	tool := example[start+1 : end+1]
+	tool = example[start+1 : end+1]
 	if !bytes.Contains(tool, []byte("\n      path: /api/search\n")) {
 		t.Fatal("examples/policy.yaml: search_articles's path not found")
 	}
-	var out bytes.Buffer
-	out.Write(example[:access+1])
-	for i := 3; i <= n; i++ {
-		c := bytes.Replace(tool, []byte("  search_articles:\n"), fmt.Appendf(nil, "  search_articles_%d:\n", i), 1)
-		c = bytes.Replace(c, []byte("\n      path: /api/search\n"), fmt.Appendf(nil, "\n      path: /api/search_%d\n", i), 1)
-		out.Write(c)
-		out.WriteByte('\n')
-	}
-	out.Write(example[access+1:])
-	return out.Bytes()
+	return example, tool
+}
+
+// copyOfTool is search_articles (tool) as its copy number i: named
+// search_articles_i, on the backend path /api/search_i.
+func copyOfTool(tool []byte, i int) []byte {
+	c := bytes.Replace(tool, []byte("  search_articles:\n"), fmt.Appendf(nil, "  search_articles_%d:\n", i), 1)
+	return bytes.Replace(c, []byte("\n      path: /api/search\n"), fmt.Appendf(nil, "\n      path: /api/search_%d\n", i), 1)
 }
 
 // liveHeap is the heap's live bytes after a full collection.
