@@ -217,11 +217,11 @@ func (c *H1Client) Send(ctx context.Context, req *http.Request, o SendOptions, r
 
 // stopAtEnd makes the connection's I/O stop when ctx ends, until the
 // returned stop is called; stop reports whether the I/O was left
-// untouched. A Cancellation has its deadline set on the connection (the runtime's poller times it, with no timer of the
-// context's) and only that other context watched: nothing at all for one
-// that never ends, such as the extproc front's. Any other context is
-// watched whole, with a hook that stops the I/O, and the connection keeps
-// no deadline.
+// untouched. A Cancellation has its deadline set on the connection (the
+// runtime's poller times it, with no timer of the context's) and only the
+// context it ends with watched: nothing at all for one that never ends,
+// such as the extproc front's. Any other context is watched whole, with a
+// hook that stops the I/O, and the connection keeps no deadline.
 func stopAtEnd(ctx context.Context, pc *h1Conn) (stop func() bool) {
 	watch := ctx
 	if cc, ok := ctx.(Cancellation); ok {
