@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
@@ -28,7 +29,7 @@ type mcpDiffSide struct {
 
 // newMCPDiffSide builds one side on the example policy, changed by edit
 // when given.
-func newMCPDiffSide(t *testing.T, sdkOnly bool, edit ...func(string) string) *mcpDiffSide {
+func newMCPDiffSide(t testing.TB, sdkOnly bool, edit ...func(string) string) *mcpDiffSide {
 	t.Helper()
 	logs := &proxytest.LogBuffer{}
 	rt := proxytest.HandlerTransport()
@@ -50,7 +51,7 @@ func newMCPDiffSide(t *testing.T, sdkOnly bool, edit ...func(string) string) *mc
 	return &mcpDiffSide{front: f, logs: logs}
 }
 
-func (s *mcpDiffSide) post(t *testing.T, header http.Header, body string) *httptest.ResponseRecorder {
+func (s *mcpDiffSide) post(t testing.TB, header http.Header, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequestWithContext(proxytest.LoopbackContext(), http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader(body))
 	for k, v := range header {
@@ -332,7 +333,7 @@ func sendBothWays(t *testing.T, rev string, cases []diffCase, edit ...func(strin
 		}
 		served := fast.front.fastCalls.Load() > before
 		if served != tc.fast {
-			t.Errorf("%s: served by the fast path: %v, want %v (HTTP %d %s)", tc.name, served, tc.fast, b.Code, b.Body)
+			t.Errorf("%s: served by the fast path: %v, want %v (HTTP %d)", tc.name, served, tc.fast, b.Code)
 		}
 		if served {
 			wantFast++
@@ -353,4 +354,48 @@ func sendBothWays(t *testing.T, rev string, cases []diffCase, edit ...func(strin
 	if want > 0 && wantFast == 0 {
 		t.Error("the fast path served nothing")
 	}
+}
+
+// FuzzMCPFastPath sends any message, at any revision, with any routing
+// headers, to a toolgate whose MCP front only uses the SDK and to one with
+// the fast path, and requires the same answers (status, headers, body).
+// The seeds are the differential test's messages, each as sent before
+// 2026-07-28 and as a 2026-07-28 client sends it.
+func FuzzMCPFastPath(f *testing.F) {
+	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{P}}`
+	for _, tc := range modernCases(msg) {
+		f.Add(tc.body, uint8(0), "tools/call", toolNameOf(tc.body))
+	}
+	for _, params := range []string{
+		`{"name":"search_articles","arguments":{"q":"go","limit":2}}`,
+		`{"name":"search_articles","arguments":{"q":"go","limit":50}}`,
+		`{"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},"name":"search_articles"}`,
+		`{"name":"send_notification","arguments":{"user_id":"alice","text":"hi","idempotency_key":"k"}}`,
+	} {
+		body := strings.Replace(msg, "{P}", params, 1)
+		for rev := range uint8(len(Revisions()) + 1) {
+			f.Add(body, rev, "tools/call", toolNameOf(body))
+		}
+		f.Add(asModern(body), uint8(0), "tools/call", toolNameOf(body))
+		f.Add(asModern(body), uint8(0), "tools/call", "")
+		f.Add(asModern(body), uint8(0), "", toolNameOf(body))
+	}
+	sdk, fast := newMCPDiffSide(f, true), newMCPDiffSide(f, false)
+	f.Fuzz(func(t *testing.T, body string, rev uint8, method, name string) {
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "X-Request-Id": {"fuzz"}}
+		if revs := Revisions(); int(rev) < len(revs) {
+			h.Set("Mcp-Protocol-Version", revs[rev])
+		}
+		// Header values net/http would refuse are not sent.
+		if method != "" && httpguts.ValidHeaderFieldValue(method) {
+			h.Set("Mcp-Method", method)
+		}
+		if name != "" && httpguts.ValidHeaderFieldValue(name) {
+			h.Set("Mcp-Name", name)
+		}
+		a, b := sdk.post(t, h, body), fast.post(t, h, body)
+		if a.Code != b.Code || a.Body.String() != b.Body.String() || !reflect.DeepEqual(a.Header(), b.Header()) {
+			t.Errorf("the SDK answers\nHTTP %d %v\n%s\nthe fast path\nHTTP %d %v\n%s", a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
+		}
+	})
 }
