@@ -239,6 +239,7 @@ func modernCases(msg string) []diffCase {
 		{name: "empty capability objects", fast: true, body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"roots":{},"sampling":{},"elicitation":{}}`)},
 		{name: "all of the client information", fast: true, body: withMeta(version + "," + caps +
 			`,"io.modelcontextprotocol/clientInfo":{"name":"c","title":"C","description":"d","version":"1","websiteUrl":"https://c.example"}`)},
+		{name: "empty client information", fast: true, body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/clientInfo":{}`)},
 		{name: "trace context beside the revision", fast: true, body: withMeta(`"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",` + version + "," + caps)},
 		// The routing headers.
 		{name: "no Mcp-Method", body: plain, header: http.Header{"Mcp-Method": nil}},
