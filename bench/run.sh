@@ -20,6 +20,10 @@
 #                         the others: the apples-to-apples hop
 #   toolgate-mcp          POST /mcp, a JSON-RPC tools/call of the same search
 #                         (the MCP front is stateless: no initialize needed)
+#   toolgate-mcp-2026     the same call of MCP revision 2026-07-28, as the
+#                         TypeScript 2.x client sends it: MCP-Protocol-Version,
+#                         Mcp-Method and Mcp-Name headers, and the protocol
+#                         version, client info and capabilities in _meta
 #   toolgate-info         the POST again, with -log-level info (one log line
 #                         per call, written to a file)
 # size         httputil and toolgate (POST) at BENCH_CURVE_CONNS against
@@ -60,7 +64,7 @@
 #   BENCH_DURATION=10s      length of one wrk run
 #   BENCH_WARMUP=2s         one warm-up run per variant before round 1
 #   BENCH_CONNS="1 32"      connection counts of the main table
-#   BENCH_VARIANTS="direct nginx httputil toolgate toolgate-transparent toolgate-mcp toolgate-info"
+#   BENCH_VARIANTS="direct nginx httputil toolgate toolgate-transparent toolgate-mcp toolgate-mcp-2026 toolgate-info"
 #   BENCH_CURVE_CONNS=32    connections of the size and tools curves
 #   BENCH_CURVE_ROUNDS      rounds of the curves and idempotency (BENCH_ROUNDS)
 #   BENCH_IDEM_CONNS=1      connections of the idempotency runs
@@ -95,7 +99,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 DURATION=${BENCH_DURATION:-10s}
 WARMUP=${BENCH_WARMUP:-2s}
 CONNS=${BENCH_CONNS:-1 32}
-VARIANTS=${BENCH_VARIANTS:-direct nginx httputil toolgate toolgate-transparent toolgate-mcp toolgate-info}
+VARIANTS=${BENCH_VARIANTS:-direct nginx httputil toolgate toolgate-transparent toolgate-mcp toolgate-mcp-2026 toolgate-info}
 SECTIONS=" ${BENCH_SECTIONS:-main size tools conns idempotency startup inflight} "
 STARTUP_TOOLS=(${BENCH_STARTUP_TOOLS:-10 1000 5000})
 CURVE_CONNS=${BENCH_CURVE_CONNS:-32}
@@ -363,10 +367,14 @@ EOF
 
 # wrk scripts: report.lua prints one machine-readable line per run; the
 # others add the request: post.lua the tool call, mcp.lua the same call as
-# an MCP tools/call, send.lua a side-effecting call with a new
+# an MCP tools/call, mcp2026.lua that call of revision 2026-07-28, send.lua a side-effecting call with a new
 # Idempotency-Key per request, replay.lua the same call with one key.
 POST_BODY='{"q":"go","limit":5}'
 MCP_BODY='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5}}}'
+# What the TypeScript 2.x client (versionNegotiation auto) sends for the
+# call: its member order, its _meta, and the headers of MCP_2026_HEADERS.
+MCP_2026_BODY='{"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":5},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"toolgate-bench","version":"1.0.0"},"io.modelcontextprotocol/clientCapabilities":{}}},"jsonrpc":"2.0","id":1}'
+MCP_2026_HEADERS=("Mcp-Protocol-Version: 2026-07-28" "Mcp-Method: tools/call" "Mcp-Name: search_articles")
 SEND_BODY='{"user_id":"alice","text":"hello"}'
 cat >"$tmp/report.lua" <<'EOF'
 done = function(summary, latency, requests)
@@ -383,6 +391,10 @@ lua_post() { # body [extra lua]
 }
 lua_post "$POST_BODY" >"$tmp/post.lua"
 lua_post "$MCP_BODY" 'wrk.headers["Accept"] = "application/json, text/event-stream"' >"$tmp/mcp.lua"
+lua_post "$MCP_2026_BODY" "$(
+  echo 'wrk.headers["Accept"] = "application/json, text/event-stream"'
+  for h in "${MCP_2026_HEADERS[@]}"; do printf 'wrk.headers["%s"] = "%s"\n' "${h%%: *}" "${h#*: }"; done
+)" >"$tmp/mcp2026.lua"
 lua_post "$SEND_BODY" 'wrk.headers["Idempotency-Key"] = "bench-replay"' >"$tmp/replay.lua"
 lua_post "$SEND_BODY" "$(cat <<'EOF'
 math.randomseed(os.time())
@@ -471,12 +483,13 @@ serve_redis() { # name
 # what kind of request they get.
 GET_PATH="/api/search?q=go&limit=5"
 declare -A URL=() SCRIPT=() PROC=() BACKEND=() KIND=()
-variant() { # name process backend get|post|mcp|send|replay
+variant() { # name process backend get|post|mcp|mcp2026|send|replay
   local v=$1 path
   case $4 in
   get) path=$GET_PATH SCRIPT[$v]=report.lua ;;
   post) path=/v1/tools/search_articles SCRIPT[$v]=post.lua ;;
   mcp) path=/mcp SCRIPT[$v]=mcp.lua ;;
+  mcp2026) path=/mcp SCRIPT[$v]=mcp2026.lua ;;
   send | replay) path=/v1/tools/send_notification SCRIPT[$v]=$4.lua ;;
   *) die "variant $v: unknown kind $4" ;;
   esac
@@ -509,9 +522,13 @@ if section main; then
       ;;
     httputil) serve_httputil httputil backend && variant httputil httputil backend get ;;
     httputil-nopool) serve_httputil httputil-nopool backend -buffer-pool=false && variant httputil-nopool httputil-nopool backend get ;;
-    toolgate | toolgate-mcp)
+    toolgate | toolgate-mcp | toolgate-mcp-2026)
       [ -n "${PID[toolgate]:-}" ] || serve_toolgate toolgate backend warn
-      if [ "$v" = toolgate ]; then variant toolgate toolgate backend post; else variant toolgate-mcp toolgate backend mcp; fi
+      case $v in
+      toolgate) variant toolgate toolgate backend post ;;
+      toolgate-mcp) variant toolgate-mcp toolgate backend mcp ;;
+      toolgate-mcp-2026) variant toolgate-mcp-2026 toolgate backend mcp2026 ;;
+      esac
       ;;
     toolgate-transparent) serve_toolgate toolgate-transparent backend warn transparent && variant "$v" "$v" backend get ;;
     toolgate-info) serve_toolgate toolgate-info backend info && variant "$v" "$v" backend post ;;
@@ -570,19 +587,22 @@ proxy_pids() { # variant
 
 # answer makes one request to a hop and prints the body; it fails unless
 # the answer is 200 with the search results (toolgate: its ok envelope;
-# MCP: a result whose envelope is ok).
+# MCP: a result whose envelope is ok, and of 2026-07-28 complete).
 answer() { # variant
   local v=$1 body
   case ${KIND[$v]} in
   get) body=$(curl -fsS "${URL[$v]}") ;;
   post) body=$(curl -fsS -H 'Content-Type: application/json' -d "$POST_BODY" "${URL[$v]}") ;;
   mcp) body=$(curl -fsS -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d "$MCP_BODY" "${URL[$v]}") ;;
+  mcp2026) body=$(curl -fsS -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+    "${MCP_2026_HEADERS[@]/#/-H}" -d "$MCP_2026_BODY" "${URL[$v]}") ;;
   send) body=$(curl -fsS -H 'Content-Type: application/json' -H "Idempotency-Key: bench-check-$RANDOM-$RANDOM-$RANDOM" -d "$SEND_BODY" "${URL[$v]}") ;;
   replay) body=$(curl -fsS -H 'Content-Type: application/json' -H "Idempotency-Key: bench-replay" -d "$SEND_BODY" "${URL[$v]}") ;;
   esac || return 1
   printf '%s\n' "$body"
   case ${KIND[$v]}:${PROC[$v]} in
   mcp:*) [[ $body == *'"structuredContent":{"status":"ok"'* ]] ;;
+  mcp2026:*) [[ $body == *'"structuredContent":{"status":"ok"'* && $body == *'"resultType":"complete"'* ]] ;;
   *:toolgate*) [[ $body == *'"status":"ok"'* ]] ;;
   *) [[ $body == *'"results":'* ]] ;;
   esac
@@ -886,7 +906,7 @@ table() {
       add("a99" SUBSEP f[2] SUBSEP f[3], p99[k] - p99[r, "direct", f[3]]) } }
     label["direct"] = "direct to backend"; label["nginx"] = "nginx"; label["httputil"] = "httputil.ReverseProxy (tuned)"; label["httputil-nopool"] = "httputil, no BufferPool (issue 8)"
     label["toolgate"] = "toolgate POST /v1/tools"; label["toolgate-transparent"] = "toolgate transparent GET"
-    label["toolgate-info"] = "toolgate POST, info logging"; label["toolgate-mcp"] = "toolgate MCP tools/call"
+    label["toolgate-info"] = "toolgate POST, info logging"; label["toolgate-mcp"] = "toolgate MCP tools/call"; label["toolgate-mcp-2026"] = "toolgate MCP tools/call, 2026-07-28"
     print "| hop | conns | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | proxy CPU µs/req | CPU vs nginx / httputil | added p50 vs nginx / httputil | added p99 vs nginx / httputil | backend CPU µs/req |"
     print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     nv = split(order, vs, " "); nc = split(conns, cs, " ")

@@ -1,19 +1,30 @@
 package mcpfront
 
 // The fast path of the MCP front: a tools/call of a registered tool, in
-// the plainest form a client sends it under a revision before 2026-07-28,
-// is answered here instead of by the SDK, which would decode the message
-// nine times (each decode allocating a 32 KiB buffer), build a session
-// and a JSON-RPC connection for it, and run the same handler
-// (server.callTool) in the end.
+// the plainest form a client sends it, is answered here instead of by the
+// SDK, which would decode the message nine times (each decode allocating
+// a 32 KiB buffer), build a session and a JSON-RPC connection for it, and
+// run the same handler (server.callTool) in the end.
 //
 // The answer is the SDK's, byte for byte: the JSON the SDK writes for the
 // same result, written directly (fast_encode.go), with the SDK's
 // headers. Anything the fast path does not recognise exactly (another
 // method, a batch, a key it does not know, a repeated key, an escaped
 // key, an id that is not a small integer or a plain string, _meta beyond
-// the trace context, revision 2026-07-28 with its routing headers and
-// per-request _meta) goes to the SDK. TestMCPFastPathAnswersAsTheSDK sends every outcome at every
+// the trace context) goes to the SDK.
+//
+// Revision 2026-07-28 asks more of a call, and the fast path takes it
+// only when all of it is there in its plainest form, as the TypeScript
+// 2.x client sends it: the routing headers Mcp-Method (tools/call) and
+// Mcp-Name (the tool), once each and equal to the body, no Mcp-Param-*
+// header and a tool whose schema binds none (x-mcp-header), and in _meta
+// the protocol version (equal to the MCP-Protocol-Version header), the
+// client's capabilities in the shapes the SDK's types read (fastCapabilities)
+// and optionally its name and version as plain strings. The SDK's answer
+// then adds the server's name and version in the result's _meta and
+// "resultType":"complete". Every other 2026-07-28 message, the SDK's
+// refusals of missing or disagreeing headers and _meta included, goes to
+// the SDK. TestMCPFastPathAnswersAsTheSDK sends every outcome at every
 // revision both ways and compares the answers; TestMCPFastAnswerIsTheSDKs
 // compares the encodings for hostile strings and every outcome.
 
@@ -21,6 +32,7 @@ import (
 	"bytes"
 	"mime"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -50,8 +62,12 @@ func (f *front) serveFast(w http.ResponseWriter, r *http.Request, v proxy.View, 
 	}
 	env := s.callTool(r.Context(), r.Header, call.name, call.args, call.tp, call.ts, revision)
 	// The SDK's bytes for result(env), written directly (fast_encode.go).
+	var meta []byte
+	if revision == modernRevision {
+		meta = s.resultMeta
+	}
 	p := outPool.Get().(*[]byte)
-	msg, ok := appendFastAnswer((*p)[:0], call.id, env)
+	msg, ok := appendFastAnswer((*p)[:0], call.id, env, meta)
 	if !ok {
 		putOut(p, msg)
 		return false // cannot happen: the SDK would fail alike
@@ -73,7 +89,11 @@ func (f *front) serveFast(w http.ResponseWriter, r *http.Request, v proxy.View, 
 //
 //go:noinline
 func (f *front) fastCallOf(r *http.Request, s *server, revision string, body []byte) *fastCall {
-	if f.sdkOnly || revision >= "2026-07-28" || len(r.Header.Values("Last-Event-ID")) > 0 {
+	if f.sdkOnly || len(r.Header.Values("Last-Event-ID")) > 0 {
+		return nil
+	}
+	modern := revision >= modernRevision
+	if modern && (revision != modernRevision || !oneValue(r.Header, "Mcp-Method", "tools/call") || hasParamHeader(r.Header)) {
 		return nil
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
@@ -83,17 +103,45 @@ func (f *front) fastCallOf(r *http.Request, s *server, revision string, body []b
 		}
 	}
 	call := new(fastCall)
-	if !parseFastCall(body, s.tools, call) {
+	if !parseFastCall(body, s.tools, modern, call) {
+		return nil
+	}
+	if modern && (!oneValue(r.Header, "Mcp-Name", call.name) || s.headerBound[call.name]) {
 		return nil
 	}
 	return call
 }
 
+// modernRevision is the one revision from 2026-07-28 on that the fast path
+// serves; a later one would go to the SDK until the fast path learns it.
+const modernRevision = "2026-07-28"
+
+// oneValue reports whether header key holds exactly one value, v: what
+// the SDK reads (the first value) cannot then differ from what the fast
+// path compared.
+func oneValue(h http.Header, key, v string) bool {
+	vs := h[key]
+	return len(vs) == 1 && vs[0] == v
+}
+
+// hasParamHeader reports whether the request has an Mcp-Param-* header,
+// which the SDK checks against the arguments of a tool that binds them.
+func hasParamHeader(h http.Header) bool {
+	for k := range h {
+		if len(k) >= len("Mcp-Param-") && strings.EqualFold(k[:len("Mcp-Param-")], "Mcp-Param-") {
+			return true
+		}
+	}
+	return false
+}
+
 // parseFastCall reads body as one tools/call request of a tool in tools:
 // {"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":NAME,
 // "arguments":ANY,"_meta":{"traceparent":S,"tracestate":S}}} in any order,
-// params' members but name optional. ok is false for anything else.
-func parseFastCall(body []byte, tools map[string]bool, call *fastCall) (ok bool) {
+// params' members but name optional. With modern (revision 2026-07-28)
+// _meta is required and holds the per-request members too (fastMeta).
+// ok is false for anything else.
+func parseFastCall(body []byte, tools map[string]bool, modern bool, call *fastCall) (ok bool) {
 	tape, root, err := jsontape.ParseObject(body)
 	if err != nil {
 		return false
@@ -116,7 +164,7 @@ func parseFastCall(body []byte, tools map[string]bool, call *fastCall) (ok bool)
 		case 2:
 			ok = plainString(val, key[:0]) == "tools/call"
 		case 3:
-			ok = fastParams(val, tools, call)
+			ok = fastParams(val, tools, modern, call)
 		}
 		if !ok {
 			return false
@@ -126,7 +174,7 @@ func parseFastCall(body []byte, tools map[string]bool, call *fastCall) (ok bool)
 }
 
 // fastParams reads the params of a tools/call into call.
-func fastParams(params jsontape.Value, tools map[string]bool, call *fastCall) bool {
+func fastParams(params jsontape.Value, tools map[string]bool, modern bool, call *fastCall) bool {
 	if params.Kind() != jsontape.Object {
 		return false
 	}
@@ -152,33 +200,131 @@ func fastParams(params jsontape.Value, tools map[string]bool, call *fastCall) bo
 		case 1:
 			call.args = val.AppendRaw(nil)
 		case 2:
-			if !fastMeta(val, call) {
+			if !fastMeta(val, modern, call) {
 				return false
 			}
 		}
 	}
-	return seen[0]
+	// 2026-07-28 carries the revision in every request's _meta.
+	return seen[0] && (seen[2] || !modern)
 }
 
-// fastMeta reads a _meta of traceparent and tracestate strings only.
-func fastMeta(meta jsontape.Value, call *fastCall) bool {
+// The per-request _meta members of revision 2026-07-28.
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+)
+
+// fastMeta reads a _meta of traceparent and tracestate strings; with
+// modern, also the protocol version (2026-07-28, required), the client's
+// capabilities (required, fastCapabilities) and its information
+// (fastClientInfo).
+func fastMeta(meta jsontape.Value, modern bool, call *fastCall) bool {
 	if meta.Kind() != jsontape.Object {
 		return false
 	}
-	var key [32]byte
-	var seen [2]bool
+	names := []string{"traceparent", "tracestate"}
+	if modern {
+		names = []string{"traceparent", "tracestate", metaProtocolVersion, metaClientCapabilities, metaClientInfo}
+	}
+	var key [48]byte
+	var seen [5]bool
 	for c := meta.Cursor(); c.More(); {
 		k, val := c.Member()
-		i := plainKey(k, key[:0], "traceparent", "tracestate")
+		i := plainKey(k, key[:0], names...)
+		if i < 0 || seen[i] {
+			return false
+		}
+		seen[i] = true
+		ok := false
+		switch i {
+		case 0, 1:
+			ok = val.Kind() == jsontape.String && plainText(val)
+			if i == 0 {
+				call.tp = val.Text()
+			} else {
+				call.ts = val.Text()
+			}
+		case 2:
+			ok = plainString(val, key[:0]) == modernRevision
+		case 3:
+			ok = fastCapabilities(val)
+		case 4:
+			ok = fastClientInfo(val)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !modern || seen[2] && seen[3]
+}
+
+// fastCapabilities reports whether v is client capabilities the SDK reads
+// without error, in the plainest shapes: an object of roots
+// ({"listChanged":BOOL}), sampling ({"context":{},"tools":{}}) and
+// elicitation ({"form":{},"url":{}}), every member optional. Anything
+// else (experimental, extensions, null, members with content the SDK
+// ignores) goes to the SDK, which decides what it accepts.
+func fastCapabilities(v jsontape.Value) bool {
+	if v.Kind() != jsontape.Object {
+		return false
+	}
+	var key [32]byte
+	var seen [3]bool
+	for c := v.Cursor(); c.More(); {
+		k, val := c.Member()
+		i := plainKey(k, key[:0], "roots", "sampling", "elicitation")
+		if i < 0 || seen[i] || val.Kind() != jsontape.Object {
+			return false
+		}
+		seen[i] = true
+		var members []string
+		switch i {
+		case 0:
+			members = []string{"listChanged"}
+		case 1:
+			members = []string{"context", "tools"}
+		case 2:
+			members = []string{"form", "url"}
+		}
+		var memberSeen [2]bool
+		for mc := val.Cursor(); mc.More(); {
+			mk, mval := mc.Member()
+			j := plainKey(mk, key[:0], members...)
+			if j < 0 || memberSeen[j] {
+				return false
+			}
+			memberSeen[j] = true
+			if i == 0 {
+				if kind := mval.Kind(); kind != jsontape.True && kind != jsontape.False {
+					return false
+				}
+			} else if mval.Kind() != jsontape.Object || mval.Len() != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fastClientInfo reports whether v is client information the SDK reads
+// without error in its plainest shape: an object of name, title,
+// description, version and websiteUrl, each optional, each a string of
+// printable ASCII without escapes.
+func fastClientInfo(v jsontape.Value) bool {
+	if v.Kind() != jsontape.Object {
+		return false
+	}
+	var key [32]byte
+	var seen [5]bool
+	for c := v.Cursor(); c.More(); {
+		k, val := c.Member()
+		i := plainKey(k, key[:0], "name", "title", "description", "version", "websiteUrl")
 		if i < 0 || seen[i] || val.Kind() != jsontape.String || !plainText(val) {
 			return false
 		}
 		seen[i] = true
-		if i == 0 {
-			call.tp = val.Text()
-		} else {
-			call.ts = val.Text()
-		}
 	}
 	return true
 }

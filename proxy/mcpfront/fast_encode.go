@@ -7,9 +7,12 @@ package mcpfront
 // What the SDK writes (go-sdk v1.8.0), layer by layer:
 //
 //   - CallToolResult.MarshalJSON is json.Marshal of its fields, with HTML
-//     escaping: "_meta" (nil, left out), "content", "structuredContent",
-//     "isError" (false left out), then inputRequests, requestState and
-//     resultType, all empty and left out on this path;
+//     escaping: "_meta" (before 2026-07-28 nil, left out; from 2026-07-28
+//     the server's name and version, server.resultMeta), "content",
+//     "structuredContent", "isError" (false left out), requestState (empty
+//     on this path, left out), then resultType (before 2026-07-28 empty,
+//     left out; from 2026-07-28 "complete") and inputRequests (empty on
+//     this path, left out);
 //   - the text block is TextContent.MarshalJSON, json.Marshal again:
 //     {"type":"text","text":...};
 //   - structuredContent is Output by its struct tags, with HTML
@@ -39,10 +42,12 @@ import (
 )
 
 // appendFastAnswer appends the JSON-RPC response with id to a tools/call
-// whose result has envelope env, as the SDK writes it. ok is false when
-// the SDK could not encode it either (a cost that is not finite); dst is
-// then unspecified.
-func appendFastAnswer(dst []byte, id jsonrpc.ID, env *contracts.Envelope) (_ []byte, ok bool) {
+// whose result has envelope env, as the SDK writes it. meta is the
+// result's _meta as written (server.resultMeta) under revision 2026-07-28,
+// whose results also say "resultType":"complete"; nil before it, whose
+// results have neither. ok is false when the SDK could not encode it
+// either (a cost that is not finite); dst is then unspecified.
+func appendFastAnswer(dst []byte, id jsonrpc.ID, env *contracts.Envelope, meta []byte) (_ []byte, ok bool) {
 	dst = append(dst, `{"jsonrpc":"2.0"`...)
 	switch id := id.Raw().(type) {
 	case nil: // no id: left out (the fast path always has one)
@@ -55,7 +60,13 @@ func appendFastAnswer(dst []byte, id jsonrpc.ID, env *contracts.Envelope) (_ []b
 	default:
 		return dst, false
 	}
-	dst = append(dst, `,"result":{"content":[{"type":"text","text":`...)
+	dst = append(dst, `,"result":{`...)
+	if meta != nil {
+		dst = append(dst, `"_meta":`...)
+		dst = append(dst, meta...)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"content":[{"type":"text","text":`...)
 	dst = jsontape.AppendHTMLString(dst, env.Observation)
 	dst = append(dst, `}],"structuredContent":`...)
 	if dst, ok = appendOutput(dst, OutputOf(env)); !ok {
@@ -63,6 +74,9 @@ func appendFastAnswer(dst []byte, id jsonrpc.ID, env *contracts.Envelope) (_ []b
 	}
 	if !env.Status.Success() {
 		dst = append(dst, `,"isError":true`...)
+	}
+	if meta != nil {
+		dst = append(dst, `,"resultType":"complete"`...)
 	}
 	return append(dst, "}}"...), true
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/contracts"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
@@ -17,23 +18,42 @@ import (
 // sdkFastAnswer is the reference for appendFastAnswer: the answer as the
 // fast path wrote it before it wrote JSON itself, through the SDK's
 // types and encoders (CallToolResult.MarshalJSON inside the encoder the
-// SDK's JSON-RPC layer marshals results with, then EncodeMessage).
-func sdkFastAnswer(id jsonrpc.ID, env *contracts.Envelope) ([]byte, error) {
+// SDK's JSON-RPC layer marshals results with, then EncodeMessage). With
+// impl, the answer of revision 2026-07-28 of server impl: the result as
+// the SDK's server completes it (ServerSession.handle: resultType
+// "complete", _meta holding impl as the server's information).
+func sdkFastAnswer(id jsonrpc.ID, env *contracts.Envelope, impl *mcp.Implementation) ([]byte, error) {
+	res := result(env)
+	if impl != nil {
+		// resultType is unexported: the SDK's own decoder sets it.
+		var modern mcp.CallToolResult
+		if err := json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), &modern); err != nil {
+			return nil, err
+		}
+		modern.Meta = mcp.Meta{mcp.MetaKeyServerInfo: impl}
+		modern.Content, modern.StructuredContent, modern.IsError = res.Content, res.StructuredContent, res.IsError
+		res = &modern
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(result(env)); err != nil {
+	if err := enc.Encode(res); err != nil {
 		return nil, err
 	}
 	return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: bytes.TrimRight(buf.Bytes(), "\n")})
 }
 
 // checkFastAnswer requires appendFastAnswer to write what the SDK writes
-// for id and env, or to refuse what the SDK cannot encode.
-func checkFastAnswer(t *testing.T, id jsonrpc.ID, env *contracts.Envelope) {
+// for id and env (under 2026-07-28 for server impl when impl is not nil),
+// or to refuse what the SDK cannot encode.
+func checkFastAnswer(t *testing.T, id jsonrpc.ID, env *contracts.Envelope, impl *mcp.Implementation) {
 	t.Helper()
-	want, err := sdkFastAnswer(id, env)
-	got, ok := appendFastAnswer([]byte("prefix kept:"), id, env)
+	want, err := sdkFastAnswer(id, env, impl)
+	var meta []byte
+	if impl != nil {
+		meta = resultMetaOf(impl)
+	}
+	got, ok := appendFastAnswer([]byte("prefix kept:"), id, env, meta)
 	switch {
 	case err != nil || !ok:
 		if err == nil || ok {
@@ -63,7 +83,7 @@ func fastIDs(t testing.TB, texts ...string) []jsonrpc.ID {
 	var ids []jsonrpc.ID
 	for _, text := range texts {
 		var call fastCall
-		if !parseFastCall([]byte(`{"jsonrpc":"2.0","id":`+text+`,"method":"tools/call","params":{"name":"t"}}`), map[string]bool{"t": true}, &call) {
+		if !parseFastCall([]byte(`{"jsonrpc":"2.0","id":`+text+`,"method":"tools/call","params":{"name":"t"}}`), map[string]bool{"t": true}, false, &call) {
 			t.Fatalf("the fast path refuses id %s", text)
 		}
 		ids = append(ids, call.id)
@@ -100,7 +120,23 @@ func hostileTexts() []string {
 // effect, retry and replay combination, costs that take encoding/json's
 // exponent form, hostile strings in every string field, and every shape
 // of id the fast path admits; and both refuse a cost JSON cannot spell.
+// Each holds before 2026-07-28 and in 2026-07-28's form, for toolgate's
+// server information and for hostile strings in it.
 func TestMCPFastAnswerIsTheSDKs(t *testing.T) {
+	t.Run("before 2026-07-28", func(t *testing.T) { testFastAnswers(t, nil) })
+	t.Run("2026-07-28", func(t *testing.T) { testFastAnswers(t, &mcp.Implementation{Name: "toolgate", Version: "dev"}) })
+	for i, text := range hostileTexts() {
+		t.Run(fmt.Sprintf("2026-07-28, server information %d", i), func(t *testing.T) {
+			impl := &mcp.Implementation{Name: text, Version: text, Title: text}
+			checkFastAnswer(t, fastIDs(t, "7")[0], &contracts.Envelope{Status: contracts.StatusOK, Observation: text}, impl)
+			checkFastAnswer(t, fastIDs(t, `"<x>"`)[0], &contracts.Envelope{Status: contracts.StatusUpstream, Observation: text}, impl)
+		})
+	}
+}
+
+// testFastAnswers is TestMCPFastAnswerIsTheSDKs for one form of answer:
+// before 2026-07-28 (impl nil) or 2026-07-28's of server impl.
+func testFastAnswers(t *testing.T, impl *mcp.Implementation) {
 	ids := fastIDs(t, "0", "-0", "7", "-42", "999999999999999", "-999999999999999", "123456789012345",
 		`""`, `"call-1:a.b"`, `"<a href='x'>&amp;</a>"`, `"~!@#$%^&*()_+{}|:<>?"`, `"1e15"`)
 	texts := hostileTexts()
@@ -121,7 +157,7 @@ func TestMCPFastAnswerIsTheSDKs(t *testing.T) {
 					env.RetryAfterMS = 1500
 				}
 				env.Cost = costs[n%len(costs)]
-				checkFastAnswer(t, ids[n%len(ids)], env)
+				checkFastAnswer(t, ids[n%len(ids)], env, impl)
 				n++
 			}
 		}
@@ -133,16 +169,16 @@ func TestMCPFastAnswerIsTheSDKs(t *testing.T) {
 				RetryAfterMS: int64(j-3) * 1000, Cost: costs[(i+j)%len(costs)],
 				Tool: text, CallID: text, Observation: text, Message: text, Data: json.RawMessage(`"` + strings.Repeat("<", i) + `"`),
 			}
-			checkFastAnswer(t, id, env)
+			checkFastAnswer(t, id, env, impl)
 		}
 	}
 	for _, text := range texts {
 		// Status and side effect are closed sets in the core; their
 		// encoding is still the SDK's for any text.
-		checkFastAnswer(t, ids[0], &contracts.Envelope{Status: contracts.Status(text), SideEffect: contracts.SideEffect(text)})
+		checkFastAnswer(t, ids[0], &contracts.Envelope{Status: contracts.Status(text), SideEffect: contracts.SideEffect(text)}, impl)
 	}
 	for _, cost := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		checkFastAnswer(t, ids[0], &contracts.Envelope{Status: contracts.StatusOK, Cost: cost})
+		checkFastAnswer(t, ids[0], &contracts.Envelope{Status: contracts.StatusOK, Cost: cost}, impl)
 	}
 	// Ids the fast path does not admit, as the SDK holds them.
 	for _, v := range []any{nil, float64(1 << 62), -float64(1 << 62), 1e300, "\xff<\u2028>\n"} {
@@ -150,30 +186,38 @@ func TestMCPFastAnswerIsTheSDKs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkFastAnswer(t, id, &contracts.Envelope{Status: contracts.StatusOK, Observation: "x"})
+		checkFastAnswer(t, id, &contracts.Envelope{Status: contracts.StatusOK, Observation: "x"}, impl)
 	}
 }
 
 // FuzzMCPFastAnswer: the direct encoding is the SDK's for any strings in
 // the envelope (text holds the observation, tool, call id, status and
 // side effect, split at NUL bytes) and any id of the fast path's shapes
-// (a string id when flags&8, else n cut to 15 digits, as fastID admits).
+// (a string id when flags&8, else n cut to 15 digits, as fastID admits),
+// in 2026-07-28's form when flags&16 (the server's version the text's
+// sixth part).
 func FuzzMCPFastAnswer(f *testing.F) {
 	for i, text := range hostileTexts()[:8] {
 		f.Add(text+"\x00search_articles\x00call-1\x00ok\x00none", "", int64(i), 0.5, uint8(i))
 	}
 	f.Add("[BAD_ARGS] x\x00<t>\x00&\x00bad_args\x00unknown", "<id>&\u2028", int64(-5), 1e21, uint8(15))
+	f.Add("[OK] x\x00t\x00c\x00ok\x00none\x00v<1>&\u2028\xff", "", int64(3), 0.25, uint8(16))
+	f.Add("[UPSTREAM] x\x00t\x00c\x00upstream\x00unknown\x00", "id", int64(0), 2.0, uint8(31))
 	f.Fuzz(func(t *testing.T, text, strID string, n int64, cost float64, flags uint8) {
 		id, _ := jsonrpc.MakeID(float64(n % 1e15))
 		if flags&8 != 0 {
 			id, _ = jsonrpc.MakeID(strID)
 		}
-		parts := append(strings.SplitN(text, "\x00", 5), "", "", "", "")
+		parts := append(strings.SplitN(text, "\x00", 6), "", "", "", "", "")
+		var impl *mcp.Implementation
+		if flags&16 != 0 {
+			impl = &mcp.Implementation{Name: "toolgate", Version: parts[5]}
+		}
 		checkFastAnswer(t, id, &contracts.Envelope{
 			Observation: parts[0], Tool: parts[1], CallID: parts[2],
 			Status: contracts.Status(parts[3]), SideEffect: contracts.SideEffect(parts[4]),
 			Retryable: flags&1 != 0, Replayed: flags&2 != 0, RetryAfterMS: n * int64(flags&4), Cost: cost,
-		})
+		}, impl)
 	})
 }
 
@@ -189,13 +233,13 @@ func BenchmarkMCPFastAnswer(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
 		for b.Loop() {
-			buf, _ = appendFastAnswer(buf[:0], id, env)
+			buf, _ = appendFastAnswer(buf[:0], id, env, nil)
 		}
 	})
 	b.Run("sdk", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := sdkFastAnswer(id, env); err != nil {
+			if _, err := sdkFastAnswer(id, env, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

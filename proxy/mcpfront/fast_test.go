@@ -1,6 +1,7 @@
 package mcpfront
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/internal/testkit/proxytest"
@@ -25,11 +27,17 @@ type mcpDiffSide struct {
 	logs  *proxytest.LogBuffer
 }
 
-func newMCPDiffSide(t *testing.T, sdkOnly bool) *mcpDiffSide {
+// newMCPDiffSide builds one side on the example policy, changed by edit
+// when given.
+func newMCPDiffSide(t testing.TB, sdkOnly bool, edit ...func(string) string) *mcpDiffSide {
 	t.Helper()
 	logs := &proxytest.LogBuffer{}
 	rt := proxytest.HandlerTransport()
-	core, err := proxy.NewCore(proxytest.Snapshot(t, string(examples.Policy())), proxy.Options{
+	doc := string(examples.Policy())
+	for _, e := range edit {
+		doc = e(doc)
+	}
+	core, err := proxy.NewCore(proxytest.Snapshot(t, doc), proxy.Options{
 		Registry:  prometheus.NewRegistry(),
 		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
 		Transport: func(*policy.Upstream) http.RoundTripper { return rt },
@@ -43,7 +51,7 @@ func newMCPDiffSide(t *testing.T, sdkOnly bool) *mcpDiffSide {
 	return &mcpDiffSide{front: f, logs: logs}
 }
 
-func (s *mcpDiffSide) post(t *testing.T, header http.Header, body string) *httptest.ResponseRecorder {
+func (s *mcpDiffSide) post(t testing.TB, header http.Header, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequestWithContext(proxytest.LoopbackContext(), http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader(body))
 	for k, v := range header {
@@ -69,21 +77,54 @@ func (s *mcpDiffSide) callLines(t *testing.T) []map[string]any {
 	return out
 }
 
+// modernMeta are the _meta members every 2026-07-28 request carries, as
+// the TypeScript 2.x client sends them.
+const modernMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+	`"io.modelcontextprotocol/clientInfo":{"name":"toolgate-client-test","version":"1.0.0"},` +
+	`"io.modelcontextprotocol/clientCapabilities":{}`
+
+// asModern is a message as a 2026-07-28 client sends it: modernMeta added
+// to its _meta, or a _meta of them added to its params.
+func asModern(body string) string {
+	if strings.Contains(body, `"_meta":{`) {
+		return strings.Replace(body, `"_meta":{`, `"_meta":{`+modernMeta+`,`, 1)
+	}
+	return strings.Replace(body, `"params":{`, `"params":{"_meta":{`+modernMeta+`},`, 1)
+}
+
+// toolNameOf is the tool a message calls, for its Mcp-Name header, or ""
+// when it names none.
+func toolNameOf(body string) string {
+	var msg struct {
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal([]byte(body), &msg)
+	return msg.Params.Name
+}
+
+// diffCase is a message of the differential test.
+type diffCase struct {
+	name   string
+	body   string // the whole message; {P} is replaced by params
+	params string
+	header http.Header // set over the defaults; a nil value removes one
+	fast   bool        // served by the fast path
+	asIs   bool        // sent at 2026-07-28 as written, without asModern
+}
+
 // TestMCPFastPathAnswersAsTheSDK sends every kind of tools/call (each
 // outcome, and messages the fast path must leave to the SDK) at every
 // revision to a toolgate whose MCP front only uses the SDK and to one with
 // the fast path, and requires the same answers byte for byte, the same
 // headers and the same log lines; and that the fast path served the calls
-// it is meant for.
+// it is meant for. At 2026-07-28 every message carries the _meta that
+// revision requires (asModern) and the routing headers matching its body,
+// and the messages of modernCases, each a way of getting that wrong or a
+// shape of it, are sent too.
 func TestMCPFastPathAnswersAsTheSDK(t *testing.T) {
 	key := `"idempotency_key":"diff-key"`
-	type diffCase struct {
-		name   string
-		body   string // the whole message; {P} is replaced by params
-		params string
-		header http.Header
-		fast   bool // served by the fast path before 2026-07-28
-	}
 	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{P}}`
 	cases := []diffCase{
 		{name: "ok", params: `{"name":"search_articles","arguments":{"q":"go","limit":2}}`, fast: true},
@@ -151,47 +192,211 @@ func TestMCPFastPathAnswersAsTheSDK(t *testing.T) {
 	}
 	for _, rev := range append(Revisions(), "") {
 		t.Run("revision "+rev, func(t *testing.T) {
-			sdk, fast := newMCPDiffSide(t, true), newMCPDiffSide(t, false)
-			wantFast := 0
-			for i, tc := range cases {
-				body := tc.body
-				if body == "" {
-					body = strings.Replace(msg, "{P}", tc.params, 1)
-				}
-				h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
-					"X-Request-Id": {fmt.Sprintf("diff-%d", i)}}
-				if rev != "" {
-					h.Set("Mcp-Protocol-Version", rev)
-				}
-				if rev >= "2026-07-28" {
-					h.Set("Mcp-Method", "tools/call")
-					h.Set("Mcp-Name", "search_articles")
-				}
-				for k, v := range tc.header {
-					h[k] = v
-				}
-				before := fast.front.fastCalls.Load()
-				a, b := sdk.post(t, h, body), fast.post(t, h, body)
-				if a.Code != b.Code || a.Body.String() != b.Body.String() || !reflect.DeepEqual(a.Header(), b.Header()) {
-					t.Errorf("%s: the SDK answers\nHTTP %d %v\n%s\nthe fast path\nHTTP %d %v\n%s", tc.name, a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
-				}
-				served := fast.front.fastCalls.Load() > before
-				if want := tc.fast && rev < "2026-07-28"; served != want {
-					t.Errorf("%s: served by the fast path: %v, want %v", tc.name, served, want)
-				}
-				if served {
-					wantFast++
-				}
+			all := cases
+			if rev >= "2026-07-28" {
+				all = append(slices.Clone(cases), modernCases(msg)...)
 			}
-			if sdk.front.fastCalls.Load() != 0 {
-				t.Error("the SDK-only front used the fast path")
-			}
-			if a, b := sdk.callLines(t), fast.callLines(t); !reflect.DeepEqual(a, b) {
-				t.Errorf("log lines differ:\nSDK:  %v\nfast: %v", a, b)
-			}
-			if rev < "2026-07-28" && wantFast == 0 {
-				t.Error("the fast path served nothing")
-			}
+			sendBothWays(t, rev, all)
 		})
 	}
+	// A tool that binds an argument to a header (x-mcp-header): from
+	// 2026-07-28 the SDK checks the Mcp-Param-* header against the
+	// arguments, so its calls go to the SDK, with the header or without.
+	t.Run("revision 2026-07-28, a tool binding a header", func(t *testing.T) {
+		bind := func(doc string) string {
+			return strings.Replace(doc, `q: {type: string`, `q: {x-mcp-header: Query, type: string`, 1)
+		}
+		params := `{"name":"search_articles","arguments":{"q":"go"}}`
+		sendBothWays(t, "2026-07-28", []diffCase{
+			{name: "without its header", params: params},
+			{name: "with its header", params: params, header: http.Header{"Mcp-Param-Query": {"go"}}},
+			{name: "with another value in its header", params: params, header: http.Header{"Mcp-Param-Query": {"rust"}}},
+		}, bind)
+	})
+}
+
+// modernCases are the messages of 2026-07-28 only: the plain forms the
+// fast path serves, and routing headers or _meta that are missing,
+// disagree with the body or are unusual, which go to the SDK. msg is a
+// tools/call whose params are {P}.
+func modernCases(msg string) []diffCase {
+	call := `"name":"search_articles","arguments":{"q":"go"}`
+	withMeta := func(meta string) string {
+		return strings.Replace(msg, "{P}", `{"_meta":{`+meta+`},`+call+`}`, 1)
+	}
+	const (
+		version = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
+		caps    = `"io.modelcontextprotocol/clientCapabilities":{}`
+		info    = `"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}`
+	)
+	plain := withMeta(version + "," + caps)
+	cases := []diffCase{
+		{name: "the TypeScript 2.x client's call", fast: true,
+			body: `{"method":"tools/call","params":{"name":"search_articles","arguments":{"q":"go","limit":3},"_meta":{` + modernMeta + `}},"jsonrpc":"2.0","id":1}`},
+		{name: "no client information", body: plain, fast: true},
+		{name: "every capability the fast path reads", fast: true, body: withMeta(version + "," + info + `,"io.modelcontextprotocol/clientCapabilities":` +
+			`{"roots":{"listChanged":true},"sampling":{"context":{},"tools":{}},"elicitation":{"form":{},"url":{}}}`)},
+		{name: "empty capability objects", fast: true, body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"roots":{},"sampling":{},"elicitation":{}}`)},
+		{name: "all of the client information", fast: true, body: withMeta(version + "," + caps +
+			`,"io.modelcontextprotocol/clientInfo":{"name":"c","title":"C","description":"d","version":"1","websiteUrl":"https://c.example"}`)},
+		{name: "empty client information", fast: true, body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/clientInfo":{}`)},
+		{name: "trace context beside the revision", fast: true, body: withMeta(`"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",` + version + "," + caps)},
+		// The routing headers.
+		{name: "no Mcp-Method", body: plain, header: http.Header{"Mcp-Method": nil}},
+		{name: "another Mcp-Method", body: plain, header: http.Header{"Mcp-Method": {"tools/list"}}},
+		{name: "Mcp-Method in another case", body: plain, header: http.Header{"Mcp-Method": {"Tools/call"}}},
+		{name: "Mcp-Method twice", body: plain, header: http.Header{"Mcp-Method": {"tools/call", "tools/call"}}},
+		{name: "Mcp-Method twice, the second other", body: plain, header: http.Header{"Mcp-Method": {"tools/call", "tools/list"}}},
+		{name: "Mcp-Method with a space", body: plain, header: http.Header{"Mcp-Method": {"tools/call "}}},
+		{name: "no Mcp-Name", body: plain, header: http.Header{"Mcp-Name": nil}},
+		{name: "an empty Mcp-Name", body: plain, header: http.Header{"Mcp-Name": {""}}},
+		{name: "another tool in Mcp-Name", body: plain, header: http.Header{"Mcp-Name": {"send_notification"}}},
+		{name: "Mcp-Name in another case", body: plain, header: http.Header{"Mcp-Name": {"Search_articles"}}},
+		{name: "Mcp-Name twice", body: plain, header: http.Header{"Mcp-Name": {"search_articles", "search_articles"}}},
+		{name: "Mcp-Name twice, the second other", body: plain, header: http.Header{"Mcp-Name": {"search_articles", "send_notification"}}},
+		{name: "an Mcp-Param header the tool does not bind", body: plain, header: http.Header{"Mcp-Param-Query": {"go"}}},
+		{name: "no MCP-Protocol-Version", body: plain, header: http.Header{"Mcp-Protocol-Version": nil}},
+		{name: "an older MCP-Protocol-Version", body: plain, header: http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}},
+		// The per-request _meta.
+		{name: "no _meta", body: strings.Replace(msg, "{P}", `{`+call+`}`, 1)},
+		{name: "no protocol version", body: withMeta(caps + "," + info)},
+		{name: "an older protocol version", body: withMeta(`"io.modelcontextprotocol/protocolVersion":"2025-11-25",` + caps)},
+		{name: "a protocol version with escapes", body: withMeta(`"io.modelcontextprotocol/protocolVersion":"2026\u002d07-28",` + caps)},
+		{name: "a numeric protocol version", body: withMeta(`"io.modelcontextprotocol/protocolVersion":20260728,` + caps)},
+		{name: "the protocol version twice", body: withMeta(version + "," + version + "," + caps)},
+		{name: "no capabilities", body: withMeta(version + "," + info)},
+		{name: "null capabilities", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":null`)},
+		{name: "capabilities an array", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":[]`)},
+		{name: "a capability of the wrong type", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"roots":5}`)},
+		{name: "listChanged a string", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":"yes"}}`)},
+		{name: "a null capability", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"roots":null}`)},
+		{name: "sampling tools with content", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"sampling":{"tools":{"x":1}}}`)},
+		{name: "experimental capabilities", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"experimental":{"x":{}}}`)},
+		{name: "extensions", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.example/x":{}}}`)},
+		{name: "an unknown capability", body: withMeta(version + `,"io.modelcontextprotocol/clientCapabilities":{"tasks":{}}`)},
+		{name: "null client information", body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/clientInfo":null`)},
+		{name: "client information a string", body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/clientInfo":"c"`)},
+		{name: "a numeric client name", body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/clientInfo":{"name":7}`)},
+		{name: "client icons", body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/clientInfo":{"name":"c","icons":[]}`)},
+		{name: "a client name beyond ASCII", body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/clientInfo":{"name":"café"}`)},
+		{name: "a log level", body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/logLevel":"debug"`)},
+		{name: "an unknown _meta member", body: withMeta(version + "," + caps + `,"io.modelcontextprotocol/other":1`)},
+		{name: "a progress token", body: withMeta(version + "," + caps + `,"progressToken":1`)},
+		{name: "a request state", body: strings.Replace(msg, "{P}", `{"_meta":{`+version+","+caps+`},`+call+`,"requestState":"s"}`, 1)},
+		{name: "input responses", body: strings.Replace(msg, "{P}", `{"_meta":{`+version+","+caps+`},`+call+`,"inputResponses":{}}`, 1)},
+	}
+	for i := range cases {
+		cases[i].asIs = true
+	}
+	return cases
+}
+
+// sendBothWays sends each case at revision rev to a toolgate whose MCP
+// front only uses the SDK and to one with the fast path, both on the
+// example policy changed by edit, and requires the same answers.
+func sendBothWays(t *testing.T, rev string, cases []diffCase, edit ...func(string) string) {
+	t.Helper()
+	sdk, fast := newMCPDiffSide(t, true, edit...), newMCPDiffSide(t, false, edit...)
+	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{P}}`
+	wantFast := 0
+	for i, tc := range cases {
+		body := tc.body
+		if body == "" {
+			body = strings.Replace(msg, "{P}", tc.params, 1)
+		}
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"X-Request-Id": {fmt.Sprintf("diff-%d", i)}}
+		if rev != "" {
+			h.Set("Mcp-Protocol-Version", rev)
+		}
+		if rev >= "2026-07-28" {
+			if !tc.asIs {
+				body = asModern(body)
+			}
+			h.Set("Mcp-Method", "tools/call")
+			if name := toolNameOf(body); name != "" {
+				h.Set("Mcp-Name", name)
+			} else {
+				h.Set("Mcp-Name", "search_articles")
+			}
+		}
+		for k, v := range tc.header {
+			if v == nil {
+				delete(h, k)
+			} else {
+				h[k] = v
+			}
+		}
+		before := fast.front.fastCalls.Load()
+		a, b := sdk.post(t, h, body), fast.post(t, h, body)
+		if a.Code != b.Code || a.Body.String() != b.Body.String() || !reflect.DeepEqual(a.Header(), b.Header()) {
+			t.Errorf("%s: the SDK answers\nHTTP %d %v\n%s\nthe fast path\nHTTP %d %v\n%s", tc.name, a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
+		}
+		served := fast.front.fastCalls.Load() > before
+		if served != tc.fast {
+			t.Errorf("%s: served by the fast path: %v, want %v (HTTP %d)", tc.name, served, tc.fast, b.Code)
+		}
+		if served {
+			wantFast++
+		}
+	}
+	if sdk.front.fastCalls.Load() != 0 {
+		t.Error("the SDK-only front used the fast path")
+	}
+	if a, b := sdk.callLines(t), fast.callLines(t); !reflect.DeepEqual(a, b) {
+		t.Errorf("log lines differ:\nSDK:  %v\nfast: %v", a, b)
+	}
+	want := 0
+	for _, tc := range cases {
+		if tc.fast {
+			want++
+		}
+	}
+	if want > 0 && wantFast == 0 {
+		t.Error("the fast path served nothing")
+	}
+}
+
+// FuzzMCPFastPath sends any message, at any revision, with any routing
+// headers, to a toolgate whose MCP front only uses the SDK and to one with
+// the fast path, and requires the same answers (status, headers, body).
+// The seeds are the differential test's messages, each as sent before
+// 2026-07-28 and as a 2026-07-28 client sends it.
+func FuzzMCPFastPath(f *testing.F) {
+	msg := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{P}}`
+	for _, tc := range modernCases(msg) {
+		f.Add(tc.body, uint8(0), "tools/call", toolNameOf(tc.body))
+	}
+	for _, params := range []string{
+		`{"name":"search_articles","arguments":{"q":"go","limit":2}}`,
+		`{"name":"search_articles","arguments":{"q":"go","limit":50}}`,
+		`{"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},"name":"search_articles"}`,
+		`{"name":"send_notification","arguments":{"user_id":"alice","text":"hi","idempotency_key":"k"}}`,
+	} {
+		body := strings.Replace(msg, "{P}", params, 1)
+		for rev := range uint8(len(Revisions()) + 1) {
+			f.Add(body, rev, "tools/call", toolNameOf(body))
+		}
+		f.Add(asModern(body), uint8(0), "tools/call", toolNameOf(body))
+		f.Add(asModern(body), uint8(0), "tools/call", "")
+		f.Add(asModern(body), uint8(0), "", toolNameOf(body))
+	}
+	sdk, fast := newMCPDiffSide(f, true), newMCPDiffSide(f, false)
+	f.Fuzz(func(t *testing.T, body string, rev uint8, method, name string) {
+		h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "X-Request-Id": {"fuzz"}}
+		if revs := Revisions(); int(rev) < len(revs) {
+			h.Set("Mcp-Protocol-Version", revs[rev])
+		}
+		// Header values net/http would refuse are not sent.
+		if method != "" && httpguts.ValidHeaderFieldValue(method) {
+			h.Set("Mcp-Method", method)
+		}
+		if name != "" && httpguts.ValidHeaderFieldValue(name) {
+			h.Set("Mcp-Name", name)
+		}
+		a, b := sdk.post(t, h, body), fast.post(t, h, body)
+		if a.Code != b.Code || a.Body.String() != b.Body.String() || !reflect.DeepEqual(a.Header(), b.Header()) {
+			t.Errorf("the SDK answers\nHTTP %d %v\n%s\nthe fast path\nHTTP %d %v\n%s", a.Code, a.Header(), a.Body, b.Code, b.Header(), b.Body)
+		}
+	})
 }

@@ -30,7 +30,9 @@
 package mcpfront
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -206,6 +208,13 @@ type server struct {
 	view   proxy.View
 	server *mcp.Server
 	tools  map[string]bool // the tools registered with the SDK
+	// headerBound are the tools whose input schema mentions x-mcp-header:
+	// from 2026-07-28 the SDK checks their Mcp-Param-* headers, so their
+	// calls of that revision go to the SDK (fast.go).
+	headerBound map[string]bool
+	// resultMeta is the _meta the SDK adds to every result from
+	// 2026-07-28 on (the server's name and version), as it writes it.
+	resultMeta []byte
 }
 
 // viewKey carries the View serveHTTP took for a request to the SDK's
@@ -235,8 +244,10 @@ func (f *front) serverOf(v proxy.View) *server {
 
 func (f *front) build(v proxy.View) *server {
 	snap := v.Policy()
-	s := &server{f: f, view: v, tools: make(map[string]bool, len(snap.ToolNames))}
-	s.server = mcp.NewServer(&mcp.Implementation{Name: "toolgate", Version: f.core.Version()}, &mcp.ServerOptions{
+	s := &server{f: f, view: v, tools: make(map[string]bool, len(snap.ToolNames)), headerBound: map[string]bool{}}
+	impl := &mcp.Implementation{Name: "toolgate", Version: f.core.Version()}
+	s.resultMeta = resultMetaOf(impl)
+	s.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: f.instructions,
 		Logger:       f.logger,
 		// Tools only; the list can change on reload, but a stateless
@@ -262,8 +273,23 @@ func (s *server) register(ct *contracts.Contract) {
 			s.f.logger.Error("tool left out of MCP", "tool", ct.Name, "error", fmt.Sprint(p))
 		}
 	}()
-	s.server.AddTool(Tool(ct), s.call)
+	t := Tool(ct)
+	s.server.AddTool(t, s.call)
 	s.tools[ct.Name] = true
+	if schema, err := json.Marshal(t.InputSchema); err != nil || bytes.Contains(schema, []byte("x-mcp-header")) {
+		s.headerBound[ct.Name] = true
+	}
+}
+
+// resultMetaOf is the _meta of a result of server impl from 2026-07-28 on,
+// as the SDK writes it: the SDK sets it to {serverInfo: impl} and
+// CallToolResult.MarshalJSON writes it with json.Marshal.
+func resultMetaOf(impl *mcp.Implementation) []byte {
+	b, err := json.Marshal(mcp.Meta{mcp.MetaKeyServerInfo: impl})
+	if err != nil {
+		panic(err) // strings only: cannot fail
+	}
+	return b
 }
 
 // unadvertised reports whether method belongs to a capability toolgate does
