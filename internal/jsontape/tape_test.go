@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"strings"
 	"testing"
@@ -355,6 +356,25 @@ func FuzzSkipValue(f *testing.F) {
 // byte value at every position, among plain neighbours and others.
 func TestPlainWord(t *testing.T) {
 	plainByte := func(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+	// check holds plainWord to the byte test, and the lowest byte
+	// plainFlags flags to the first byte that is not plain.
+	check := func(w [8]byte) {
+		t.Helper()
+		first := 8
+		for i, b := range w {
+			if !plainByte(b) {
+				first = i
+				break
+			}
+		}
+		x := binary.LittleEndian.Uint64(w[:])
+		if got := plainWord(x); got != (first == 8) {
+			t.Fatalf("plainWord(% x) = %v, want %v", w, got, first == 8)
+		}
+		if got := bits.TrailingZeros64(plainFlags(x)) >> 3; got != first {
+			t.Fatalf("plainFlags(% x) flags byte %d first, want %d", w, got, first)
+		}
+	}
 	for _, fill := range []byte{'a', 0xff, 0x80, ' ', '"', 0x00, '\\', 0x21, 0x1f} {
 		for pos := range 8 {
 			for c := range 256 {
@@ -363,13 +383,7 @@ func TestPlainWord(t *testing.T) {
 					w[i] = fill
 				}
 				w[pos] = byte(c)
-				want := true
-				for _, b := range w {
-					want = want && plainByte(b)
-				}
-				if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
-					t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
-				}
+				check(w)
 			}
 		}
 	}
@@ -381,14 +395,10 @@ func TestPlainWord(t *testing.T) {
 		x ^= x >> 7
 		x ^= x << 17
 		var w [8]byte
-		want := true
 		for i := range w {
 			w[i] = interesting[(x>>(i*4))%uint64(len(interesting))]
-			want = want && plainByte(w[i])
 		}
-		if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
-			t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
-		}
+		check(w)
 	}
 }
 
@@ -595,36 +605,38 @@ func TestLazyTape(t *testing.T) {
 	})
 }
 
-// FuzzPlainString: the word-at-a-time reading of a string finds the quote
-// that ends it, and the bytes past ASCII before it, as reading byte by
-// byte does, or leaves the string to be read that way.
+// FuzzPlainString: the word-at-a-time reading of a string's text stops at
+// the first quote, backslash or control character, or within the last eight
+// bytes, and finds the bytes past ASCII before it, as reading byte by byte
+// does.
 func FuzzPlainString(f *testing.F) {
-	for _, s := range []string{`abc"def`, `0123456789abcdef"`, "\xe9\xe9\xe9\xe9\xe9\xe9\xe9\"\xff", `abcdefg\"h"`, "abc\x01\"", `"`, "12345678\"\xff\xff\xff\xff\xff\xff\xff"} {
+	for _, s := range []string{`abc"def`, `0123456789abcdef"`, "\xe9\xe9\xe9\xe9\xe9\xe9\xe9\"\xff", `abcdefg\"h"`, "abc\x01\"", `"`, "12345678\"\xff\xff\xff\xff\xff\xff\xff", "\xa2!\x1f\xdd\x80\x7f\\x"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, s []byte) {
-		end, high, ok := plainString(s, 0)
-		wantEnd, wantHigh, wantOK := -1, false, false
-		for i, c := range s {
-			if c == '"' {
-				wantEnd, wantOK = i, true
-				break
+		for _, start := range []int{0, 1, 7} {
+			if start > len(s) {
+				return
 			}
-			if c < 0x20 || c == '\\' {
-				break
+			end, high := plainRun(s, start)
+			if end < start || end > len(s) {
+				t.Fatalf("plainRun(%q, %d) = %d, out of the text", s, start, end)
 			}
-			wantHigh = wantHigh || c >= 0x80
-		}
-		if !ok {
-			// It may leave any string to the byte-by-byte reading, but
-			// only a plain one that ends within whole words is its job.
-			if wantOK && wantEnd < len(s)/8*8 {
-				t.Fatalf("plainString(%q) left a plain string ending at %d", s, wantEnd)
+			wantHigh := false
+			for _, c := range s[start:end] {
+				if c < 0x20 || c == '"' || c == '\\' {
+					t.Fatalf("plainRun(%q, %d) = %d, past the special byte %q", s, start, end, c)
+				}
+				wantHigh = wantHigh || c >= 0x80
 			}
-			return
-		}
-		if !wantOK || end != wantEnd || high != wantHigh {
-			t.Fatalf("plainString(%q) = %d, %v; byte by byte %d, %v (plain %v)", s, end, high, wantEnd, wantHigh, wantOK)
+			if high != wantHigh {
+				t.Fatalf("plainRun(%q, %d): past ASCII %v, byte by byte %v", s, start, high, wantHigh)
+			}
+			if len(s)-end >= 8 {
+				if c := s[end]; c >= 0x20 && c != '"' && c != '\\' {
+					t.Fatalf("plainRun(%q, %d) stopped at %d, at the plain byte %q", s, start, end, c)
+				}
+			}
 		}
 	})
 }
