@@ -23,9 +23,11 @@ func (p *parser) skip(depth int) (count int32, err error) {
 	s := p.src
 	i := p.i
 	// objects has bit l set when the container open at level l (the
-	// first one open being level 0) is an object; open counts them.
+	// first one open being level 0) is an object; open counts them, and
+	// object is the bit of the innermost.
 	var objects [MaxDepth/64 + 1]uint64
 	open := 0
+	object := false
 	// key: the token at s[i] must be a member's key.
 	key := false
 	for {
@@ -37,7 +39,24 @@ func (p *parser) skip(depth int) (count int32, err error) {
 			i++
 			start := i
 			var pastASCII bool
-			i, pastASCII = plainRun(s, i)
+			if len(s)-i >= 8 {
+				// Keys and identifiers are mostly shorter than a
+				// word: the first word is tested here, without the
+				// call (which saves and restores every register of
+				// this loop) nor a loop (whose every turn would
+				// reload them).
+				x := binary.LittleEndian.Uint64(s[i:])
+				if hit := plainFlags(x); hit != 0 {
+					n := bits.TrailingZeros64(hit) >> 3
+					pastASCII = x&(1<<(8*n)-1)&0x8080808080808080 != 0
+					i += n
+				} else {
+					i, pastASCII = plainRun(s, i+8)
+					pastASCII = pastASCII || x&0x8080808080808080 != 0
+				}
+			} else {
+				i, pastASCII = plainRun(s, i)
+			}
 			if i >= len(s) || s[i] != '"' {
 				// An escape, a control character, or the last bytes
 				// of the document: the rest of the text a byte at a
@@ -82,12 +101,13 @@ func (p *parser) skip(depth int) (count int32, err error) {
 				break
 			}
 			word, bit := open>>6, uint64(1)<<(open&63)
-			if c == '{' {
+			object = c == '{'
+			if object {
 				objects[word] |= bit
-				key = true
 			} else {
 				objects[word] &^= bit
 			}
+			key = object
 			open++
 			continue
 		case c == '-' || c >= '0' && c <= '9':
@@ -125,7 +145,6 @@ func (p *parser) skip(depth int) (count int32, err error) {
 			if i >= len(s) {
 				return 0, ErrSyntax
 			}
-			object := objects[(open-1)>>6]>>((open-1)&63)&1 != 0
 			c := s[i]
 			if c == ',' {
 				i++
@@ -140,6 +159,9 @@ func (p *parser) skip(depth int) (count int32, err error) {
 			}
 			i++
 			open--
+			if open > 0 {
+				object = objects[(open-1)>>6]>>((open-1)&63)&1 != 0
+			}
 		}
 	}
 }
