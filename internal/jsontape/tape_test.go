@@ -487,7 +487,14 @@ func BenchmarkParseLarge(b *testing.B) {
 // describe writes down everything the Value API reads of v: its kind and
 // length, a string's text, a number's readings, each element or member in
 // order and each key's lookup, and the value's compact and raw bytes.
-func describe(b *strings.Builder, v Value) {
+func describe(b *strings.Builder, v Value) { describeAs(b, v, false) }
+
+// describeAs is describe, reading every container through Whole when
+// whole is set.
+func describeAs(b *strings.Builder, v Value, whole bool) {
+	if whole {
+		v = v.Whole()
+	}
 	fmt.Fprintf(b, "(%d %d ", v.Kind(), v.Len())
 	switch v.Kind() {
 	case String:
@@ -498,13 +505,13 @@ func describe(b *strings.Builder, v Value) {
 		fmt.Fprintf(b, "%s %d %v %v %v", v.Literal(), n, ok, f, err)
 	case Array:
 		for c := v.Cursor(); c.More(); {
-			describe(b, c.Element())
+			describeAs(b, c.Element(), whole)
 		}
 	case Object:
 		for c := v.Cursor(); c.More(); {
 			k, e := c.Member()
-			describe(b, k)
-			describe(b, e)
+			describeAs(b, k, whole)
+			describeAs(b, e, whole)
 			found, ok := v.Lookup(k.Text())
 			fmt.Fprintf(b, " lookup %v %d %s", ok, found.Kind(), found.AppendCompact(nil))
 		}
@@ -513,8 +520,9 @@ func describe(b *strings.Builder, v Value) {
 }
 
 // FuzzLazyTape: a tape whose containers from some depth on are lazy reads,
-// through every method, exactly as the tape that has every node, and
-// accepts exactly what it accepts.
+// through every method, exactly as the tape that has every node, whether
+// or not every container is read through Whole, and accepts exactly what
+// it accepts.
 func FuzzLazyTape(f *testing.F) {
 	for _, s := range []string{
 		`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[[1,[2,[3]]],{"k":{"k":{"k":[]}}}]`, ` { "a" : [ { } , [ ] ] } `,
@@ -539,10 +547,12 @@ func FuzzLazyTape(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			var got strings.Builder
-			describe(&got, lazy.Root())
-			if got.String() != want.String() {
-				t.Fatalf("lazy from depth %d reads\n%s\neager reads\n%s", depth, got.String(), want.String())
+			for _, whole := range []bool{false, true} {
+				var got strings.Builder
+				describeAs(&got, lazy.Root(), whole)
+				if got.String() != want.String() {
+					t.Fatalf("lazy from depth %d (whole %v) reads\n%s\neager reads\n%s", depth, whole, got.String(), want.String())
+				}
 			}
 			lazy.Release()
 		}
@@ -585,6 +595,26 @@ func TestLazyTape(t *testing.T) {
 		b, _ := first.Lookup("id")
 		if a != b || len(tape.t.subs) == 0 {
 			t.Errorf("two lookups gave %v and %v, %d expansions", a, b, len(tape.t.subs))
+		}
+	})
+	t.Run("a list read whole is parsed once", func(t *testing.T) {
+		other, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Release()
+		rs, _ := other.Root().Lookup("results")
+		whole := rs.Whole()
+		var ids []string
+		for c := whole.Cursor(); c.More(); {
+			id, _ := c.Element().Lookup("id")
+			ids = append(ids, id.Text())
+		}
+		if len(other.t.subs) != 1 || len(ids) != rs.Len() || ids[0] != "kb-0" {
+			t.Errorf("%d expansions for %d records (%d read, the first %q), want 1", len(other.t.subs), rs.Len(), len(ids), ids[0])
+		}
+		if again := rs.Whole(); again != whole || whole.Whole() != whole {
+			t.Error("reading the list whole again gave another value")
 		}
 	})
 	t.Run("values of an expanded record die with the tape", func(t *testing.T) {
