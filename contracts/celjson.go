@@ -209,6 +209,25 @@ func (l *celJSONList) Get(index ref.Val) ref.Val {
 	return celValue(elems[i])
 }
 
+// Fold walks the elements for a comprehension (map, filter, all, exists):
+// CEL folds a list through it rather than through Size and Get. A walk
+// that goes on past the first element most likely reads into every one:
+// the records of a large answer, lazy in its tape, are then parsed in one
+// go (jsontape.Value.Whole) rather than one tape per record. An exists
+// that stops at the first pays for that one only.
+func (l *celJSONList) Fold(f traits.Folder) {
+	c := l.v.Cursor()
+	for i := 0; c.More(); i++ {
+		if i == 1 {
+			c = l.v.Whole().Cursor()
+			c.Element() // the first, folded already
+		}
+		if !f.FoldEntry(types.Int(i), celValue(c.Element())) {
+			return
+		}
+	}
+}
+
 func (l *celJSONList) Iterator() traits.Iterator {
 	return &celJSONIter{c: l.v.Cursor()}
 }

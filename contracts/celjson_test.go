@@ -1,11 +1,14 @@
 package contracts
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
 	"cel.dev/cel-go/common/types"
 
+	"github.com/toolgate/toolgate/examples"
 	"github.com/toolgate/toolgate/internal/jsontape"
 )
 
@@ -73,4 +76,57 @@ func TestViewOfAReleasedBodyPanics(t *testing.T) {
 	}()
 	got := view.Get(types.String("secret"))
 	t.Fatalf("a released view read %v", got)
+}
+
+// TestRulesReadEveryRecordOfALargeAnswer: rules that walk the records of
+// a large answer (lazy in its tape, read whole once a walk passes its first
+// record) read what encoding/json reads, whether they stop at the first
+// record or go through them all.
+func TestRulesReadEveryRecordOfALargeAnswer(t *testing.T) {
+	answer := examples.PaddedSearchAnswer(64 << 10)
+	renv, err := NewRuleEnv(RuleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := compileRules(renv, RulesSpec{Data: `{"titles": body.results.map(r, r.title),
+		"zh": body.results.filter(r, r.id.startsWith("kb-2")).map(r, r.id),
+		"first": body.results.exists(r, r.id == "kb-1001"), "last": body.results.exists(r, r.id == "kb-2010"),
+		"urls": body.results.all(r, r.url.startsWith("https://")), "one": body.results.exists_one(r, r.id == "kb-1003")}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Results []struct{ ID, Title, URL string }
+	}
+	if err := json.Unmarshal(answer, &doc); err != nil {
+		t.Fatal(err)
+	}
+	titles, zh, urls, ones := []any{}, []any{}, true, 0
+	for _, r := range doc.Results {
+		titles = append(titles, r.Title)
+		if strings.HasPrefix(r.ID, "kb-2") {
+			zh = append(zh, r.ID)
+		}
+		urls = urls && strings.HasPrefix(r.URL, "https://")
+		if r.ID == "kb-1003" {
+			ones++
+		}
+	}
+	want := map[string]any{"titles": titles, "zh": zh, "first": true, "last": true, "urls": urls, "one": ones == 1}
+	body, err := ParseBody(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Release()
+	data, _, _, err := rules.DataMembers(nil, &RuleInput{Status: 200, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the rules read\n%s\nencoding/json reads\n%v", data, want)
+	}
 }

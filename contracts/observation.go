@@ -306,14 +306,15 @@ func (t *truncation) described(head string, tree *jsonTree, fullRoom int, withHi
 		if fullRoom-reserve < reserve {
 			break
 		}
-		shrunk, cut, ok := tree.shrinkTracked(fullRoom - reserve)
+		cut, ok := tree.searchTracked(fullRoom - reserve)
 		if !ok {
 			break
 		}
 		marker := "\n" + t.words.marker(t.words.describe(cut), hint)
 		n := utf8.RuneCountInString(marker)
 		if n <= reserve {
-			best = head + "\n" + string(shrunk) + marker
+			// Only a round whose marker fits renders its data.
+			best = head + "\n" + string(tree.render()) + marker
 			if n == reserve {
 				break
 			}
@@ -472,18 +473,17 @@ type containerCut struct {
 	keys         bool
 }
 
-// shrinkTracked is shrink that also says what the rendering cut.
-func (t *jsonTree) shrinkTracked(room int) ([]byte, shrinkCut, bool) {
-	out, ok := t.shrink(room)
-	if !ok {
-		return nil, shrinkCut{}, false
+// searchTracked is search that also says what the rendering of its answer
+// cuts, without writing it: the marker fitting renders only the answer of
+// the round it keeps.
+func (t *jsonTree) searchTracked(room int) (shrinkCut, bool) {
+	if !t.search(room) {
+		return shrinkCut{}, false
 	}
-	// The search ends having rendered its answer; render it once more
-	// noting what it leaves out.
 	r := t.last
 	r.runes, r.track, r.measure = 0, true, true
 	r.node(&t.root)
-	return out, r.cut, true
+	return r.cut, true
 }
 
 // jsonNode is one value of the data, kept only on the truncation path.
@@ -508,7 +508,7 @@ type jsonTree struct {
 	widestArray  int          // the most elements in one array
 	widestObject int          // the most keys in one object
 	escaped      bool         // some kept string or key holds an escape
-	last         jsonRenderer // the limits of shrink's last answer
+	last         jsonRenderer // the limits of search's last answer
 	arena        *treeArena   // where the nodes are, until release
 }
 
@@ -879,8 +879,25 @@ func noteLeast(keys bool, omitted int) int {
 	return n
 }
 
-// shrink searches for the most informative rendering within room runes, or
-// reports that none fits.
+// shrink returns the most informative rendering within room runes (see
+// search), or reports that none fits.
+func (t *jsonTree) shrink(room int) ([]byte, bool) {
+	if !t.search(room) {
+		return nil, false
+	}
+	return t.render(), true
+}
+
+// render writes the tree under the limits of the last search.
+func (t *jsonTree) render() []byte {
+	r := t.last
+	r.node(&t.root)
+	return r.buf
+}
+
+// search finds the limits of the most informative rendering within room
+// runes and keeps them in t.last, or reports that none fits. It measures
+// its candidates and writes nothing.
 //
 // Arrays are cut before objects: an array's elements usually repeat one
 // shape, so its first few show what the rest hold, while every key of an
@@ -892,7 +909,7 @@ func noteLeast(keys bool, omitted int) int {
 // for any string limit. Only then does it cut keys, with one element per
 // array. Every container keeps at least one element or key: a rendering of
 // counts alone tells less than the hard cut of the compact JSON.
-func (t *jsonTree) shrink(room int) ([]byte, bool) {
+func (t *jsonTree) search(room int) bool {
 	type limits struct{ array, keys, floor int }
 	var steps []limits
 	for _, floor := range [...]int{32, 8, 0} {
@@ -949,12 +966,10 @@ func (t *jsonTree) shrink(room int) ([]byte, bool) {
 			}
 			l.array = lo
 		}
-		r.measure = false
-		fits(l, maxStr)
-		t.last = jsonRenderer{room: r.room, maxStr: r.maxStr, maxArray: r.maxArray, maxKeys: r.maxKeys}
-		return r.buf, true
+		t.last = jsonRenderer{room: room, maxStr: maxStr, maxArray: l.array, maxKeys: l.keys}
+		return true
 	}
-	return nil, false
+	return false
 }
 
 // jsonRenderer writes a jsonNode tree as compact JSON under limits, and stops

@@ -4,10 +4,11 @@ package contracts
 // (main at 7d34f15), kept as the reference the differential tests
 // (observation_diff_test.go) compare the live code with: every output must
 // stay byte for byte what it was. Only what that work changed is kept as
-// it was: the tree builder and the data method of the truncation. The rest
-// (the tree and its nodes, the shrink search, the renderer, the marker
-// fitting, lower bounds, escape widths, valuePrefix, the cut message) is
-// the live code, which that work left alone.
+// it was: the tree builder and the data method of the truncation, and (as
+// of main at 4975391) the shrink search and the marker fitting, whose
+// rounds now render only the answer they keep. The rest (the tree and its
+// nodes, the renderer, lower bounds, escape widths, valuePrefix, the cut
+// message) is the live code, which that work left alone.
 
 import (
 	"bytes"
@@ -107,13 +108,13 @@ func (t *refTruncation) data(compact []byte) (string, observationCut) {
 			return head + "\n" + string(r.buf), cutReencoded
 		}
 		for _, withHint := range []bool{!t.noHint, false} {
-			if s, ok := (*truncation)(t).described(head, tree, fullRoom, withHint); ok {
+			if s, ok := refDescribed((*truncation)(t), head, tree, fullRoom, withHint); ok {
 				return s, cutShrunk
 			}
 		}
 		short := "\n" + shortMarker
 		if room := fullRoom - utf8.RuneCountInString(short); room >= 1 {
-			if shrunk, ok := tree.shrink(room); ok {
+			if shrunk, ok := refShrink(tree, room); ok {
 				return head + "\n" + string(shrunk) + short, cutShrunk
 			}
 		}
@@ -296,4 +297,120 @@ func (p *refTreeBuilder) container(depth int, open byte) (jsonNode, bool) {
 		p.widestObject = max(p.widestObject, n.count)
 	}
 	return n, true
+}
+
+// The shrink search and the marker fitting as they were before the search
+// stopped rendering the answers of the rounds whose marker does not fit
+// (the live code renders only the answer it keeps).
+
+// refDescribed is truncation.described as it was.
+func refDescribed(t *truncation, head string, tree *jsonTree, fullRoom int, withHint bool) (string, bool) {
+	hint := ""
+	if withHint {
+		hint = t.hintText()
+	}
+	// The least a description takes; the loop grows the room to fit.
+	reserve := utf8.RuneCountInString(t.words.marker(t.words.shows("x", 1, 2, false), hint)) + 1
+	var best string
+	for range 4 {
+		if fullRoom-reserve < reserve {
+			break
+		}
+		shrunk, cut, ok := refShrinkTracked(tree, fullRoom-reserve)
+		if !ok {
+			break
+		}
+		marker := "\n" + t.words.marker(t.words.describe(cut), hint)
+		n := utf8.RuneCountInString(marker)
+		if n <= reserve {
+			best = head + "\n" + string(shrunk) + marker
+			if n == reserve {
+				break
+			}
+			// The marker took less than was reserved: the data may use
+			// the rest.
+		}
+		reserve = n
+	}
+	return best, best != ""
+}
+
+// refShrinkTracked is jsonTree.shrinkTracked as it was.
+func refShrinkTracked(t *jsonTree, room int) ([]byte, shrinkCut, bool) {
+	out, ok := refShrink(t, room)
+	if !ok {
+		return nil, shrinkCut{}, false
+	}
+	// The search ends having rendered its answer; render it once more
+	// noting what it leaves out.
+	r := t.last
+	r.runes, r.track, r.measure = 0, true, true
+	r.node(&t.root)
+	return out, r.cut, true
+}
+
+// refShrink is jsonTree.shrink as it was.
+func refShrink(t *jsonTree, room int) ([]byte, bool) {
+	type limits struct{ array, keys, floor int }
+	var steps []limits
+	for _, floor := range [...]int{32, 8, 0} {
+		for _, array := range [...]int{math.MaxInt, 64, 32, 16, 8, 4, 2, 1} {
+			steps = append(steps, limits{array, math.MaxInt, floor})
+		}
+	}
+	for _, keys := range [...]int{16, 8, 4, 2, 1} {
+		steps = append(steps, limits{1, keys, 0})
+	}
+
+	// The search measures; only its answer is rendered.
+	r := jsonRenderer{room: room, measure: true}
+	fits := func(l limits, maxStr int) bool {
+		r.buf, r.runes = r.buf[:0], 0
+		r.maxArray, r.maxKeys, r.maxStr = l.array, l.keys, maxStr
+		return r.node(&t.root)
+	}
+	longest := min(t.longest, room)
+	prev := limits{-1, -1, -1}
+	for _, l := range steps {
+		// Limits at or above the widest container all give the same
+		// rendering; try it once.
+		l = limits{min(l.array, t.widestArray), min(l.keys, t.widestObject), min(l.floor, longest)}
+		if l == prev {
+			continue
+		}
+		prev = l
+		if !fits(l, l.floor) {
+			continue
+		}
+		// The rendering only grows with the string limit.
+		lo, hi := l.floor, longest
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if fits(l, mid) {
+				lo = mid
+			} else {
+				hi = mid - 1
+			}
+		}
+		maxStr := lo
+		if l.keys == t.widestObject {
+			// The array limits halve at each step; the room left over
+			// may hold more elements than this step's limit.
+			lo, hi = l.array, min(2*l.array-1, t.widestArray)
+			for lo < hi {
+				mid := lo + (hi-lo+1)/2
+				if fits(limits{mid, l.keys, 0}, maxStr) {
+					lo = mid
+				} else {
+					hi = mid - 1
+				}
+			}
+			l.array = lo
+		}
+		r.measure = false
+		fits(l, maxStr)
+		t.last = jsonRenderer{room: r.room, maxStr: r.maxStr, maxArray: r.maxArray, maxKeys: r.maxKeys}
+		return r.buf, true
+	}
+	return nil, false
 }

@@ -2,6 +2,7 @@ package jsontape
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -188,43 +189,46 @@ func hex4(s []byte) rune {
 
 // validUTF8 reports whether p is valid UTF-8, as utf8.Valid does
 // (FuzzValidUTF8 holds them equal), with fast paths for the text of
-// strings past ASCII: eight ASCII bytes at a time, and two- and three-byte
-// sequences whose lead byte admits any continuation byte (Latin, Greek,
-// Cyrillic, Arabic, Hebrew; CJK and most of the rest of the BMP) checked
-// in place, three three-byte sequences at once where they follow each
-// other. It takes about a third to a half of utf8.Valid's time on Chinese
-// text (BenchmarkValidUTF8), which utf8.Valid decodes a rune at a time
-// through its tables. Any other sequence is decoded by utf8.DecodeRune.
+// strings past ASCII: eight ASCII bytes at a time, the ASCII bytes that
+// open a word skipped at once, and two- and three-byte sequences whose
+// lead byte admits any continuation byte (Latin, Greek, Cyrillic, Arabic,
+// Hebrew; CJK and most of the rest of the BMP) checked in place, three
+// three-byte sequences at once where they follow each other (threes). It
+// takes under half of utf8.Valid's time on Chinese text
+// (BenchmarkValidUTF8), which utf8.Valid decodes a rune at a time through
+// its tables. Any other sequence is decoded by utf8.DecodeRune.
 func validUTF8(p []byte) bool {
 	const highs = 0x8080808080808080
 	for i := 0; i < len(p); {
-		c := p[i]
-		switch {
-		case c < utf8.RuneSelf:
-			if i+8 <= len(p) && binary.LittleEndian.Uint64(p[i:])&highs == 0 {
+		if len(p)-i >= 8 {
+			high := binary.LittleEndian.Uint64(p[i:]) & highs
+			if high == 0 {
 				i += 8
-			} else {
-				i++
+				continue
 			}
+			// Up to the first byte past ASCII.
+			i += bits.TrailingZeros64(high) >> 3
+		} else if p[i] < utf8.RuneSelf {
+			i++
 			continue
-		case c >= 0xC2 && c <= 0xDF && i+1 < len(p):
-			if p[i+1]&0xC0 != 0x80 {
-				return false
-			}
-			i += 2
-			continue
-		case lead3(c) && i+2 < len(p):
-			// Three such sequences in a row (Chinese, Japanese text)
-			// take one word's test for their continuation bytes.
-			const conts, want = 0xc0_00_c0_c0_00_c0_c0_00, 0x80_00_80_80_00_80_80_00
-			if i+9 <= len(p) && binary.LittleEndian.Uint64(p[i:])&conts == want && p[i+8]&0xC0 == 0x80 && lead3(p[i+3]) && lead3(p[i+6]) {
-				i += 9
+		}
+		c := p[i]
+		if lead3[c] && len(p)-i >= 3 {
+			if t := threes(p[i:]); len(t) < len(p)-i {
+				i = len(p) - len(t)
 				continue
 			}
 			if p[i+1]&0xC0 != 0x80 || p[i+2]&0xC0 != 0x80 {
 				return false
 			}
 			i += 3
+			continue
+		}
+		if c >= 0xC2 && c <= 0xDF && len(p)-i >= 2 {
+			if p[i+1]&0xC0 != 0x80 {
+				return false
+			}
+			i += 2
 			continue
 		}
 		r, size := utf8.DecodeRune(p[i:])
@@ -236,7 +240,39 @@ func validUTF8(p []byte) bool {
 	return true
 }
 
-// lead3 reports whether c leads a three-byte sequence that admits any
-// continuation bytes: not E0 (whose second byte must be A0 or more) nor ED
-// (whose second byte must be below A0, leaving out the surrogates).
-func lead3(c byte) bool { return c >= 0xE1 && c <= 0xEC || c == 0xEE || c == 0xEF }
+// threes returns what follows the run of three-byte sequences at the
+// start of p (Chinese, Japanese text), read three sequences, nine bytes, at
+// a time. The test is one word's for the second and third bytes of the
+// sequences and the high nibble of their leads (E), and the ninth byte,
+// then one for the leads' low nibbles, which must be neither 0 (E0 admits
+// only A0 to BF after it) nor D (ED only 80 to 9F): a lead E1 to EF but ED
+// admits any continuation bytes. What it does not take, validUTF8 reads
+// as any other bytes.
+func threes(p []byte) []byte {
+	const (
+		mask = 0xc0_f0_c0_c0_f0_c0_c0_f0
+		want = 0x80_e0_80_80_e0_80_80_e0
+		lows = 0x00_0f_00_00_0f_00_00_0f // the leads' low nibbles
+		ds   = 0x00_0d_00_00_0d_00_00_0d
+		tens = 0x00_10_00_00_10_00_00_10 // set in each lead's byte by a low nibble of one or more plus lows
+	)
+	for len(p) >= 9 {
+		x := binary.LittleEndian.Uint64(p)
+		low := x & lows
+		if x&mask != want || p[8]&0xC0 != 0x80 || (low+lows)&tens != tens || ((low^ds)+lows)&tens != tens {
+			break
+		}
+		p = p[9:]
+	}
+	return p
+}
+
+// lead3 marks the bytes that lead a three-byte sequence admitting any
+// continuation bytes: E1 to EF but not ED (whose second byte must be below
+// A0, leaving out the surrogates); E0's second byte must be A0 or more.
+var lead3 = func() (t [256]bool) {
+	for c := 0xE1; c <= 0xEF; c++ {
+		t[c] = c != 0xED
+	}
+	return t
+}()

@@ -44,7 +44,7 @@ func FuzzAppendString(f *testing.F) {
 
 // FuzzValidUTF8: validUTF8 agrees with utf8.Valid on any bytes.
 func FuzzValidUTF8(f *testing.F) {
-	for _, s := range []string{"", "plain ascii text", "量子计算入门", "Go 语言并发编程实战", "\xed\xa0\x80", "\xe0\x80\x80", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "\xc0\xaf", "\xc2", "\xe1\x80", "ab\xe9\x87\x8f", "Привет, мир", "\xf4\x90\x80\x80"} {
+	for _, s := range []string{"", "plain ascii text", "量子计算入门", "goroutine 与 channel 的常见用法", "abcdefg\xe9\x87", "abcdefgh\xff12345678", "Go 语言并发编程实战", "\xed\xa0\x80", "\xe0\x80\x80", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "\xc0\xaf", "\xc2", "\xe1\x80", "ab\xe9\x87\x8f", "Привет, мир", "\xf4\x90\x80\x80"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, p []byte) {
@@ -75,7 +75,9 @@ func TestValidUTF8EverySequence(t *testing.T) {
 	}
 	// Three three-byte sequences in a row are checked at once: any byte
 	// of them changed to any value, with and without what follows.
-	for _, text := range []string{"量子计", "量子计算", "量子计a"} {
+	// (量 is E9 87 8F: a lead changed to E0 must be refused before it,
+	// 子 is E5 AD 90: one changed to ED must be refused before it.)
+	for _, text := range []string{"量子计", "量子计算", "量子计a", "量量量", "子子子子"} {
 		for at := range 9 {
 			for v := range 256 {
 				p := []byte(text)
@@ -91,18 +93,23 @@ func TestValidUTF8EverySequence(t *testing.T) {
 // BenchmarkValidUTF8 checks the Chinese snippet of the example corpus with
 // validUTF8 and with utf8.Valid, the library it stands in for.
 func BenchmarkValidUTF8(b *testing.B) {
-	text := []byte("从量子比特、叠加态与纠缠讲起，介绍量子门、量子线路，以及当前量子计算机的能力边界。")
-	for _, c := range []struct {
-		name  string
-		valid func([]byte) bool
-	}{{"validUTF8", validUTF8}, {"utf8.Valid", utf8.Valid}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(text)))
-			for b.Loop() {
-				if !c.valid(text) {
-					b.Fatal("invalid")
+	for _, text := range []struct{ name, text string }{
+		{"chinese", "从量子比特、叠加态与纠缠讲起，介绍量子门、量子线路，以及当前量子计算机的能力边界。"},
+		{"mixed", "goroutine 与 channel 的常见用法，用 context 控制超时与取消，避免协程泄漏。"},
+	} {
+		for _, c := range []struct {
+			name  string
+			valid func([]byte) bool
+		}{{"validUTF8", validUTF8}, {"utf8.Valid", utf8.Valid}} {
+			b.Run(text.name+"/"+c.name, func(b *testing.B) {
+				p := []byte(text.text)
+				b.SetBytes(int64(len(p)))
+				for b.Loop() {
+					if !c.valid(p) {
+						b.Fatal("invalid")
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -30,9 +30,7 @@
 package jsontape
 
 import (
-	"encoding/binary"
 	"errors"
-	"math/bits"
 	"sync"
 )
 
@@ -282,12 +280,12 @@ func (t *tape) check(gen uint32) {
 // already compact valid UTF-8 (nothing to rewrite), without building a
 // tape.
 func Check(src []byte) (valid, compact bool) {
-	p := parser{src: src, compact: true, validateOnly: true}
+	p := parser{src: src, compact: true}
 	p.skipSpaceOuter()
 	if p.i != 0 {
 		p.compact = false
 	}
-	if err := p.value(0); err != nil {
+	if _, err := p.skip(0); err != nil {
 		return false, false
 	}
 	if p.i != len(src) {
@@ -302,16 +300,18 @@ func IsNumber(s string) bool {
 	if s == "" || s[0] != '-' && (s[0] < '0' || s[0] > '9') {
 		return false
 	}
-	p := parser{src: []byte(s), validateOnly: true}
-	return p.number() == nil && p.i == len(s)
+	return numberEnd([]byte(s), 0) == len(s)
 }
 
 type parser struct {
-	src          []byte
-	i            int
-	nodes        []node
-	compact      bool
-	validateOnly bool // check the syntax, record nothing
+	src     []byte
+	i       int
+	nodes   []node
+	compact bool
+	// validateOnly: check the syntax, record nothing. The checker
+	// (skip) does this in one loop; this recursive reading is what
+	// FuzzChecker holds it to.
+	validateOnly bool
 	// lazyDepth: containers this deep or deeper are lazy nodes (see
 	// Parse); 0 for none.
 	lazyDepth int
@@ -387,46 +387,23 @@ func (p *parser) close(idx int) {
 }
 
 func (p *parser) literal(word string, kind Kind) error {
-	if len(p.src)-p.i < len(word) || string(p.src[p.i:p.i+len(word)]) != word {
+	end := literalEnd(p.src, p.i, word)
+	if end < 0 {
 		return ErrSyntax
 	}
 	idx := p.push(kind)
-	p.i += len(word)
+	p.i = end
 	p.close(idx)
 	return nil
 }
 
 func (p *parser) number() error {
 	idx := p.push(Number)
-	s, i := p.src, p.i
-	if s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		i = digits(s, i)
-	default:
+	end := numberEnd(p.src, p.i)
+	if end < 0 {
 		return ErrSyntax
 	}
-	if i < len(s) && s[i] == '.' {
-		d := i + 1
-		if i = digits(s, d); i == d {
-			return ErrSyntax
-		}
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			i++
-		}
-		d := i
-		if i = digits(s, d); i == d {
-			return ErrSyntax
-		}
-	}
-	p.i = i
+	p.i = end
 	p.close(idx)
 	return nil
 }
@@ -443,125 +420,37 @@ func (p *parser) str() error {
 	idx := p.push(String)
 	s := p.src
 	start := p.i + 1
-	if end, high, ok := plainString(s, start); ok {
-		if high && !p.invalid && !validUTF8(s[start:end]) {
-			p.invalid = true
-		}
-		p.i = end + 1
-		p.close(idx)
-		return nil
-	}
-	i := start
-	// high gathers the bytes read, to tell whether any is past ASCII.
-	var high uint64
-	for {
-		// Plain string bytes are the common case: skip them eight at a
-		// time, then one at a time up to the byte that ends the run.
-		for i+8 <= len(s) {
-			x := binary.LittleEndian.Uint64(s[i:])
-			if !plainWord(x) {
-				break
-			}
-			high |= x
-			i += 8
-		}
-		for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' {
-			high |= uint64(s[i])
-			i++
-		}
-		if i >= len(s) {
+	end, high := plainRun(s, start)
+	if end >= len(s) || s[end] != '"' {
+		// An escape, a control character, or the last bytes of the
+		// document: the rest of the text a byte at a time.
+		var high8, escaped bool
+		if end, high8, escaped = stringEnd(s, end); end < 0 {
 			return ErrSyntax
 		}
-		c := s[i]
-		switch {
-		case c == '"':
-			// Only a string with a byte past ASCII needs the UTF-8
-			// check; a sequence cannot span its quotes.
-			if high&0x8080808080808080 != 0 && !p.invalid && !validUTF8(s[start:i]) {
-				p.invalid = true
-			}
-			p.i = i + 1
-			p.close(idx)
-			return nil
-		case c == '\\':
-			if !p.validateOnly {
-				p.nodes[idx].escaped = true
-			}
-			if i+1 >= len(s) {
-				return ErrSyntax
-			}
-			switch s[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(s) {
-					return ErrSyntax
-				}
-				for _, h := range s[i+2 : i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return ErrSyntax
-					}
-				}
-				i += 6
-			default:
-				return ErrSyntax
-			}
-		case c < 0x20:
-			return ErrSyntax
-		default:
-			high |= uint64(c)
-			i++
+		high = high || high8
+		if escaped && !p.validateOnly {
+			p.nodes[idx].escaped = true
 		}
 	}
-}
-
-// plainString finds the quote that ends the string whose text starts at
-// s[start], when that text holds no escape and no control character, and
-// reports whether it holds bytes past ASCII. It reads eight bytes at a
-// time: in each word, the lowest byte flagged by the tests of plainWord is
-// the first quote, backslash or control character, exactly (a borrow only
-// runs from a flagged byte upwards). ok is false for any other string (an
-// escape, a control character, no closing quote within whole words), which
-// str then reads byte by byte.
-func plainString(s []byte, start int) (end int, high8 bool, ok bool) {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	var high uint64
-	for i := start; i+8 <= len(s); i += 8 {
-		x := binary.LittleEndian.Uint64(s[i:])
-		quote, backslash := x^(ones*'"'), x^(ones*'\\')
-		control := (x - ones*0x20) &^ x
-		quotes := (quote - ones) &^ quote
-		backslashes := (backslash - ones) &^ backslash
-		if hit := (control | quotes | backslashes) & highs; hit != 0 {
-			first := bits.TrailingZeros64(hit) >> 3
-			if quotes&highs&(0x80<<(8*first)) == 0 {
-				return 0, false, false
-			}
-			high |= x & (1<<(8*first) - 1)
-			return i + first, high&highs != 0, true
-		}
-		high |= x
+	// Only a string with a byte past ASCII needs the UTF-8 check; a
+	// sequence cannot span its quotes.
+	if high && !p.invalid && !validUTF8(s[start:end]) {
+		p.invalid = true
 	}
-	return 0, false, false
+	p.i = end + 1
+	p.close(idx)
+	return nil
 }
 
 // plainWord reports whether none of the eight bytes of x is a control
 // character, a quote or a backslash: the bytes a string holds as they are.
-// Each test sets a byte's high bit when that byte is below a bound, the
-// borrow of a lower byte never setting it in a byte that is not.
-func plainWord(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := x^(ones*'"'), x^(ones*'\\')
-	control := (x - ones*0x20) &^ x
-	quotes := (quote - ones) &^ quote
-	backslashes := (backslash - ones) &^ backslash
-	return (control|quotes|backslashes)&highs == 0
-}
+func plainWord(x uint64) bool { return plainFlags(x) == 0 }
 
 // container parses an array (kind Array, closer ']') or an object (kind
 // Object, closer '}'): its elements, or its members (a key, a colon, a
-// value), separated by commas. A container lazyDepth deep is checked as
-// any other, but what is inside it records no nodes.
+// value), separated by commas. A container lazyDepth deep is read by the
+// checker (skip), which records nothing inside it.
 func (p *parser) container(depth int, kind Kind, closer byte) error {
 	if depth >= MaxDepth {
 		return ErrSyntax
@@ -575,9 +464,7 @@ func (p *parser) container(depth int, kind Kind, closer byte) error {
 		}
 		return err
 	}
-	p.validateOnly = true
-	count, err := p.elements(depth, kind, closer)
-	p.validateOnly = false
+	count, err := p.skip(depth)
 	if err == nil {
 		n := &p.nodes[idx]
 		n.count, n.lazy = count, true

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"strings"
 	"testing"
@@ -355,6 +356,25 @@ func FuzzSkipValue(f *testing.F) {
 // byte value at every position, among plain neighbours and others.
 func TestPlainWord(t *testing.T) {
 	plainByte := func(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+	// check holds plainWord to the byte test, and the lowest byte
+	// plainFlags flags to the first byte that is not plain.
+	check := func(w [8]byte) {
+		t.Helper()
+		first := 8
+		for i, b := range w {
+			if !plainByte(b) {
+				first = i
+				break
+			}
+		}
+		x := binary.LittleEndian.Uint64(w[:])
+		if got := plainWord(x); got != (first == 8) {
+			t.Fatalf("plainWord(% x) = %v, want %v", w, got, first == 8)
+		}
+		if got := bits.TrailingZeros64(plainFlags(x)) >> 3; got != first {
+			t.Fatalf("plainFlags(% x) flags byte %d first, want %d", w, got, first)
+		}
+	}
 	for _, fill := range []byte{'a', 0xff, 0x80, ' ', '"', 0x00, '\\', 0x21, 0x1f} {
 		for pos := range 8 {
 			for c := range 256 {
@@ -363,13 +383,7 @@ func TestPlainWord(t *testing.T) {
 					w[i] = fill
 				}
 				w[pos] = byte(c)
-				want := true
-				for _, b := range w {
-					want = want && plainByte(b)
-				}
-				if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
-					t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
-				}
+				check(w)
 			}
 		}
 	}
@@ -381,14 +395,10 @@ func TestPlainWord(t *testing.T) {
 		x ^= x >> 7
 		x ^= x << 17
 		var w [8]byte
-		want := true
 		for i := range w {
 			w[i] = interesting[(x>>(i*4))%uint64(len(interesting))]
-			want = want && plainByte(w[i])
 		}
-		if got := plainWord(binary.LittleEndian.Uint64(w[:])); got != want {
-			t.Fatalf("plainWord(% x) = %v, want %v", w, got, want)
-		}
+		check(w)
 	}
 }
 
@@ -477,7 +487,14 @@ func BenchmarkParseLarge(b *testing.B) {
 // describe writes down everything the Value API reads of v: its kind and
 // length, a string's text, a number's readings, each element or member in
 // order and each key's lookup, and the value's compact and raw bytes.
-func describe(b *strings.Builder, v Value) {
+func describe(b *strings.Builder, v Value) { describeAs(b, v, false) }
+
+// describeAs is describe, reading every container through Whole when
+// whole is set.
+func describeAs(b *strings.Builder, v Value, whole bool) {
+	if whole {
+		v = v.Whole()
+	}
 	fmt.Fprintf(b, "(%d %d ", v.Kind(), v.Len())
 	switch v.Kind() {
 	case String:
@@ -488,13 +505,13 @@ func describe(b *strings.Builder, v Value) {
 		fmt.Fprintf(b, "%s %d %v %v %v", v.Literal(), n, ok, f, err)
 	case Array:
 		for c := v.Cursor(); c.More(); {
-			describe(b, c.Element())
+			describeAs(b, c.Element(), whole)
 		}
 	case Object:
 		for c := v.Cursor(); c.More(); {
 			k, e := c.Member()
-			describe(b, k)
-			describe(b, e)
+			describeAs(b, k, whole)
+			describeAs(b, e, whole)
 			found, ok := v.Lookup(k.Text())
 			fmt.Fprintf(b, " lookup %v %d %s", ok, found.Kind(), found.AppendCompact(nil))
 		}
@@ -503,8 +520,9 @@ func describe(b *strings.Builder, v Value) {
 }
 
 // FuzzLazyTape: a tape whose containers from some depth on are lazy reads,
-// through every method, exactly as the tape that has every node, and
-// accepts exactly what it accepts.
+// through every method, exactly as the tape that has every node, whether
+// or not every container is read through Whole, and accepts exactly what
+// it accepts.
 func FuzzLazyTape(f *testing.F) {
 	for _, s := range []string{
 		`{"a":[1,2,{"b":null}],"c":"\u00e9\n"}`, `[[1,[2,[3]]],{"k":{"k":{"k":[]}}}]`, ` { "a" : [ { } , [ ] ] } `,
@@ -529,10 +547,12 @@ func FuzzLazyTape(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			var got strings.Builder
-			describe(&got, lazy.Root())
-			if got.String() != want.String() {
-				t.Fatalf("lazy from depth %d reads\n%s\neager reads\n%s", depth, got.String(), want.String())
+			for _, whole := range []bool{false, true} {
+				var got strings.Builder
+				describeAs(&got, lazy.Root(), whole)
+				if got.String() != want.String() {
+					t.Fatalf("lazy from depth %d (whole %v) reads\n%s\neager reads\n%s", depth, whole, got.String(), want.String())
+				}
 			}
 			lazy.Release()
 		}
@@ -577,6 +597,26 @@ func TestLazyTape(t *testing.T) {
 			t.Errorf("two lookups gave %v and %v, %d expansions", a, b, len(tape.t.subs))
 		}
 	})
+	t.Run("a list read whole is parsed once", func(t *testing.T) {
+		other, err := Parse(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Release()
+		rs, _ := other.Root().Lookup("results")
+		whole := rs.Whole()
+		var ids []string
+		for c := whole.Cursor(); c.More(); {
+			id, _ := c.Element().Lookup("id")
+			ids = append(ids, id.Text())
+		}
+		if len(other.t.subs) != 1 || len(ids) != rs.Len() || ids[0] != "kb-0" {
+			t.Errorf("%d expansions for %d records (%d read, the first %q), want 1", len(other.t.subs), rs.Len(), len(ids), ids[0])
+		}
+		if again := rs.Whole(); again != whole || whole.Whole() != whole {
+			t.Error("reading the list whole again gave another value")
+		}
+	})
 	t.Run("values of an expanded record die with the tape", func(t *testing.T) {
 		other, err := Parse(src)
 		if err != nil {
@@ -595,36 +635,38 @@ func TestLazyTape(t *testing.T) {
 	})
 }
 
-// FuzzPlainString: the word-at-a-time reading of a string finds the quote
-// that ends it, and the bytes past ASCII before it, as reading byte by
-// byte does, or leaves the string to be read that way.
+// FuzzPlainString: the word-at-a-time reading of a string's text stops at
+// the first quote, backslash or control character, or within the last eight
+// bytes, and finds the bytes past ASCII before it, as reading byte by byte
+// does.
 func FuzzPlainString(f *testing.F) {
-	for _, s := range []string{`abc"def`, `0123456789abcdef"`, "\xe9\xe9\xe9\xe9\xe9\xe9\xe9\"\xff", `abcdefg\"h"`, "abc\x01\"", `"`, "12345678\"\xff\xff\xff\xff\xff\xff\xff"} {
+	for _, s := range []string{`abc"def`, `0123456789abcdef"`, "\xe9\xe9\xe9\xe9\xe9\xe9\xe9\"\xff", `abcdefg\"h"`, "abc\x01\"", `"`, "12345678\"\xff\xff\xff\xff\xff\xff\xff", "\xa2!\x1f\xdd\x80\x7f\\x"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, s []byte) {
-		end, high, ok := plainString(s, 0)
-		wantEnd, wantHigh, wantOK := -1, false, false
-		for i, c := range s {
-			if c == '"' {
-				wantEnd, wantOK = i, true
-				break
+		for _, start := range []int{0, 1, 7} {
+			if start > len(s) {
+				return
 			}
-			if c < 0x20 || c == '\\' {
-				break
+			end, high := plainRun(s, start)
+			if end < start || end > len(s) {
+				t.Fatalf("plainRun(%q, %d) = %d, out of the text", s, start, end)
 			}
-			wantHigh = wantHigh || c >= 0x80
-		}
-		if !ok {
-			// It may leave any string to the byte-by-byte reading, but
-			// only a plain one that ends within whole words is its job.
-			if wantOK && wantEnd < len(s)/8*8 {
-				t.Fatalf("plainString(%q) left a plain string ending at %d", s, wantEnd)
+			wantHigh := false
+			for _, c := range s[start:end] {
+				if c < 0x20 || c == '"' || c == '\\' {
+					t.Fatalf("plainRun(%q, %d) = %d, past the special byte %q", s, start, end, c)
+				}
+				wantHigh = wantHigh || c >= 0x80
 			}
-			return
-		}
-		if !wantOK || end != wantEnd || high != wantHigh {
-			t.Fatalf("plainString(%q) = %d, %v; byte by byte %d, %v (plain %v)", s, end, high, wantEnd, wantHigh, wantOK)
+			if high != wantHigh {
+				t.Fatalf("plainRun(%q, %d): past ASCII %v, byte by byte %v", s, start, high, wantHigh)
+			}
+			if len(s)-end >= 8 {
+				if c := s[end]; c >= 0x20 && c != '"' && c != '\\' {
+					t.Fatalf("plainRun(%q, %d) stopped at %d, at the plain byte %q", s, start, end, c)
+				}
+			}
 		}
 	})
 }

@@ -134,6 +134,34 @@ func (v Value) Cursor() Cursor {
 	return Cursor{t: v.t, gen: v.gen, next: v.i + 1, left: n.count}
 }
 
+// Whole returns the value as read from a tape where its elements or
+// members have nodes of their own, down to the depth a lazy tape gives
+// them: a container of a lazy tape whose elements or members are lazy
+// (the list of records of a large answer) is parsed once whole, rather
+// than each element at the first read into it. A walk that reads into
+// every element (a rule that maps every record) then pays one parse of
+// the list, not one per record with its own tape. Any other value is
+// returned as it is. The value read is the same either way (FuzzLazyTape).
+func (v Value) Whole() Value {
+	n := v.node()
+	if n.kind != Array && n.kind != Object || n.lazy || n.count == 0 {
+		return v
+	}
+	nodes := v.t.nodes
+	e := v.i + 1
+	for range n.count {
+		if n.kind == Object {
+			e++ // the member's value, after its key
+		}
+		if nodes[e].lazy {
+			sub := v.t.expand(v.i)
+			return Value{t: sub, i: 0, gen: sub.gen}
+		}
+		e = nodes[e].next
+	}
+	return v
+}
+
 // More reports whether an element or member is left.
 func (c *Cursor) More() bool { return c.left > 0 }
 
