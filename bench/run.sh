@@ -1108,7 +1108,7 @@ if [ "$ROUNDS" -gt 0 ]; then
       echo
       echo "| tools | ready ms | peak RSS MiB | RSS when ready MiB | peak anonymous MiB | anonymous when ready MiB | heap when ready MiB | peak anonymous ÷ heap |"
       echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
-      awk -F'\t' '$1 != "reload" && NF == 7 { printf "| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f× |\n", $1, $2, $3 / 1024, $4 / 1024, $5 / 1024, $6 / 1024, $7 / 1024, $7 > 0 ? $5 / $7 : 0 }' "$startup_raw"
+      awk -F'\t' '$1 != "reload" && NF == 7 { printf "| %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f× |\n", $1, $2, $3 / 1024, $4 / 1024, $5 / 1024, $6 / 1024, $7 / 1024, ($7 > 0 ? $5 / $7 : 0) }' "$startup_raw"
       awk '$1 == "reload" {
         for (i = 7; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
         printf "\nReload of 1,000 tools under load: HTTP %s in %s ms; peak RSS %.1f MiB before, %.1f MiB after, RSS %.1f MiB after; during the 10 s: %d calls, %d errors, %d non-2xx, p50 %.2f ms, p99 %.2f ms.\n",

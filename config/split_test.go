@@ -261,3 +261,26 @@ func FuzzSplitMatchesWhole(f *testing.F) {
 		compileBothWays(t, doc)
 	})
 }
+
+// BenchmarkDecodeManyTools decodes a file of 1,000 tools as bench/run.sh
+// writes them, one tool at a time and whole: the time and the allocations
+// each costs (the peak heap is cmd/toolgate's TestLoadPeakHeap and
+// bench/run.sh's startup section).
+func BenchmarkDecodeManyTools(b *testing.B) {
+	data := manyToolsFile(b, 1000)
+	for _, whole := range []bool{false, true} {
+		name := "one tool at a time"
+		if whole {
+			name = "whole"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c := &compiler{pos: map[string]nodePos{}, envValues: map[string][]string{}, lookupEnv: noEnv, decodeWhole: whole}
+				if _, ok := c.decodeFile(source{name: "p.yaml", data: data}, noEnv); !ok {
+					b.Fatal(c.errs)
+				}
+			}
+		})
+	}
+}
