@@ -38,6 +38,9 @@ type Options struct {
 	// server.listen and server.admin_listen (the -listen and -admin flags
 	// of serve and extproc). The policy's own values are still checked.
 	Listen, AdminListen string
+	// decodeWhole, set by tests, parses every file whole: the reference
+	// that decoding one tool at a time (decodeByTool) is held equal to.
+	decodeWhole bool
 }
 
 // Load reads the policy at path (a file, or a directory whose *.yaml and
@@ -69,7 +72,7 @@ func Compile(sources []source, opts Options) (*policy.Snapshot, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	c := &compiler{pos: map[string]nodePos{}, envValues: map[string][]string{}, lookupEnv: lookup}
+	c := &compiler{pos: map[string]nodePos{}, envValues: map[string][]string{}, lookupEnv: lookup, decodeWhole: opts.decodeWhole}
 	var specs []fileWithName
 	for _, src := range sources {
 		spec, ok := c.decodeFile(src, lookup)
@@ -136,14 +139,23 @@ type compiler struct {
 	files     []string
 	// byRoute is Options.ByRoute.
 	byRoute bool
+	// decodeWhole is Options.decodeWhole.
+	decodeWhole bool
 }
 
 // decodeFile decodes one file strictly (unknown and duplicate keys are
 // errors) into a fileSpec, expanding ${VAR} through lookup. The file's
 // errors are collected; false means the file cannot be used, and its
-// sections are left out of the merge rather than half-read.
+// sections are left out of the merge rather than half-read. A file in
+// plain block style is parsed one tool at a time (decodeByTool); any other
+// file, and any file with an error, is parsed whole.
 func (c *compiler) decodeFile(src source, lookup func(string) (string, bool)) (*fileSpec, bool) {
 	c.files = append(c.files, src.name)
+	if !c.decodeWhole {
+		if spec, ok := c.decodeByTool(src, lookup); ok {
+			return spec, true
+		}
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src.data, &doc); err != nil {
 		c.errs = append(c.errs, yamlSyntaxError(src.name, err))
