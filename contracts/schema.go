@@ -517,12 +517,27 @@ func numberText(v any) string {
 // anyOf, $ref) so the leaf names a real argument.
 func pickCause(causes []*jsonschema.ValidationError) *jsonschema.ValidationError {
 	best := causes[0]
-	for _, c := range causes {
-		if len(c.InstanceLocation) > len(best.InstanceLocation) {
+	for _, c := range causes[1:] {
+		if deeperCause(c, best) {
 			best = c
 		}
 	}
 	return best
+}
+
+// deeperCause reports whether a is the cause to name rather than b: the
+// one about a more deeply nested value, and between two as deep the first
+// by location and then by keyword. The library gathers causes from maps,
+// so their order differs from one compile to the next; the tie-break
+// keeps the message of one policy the same on every load.
+func deeperCause(a, b *jsonschema.ValidationError) bool {
+	if len(a.InstanceLocation) != len(b.InstanceLocation) {
+		return len(a.InstanceLocation) > len(b.InstanceLocation)
+	}
+	if c := slices.Compare(a.InstanceLocation, b.InstanceLocation); c != 0 {
+		return c < 0
+	}
+	return a.SchemaURL < b.SchemaURL
 }
 
 func pointer(loc []string) string {

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -127,5 +128,28 @@ func TestCompileSchemaRefusesRemoteRefsAndNonObjects(t *testing.T) {
 		"properties": map[string]any{"a": map[string]any{"$ref": "#/$defs/id"}}}
 	if _, err := CompileSchema(local); err != nil {
 		t.Fatalf("local $ref refused: %v", err)
+	}
+}
+
+// TestSchemaErrorIsTheSameOnEveryCompile compiles a schema with two
+// invalid properties, equally deep, many times: the library gathers its
+// causes from maps, and the error must still name the same one each time
+// (a policy's load error may not change from one reload to the next).
+func TestSchemaErrorIsTheSameOnEveryCompile(t *testing.T) {
+	doc := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"a": "77B", "b": json.Number("9"), "c": []any{}, "d": "x",
+		},
+	}
+	for i := range 40 {
+		_, err := CompileSchema(doc)
+		var se *schemaError
+		if !errors.As(err, &se) {
+			t.Fatalf("compile %d: %v, want a schema error", i, err)
+		}
+		if got := pointer(se.Location); got != "/properties/a" || se.Msg != "invalid argument schema: got string, want boolean or object" {
+			t.Fatalf("compile %d: %q at %s, want the first invalid property, /properties/a", i, se.Msg, got)
+		}
 	}
 }
