@@ -2,6 +2,8 @@ package jsontape
 
 import (
 	"encoding/binary"
+	"math/bits"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -9,21 +11,38 @@ import (
 // AppendString appends s as a JSON string, as encoding/json writes it
 // without HTML escaping: invalid UTF-8 becomes U+FFFD, so the output is
 // always valid JSON and valid UTF-8, and U+2028 and U+2029 are escaped.
-func AppendString(dst []byte, s string) []byte { return appendString(dst, s, &plain) }
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s, &plain, false) }
 
 // AppendHTMLString appends s as a JSON string, as json.Marshal writes it
 // (with HTML escaping): as AppendString, and <, > and & as \u003c,
 // \u003e and \u0026.
-func AppendHTMLString(dst []byte, s string) []byte { return appendString(dst, s, &plainHTML) }
+func AppendHTMLString(dst []byte, s string) []byte { return appendString(dst, s, &plainHTML, true) }
 
 // appendString appends s as a JSON string, escaping the ASCII bytes not
 // marked in asIs as \u00XX (or shorter where JSON has a shorter escape).
-func appendString(dst []byte, s string, asIs *[256]bool) []byte {
+// html says asIs is plainHTML. It runs on every string of every envelope,
+// an observation of a kilobyte or more among them, so the text that needs
+// nothing is stepped over eight bytes at a time and a two- or three-byte
+// sequence that is certainly valid (and not U+2028 or U+2029) is stepped
+// over without decoding it. FuzzAppendString and
+// TestAppendStringEveryByteEverywhere hold the result to encoding/json's.
+func appendString(dst []byte, s string, asIs *[256]bool, html bool) []byte {
 	const hex = "0123456789abcdef"
+	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		// Runs of bytes that need nothing are copied in one append.
+		for i+8 <= len(s) {
+			flagged := unplainBytes(stringWord(s[i:i+8]), html)
+			if flagged != 0 {
+				// The lowest flagged byte is a true one (see
+				// unplainBytes); those above it are checked below.
+				i += bits.TrailingZeros64(flagged) >> 3
+				break
+			}
+			i += 8
+		}
 		for i < len(s) && asIs[s[i]] {
 			i++
 		}
@@ -53,6 +72,18 @@ func appendString(dst []byte, s string, asIs *[256]bool) []byte {
 			start = i
 			continue
 		}
+		// Two- and three-byte sequences whose lead byte admits any
+		// continuation byte are valid when their continuation bytes are;
+		// 0xe2 leads U+2028 and U+2029, so it is decoded below.
+		if c >= 0xc2 && c <= 0xdf && i+1 < len(s) && s[i+1]&0xc0 == 0x80 {
+			i += 2
+			continue
+		}
+		if (c >= 0xe3 && c <= 0xec || c == 0xe1 || c == 0xee || c == 0xef) && i+2 < len(s) &&
+			s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80 {
+			i += 3
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
@@ -70,6 +101,34 @@ func appendString(dst []byte, s string, asIs *[256]bool) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// stringWord is the eight bytes of s (len(s) == 8) as a little-endian word;
+// the compiler loads it at once.
+func stringWord(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// unplainBytes has the high bit set in each byte of x that a JSON string
+// does not hold as it is (plain; plainHTML when html): a control byte, a
+// quote, a backslash, a byte past ASCII, and with html <, > and &. The
+// borrows of the subtractions may also flag a byte above a flagged one,
+// never below, so the lowest flagged byte is always a true one.
+func unplainBytes(x uint64, html bool) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	flagged := (x - ones*0x20) &^ x
+	flagged |= (quote - ones) &^ quote
+	flagged |= (backslash - ones) &^ backslash
+	if html {
+		lt, gt, amp := x^(ones*'<'), x^(ones*'>'), x^(ones*'&')
+		flagged |= (lt - ones) &^ lt
+		flagged |= (gt - ones) &^ gt
+		flagged |= (amp - ones) &^ amp
+	}
+	return (flagged | x) & highs
 }
 
 // PlainASCII reports whether every byte of b is printable ASCII other than
