@@ -32,22 +32,25 @@ func appendString(dst []byte, s string, asIs *[256]bool, html bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Runs of bytes that need nothing are copied in one append.
-		for i+8 <= len(s) {
-			flagged := unplainBytes(stringWord(s[i:i+8]), html)
-			if flagged != 0 {
-				// The lowest flagged byte is a true one (see
-				// unplainBytes); those above it are checked below.
-				i += bits.TrailingZeros64(flagged) >> 3
-				break
+		// Bytes that need nothing are stepped over, eight at a time
+		// while eight are left, and copied by the append of the next
+		// escape or the last one.
+		if i+8 <= len(s) {
+			x := stringWord(s[i : i+8])
+			flagged := unplainBytes(x)
+			if html {
+				flagged |= htmlBytes(x)
 			}
-			i += 8
-		}
-		for i < len(s) && asIs[s[i]] {
+			if flagged == 0 {
+				i += 8
+				continue
+			}
+			// The lowest flagged byte is a true one (see
+			// unplainBytes); those above it are read again.
+			i += bits.TrailingZeros64(flagged) >> 3
+		} else if asIs[s[i]] {
 			i++
-		}
-		if i == len(s) {
-			break
+			continue
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -79,9 +82,10 @@ func appendString(dst []byte, s string, asIs *[256]bool, html bool) []byte {
 			i += 2
 			continue
 		}
-		if (c >= 0xe3 && c <= 0xec || c == 0xe1 || c == 0xee || c == 0xef) && i+2 < len(s) &&
-			s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80 {
-			i += 3
+		if threeByteRune(s, i) {
+			// Text past ASCII comes in runs (a sentence in Chinese).
+			for i += 3; i < len(s) && threeByteRune(s, i); i += 3 {
+			}
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -111,24 +115,36 @@ func stringWord(s string) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
+// threeByteRune reports whether s holds at i a three-byte sequence that
+// is certainly valid and not U+2028 or U+2029: a lead byte that admits any
+// continuation byte (0xe2, which leads those two, is left out) and two
+// continuation bytes.
+func threeByteRune(s string, i int) bool {
+	c := s[i]
+	return (c >= 0xe3 && c <= 0xec || c == 0xe1 || c == 0xee || c == 0xef) && i+2 < len(s) &&
+		s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80
+}
+
 // unplainBytes has the high bit set in each byte of x that a JSON string
-// does not hold as it is (plain; plainHTML when html): a control byte, a
-// quote, a backslash, a byte past ASCII, and with html <, > and &. The
-// borrows of the subtractions may also flag a byte above a flagged one,
-// never below, so the lowest flagged byte is always a true one.
-func unplainBytes(x uint64, html bool) uint64 {
+// does not hold as it is (not marked in plain): a control byte, a quote,
+// a backslash, a byte past ASCII. The borrows of the subtractions may also
+// flag a byte above a flagged one, never below, so the lowest flagged byte
+// is always a true one.
+func unplainBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	quote, backslash := x^(ones*'"'), x^(ones*'\\')
 	flagged := (x - ones*0x20) &^ x
 	flagged |= (quote - ones) &^ quote
 	flagged |= (backslash - ones) &^ backslash
-	if html {
-		lt, gt, amp := x^(ones*'<'), x^(ones*'>'), x^(ones*'&')
-		flagged |= (lt - ones) &^ lt
-		flagged |= (gt - ones) &^ gt
-		flagged |= (amp - ones) &^ amp
-	}
 	return (flagged | x) & highs
+}
+
+// htmlBytes flags, as unplainBytes does, the bytes of x that plainHTML
+// adds: <, > and &.
+func htmlBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	lt, gt, amp := x^(ones*'<'), x^(ones*'>'), x^(ones*'&')
+	return ((lt-ones)&^lt | (gt-ones)&^gt | (amp-ones)&^amp) & highs
 }
 
 // PlainASCII reports whether every byte of b is printable ASCII other than
