@@ -3,7 +3,6 @@ package jsontape
 import (
 	"encoding/binary"
 	"math/bits"
-	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -28,7 +27,6 @@ func AppendHTMLString(dst []byte, s string) []byte { return appendString(dst, s,
 // TestAppendStringEveryByteEverywhere hold the result to encoding/json's.
 func appendString(dst []byte, s string, asIs *[256]bool, html bool) []byte {
 	const hex = "0123456789abcdef"
-	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
