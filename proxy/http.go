@@ -88,8 +88,8 @@ func requestFrom(r *http.Request, v View, tool, front string) *Request {
 	}
 }
 
-// The names of the request and answer headers read on every call, in
-// canonical form (TestHeaderNamesAreCanonical), for headerValue.
+// The names of the request and answer headers read (or written) on every
+// call, in canonical form (TestHeaderNamesAreCanonical), for headerValue.
 const (
 	headerRequestID      = "X-Request-Id"
 	headerIdempotencyKey = "Idempotency-Key"
@@ -100,6 +100,7 @@ const (
 	headerSecFetchMode   = "Sec-Fetch-Mode"
 	headerContentType    = "Content-Type"
 	headerRetryAfter     = "Retry-After"
+	headerContentLength  = "Content-Length"
 )
 
 // headerValue is h.Get(name) for a name in canonical form: the first

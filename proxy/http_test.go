@@ -195,7 +195,7 @@ func TestAdminHandler(t *testing.T) {
 // agrees with h.Get on headers present, repeated, empty and absent.
 func TestHeaderNamesAreCanonical(t *testing.T) {
 	names := []string{headerRequestID, headerIdempotencyKey, headerTraceParent, headerTraceState,
-		headerOrigin, headerSecFetchSite, headerSecFetchMode, headerContentType, headerRetryAfter}
+		headerOrigin, headerSecFetchSite, headerSecFetchMode, headerContentType, headerRetryAfter, headerContentLength}
 	for _, name := range names {
 		if canonical := http.CanonicalHeaderKey(name); canonical != name {
 			t.Errorf("header name %q is not canonical (%q)", name, canonical)
