@@ -32,6 +32,7 @@ import (
 type Schema struct {
 	compiled *jsonschema.Schema
 	quick    *quickSchema // nil when the schema is not simple enough
+	defaults propertyDefaults
 	doc      map[string]any
 	json     json.RawMessage
 	props    []string
@@ -56,7 +57,7 @@ func CompileSchema(doc any) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("argument schema is not representable as JSON: %w", err)
 	}
-	s := &Schema{compiled: compiled, quick: newQuickSchema(obj, compiled, true), doc: obj, json: raw}
+	s := &Schema{compiled: compiled, quick: newQuickSchema(obj, compiled, true), defaults: newPropertyDefaults(obj), doc: obj, json: raw}
 	if props, ok := obj["properties"].(map[string]any); ok {
 		for name := range props {
 			s.props = append(s.props, name)
@@ -190,7 +191,7 @@ func (s *Schema) propertySchema(name string) map[string]any {
 // wherever they are in the arguments and whatever the schema says of them:
 // the library would otherwise spend unbounded time reading them.
 func (s *Schema) Validate(args map[string]any) error {
-	applyDefaults(s.doc, args)
+	s.defaults.apply(args)
 	if err := checkNumbers(args); err != nil {
 		return newArgErrors(err)
 	}
@@ -209,24 +210,57 @@ func (s *Schema) Validate(args map[string]any) error {
 	return nil
 }
 
-// applyDefaults sets missing properties of obj to the defaults declared in
-// schema's `properties`, and recurses into nested objects that are present.
-func applyDefaults(schema map[string]any, obj map[string]any) {
+// propertyDefaults are the defaults an object schema declares in its
+// `properties`, and those of its properties that are objects in turn: what
+// Validate applies to missing properties, read from the document once
+// rather than by walking it on every call. TestPropertyDefaultsApplyAsTheDocument
+// and FuzzPropertyDefaults hold them to a walk of the document.
+type propertyDefaults []propertyDefault
+
+type propertyDefault struct {
+	name       string
+	value      any  // the default, when hasDefault
+	hasDefault bool // a default of null is one
+	// nested are the defaults of the property's own properties, applied
+	// when the property is present and an object.
+	nested propertyDefaults
+}
+
+// newPropertyDefaults reads the defaults of an object schema, in the
+// order of the property names; nil when there are none, at any depth.
+func newPropertyDefaults(schema map[string]any) propertyDefaults {
 	props, _ := schema["properties"].(map[string]any)
+	var out propertyDefaults
 	for name, sub := range props {
 		subSchema, ok := sub.(map[string]any)
 		if !ok {
 			continue
 		}
-		v, present := obj[name]
+		value, has := subSchema["default"]
+		nested := newPropertyDefaults(subSchema)
+		if has || nested != nil {
+			out = append(out, propertyDefault{name: name, value: value, hasDefault: has, nested: nested})
+		}
+	}
+	slices.SortFunc(out, func(a, b propertyDefault) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// apply sets the missing properties of obj to their defaults (a copy of
+// each, since obj is the call's to change), and applies the nested
+// defaults to the properties present that are objects.
+func (d propertyDefaults) apply(obj map[string]any) {
+	for i := range d {
+		p := &d[i]
+		v, present := obj[p.name]
 		if !present {
-			if def, ok := subSchema["default"]; ok {
-				obj[name] = deepCopyJSON(def)
+			if p.hasDefault {
+				obj[p.name] = deepCopyJSON(p.value)
 			}
 			continue
 		}
-		if nested, ok := v.(map[string]any); ok {
-			applyDefaults(subSchema, nested)
+		if nested, ok := v.(map[string]any); ok && p.nested != nil {
+			p.nested.apply(nested)
 		}
 	}
 }

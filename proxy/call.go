@@ -177,22 +177,24 @@ func (v View) newCall(req *Request) *Call {
 	return cl
 }
 
+// initCall starts cl, a zero Call (new, or reset as it went back to its
+// pool), as a call of req on the view. It sets the fields one by one:
+// assigning a whole Call copies all of its kilobyte, and while the
+// collector runs, every pointer among them through a write barrier.
 func (v View) initCall(cl *Call, req *Request) {
-	*cl = Call{
-		c:      v.c,
-		st:     v.st,
-		req:    req,
-		start:  v.c.now(),
-		callID: callID(req.CallID),
-		caller: v.st.snap.Access.CallerLabel(req.Caller),
-	}
+	cl.c = v.c
+	cl.st = v.st
+	cl.req = req
+	cl.start = v.c.now()
+	cl.callID = callID(req.CallID)
+	cl.caller = v.st.snap.Access.CallerLabel(req.Caller)
 }
 
 // Call runs one tool call through the whole pipeline, toolgate sending the
 // backend request itself, and always returns a result.
 func (v View) Call(ctx context.Context, req *Request) *Result {
 	// The call comes from a pool, not the stack: nothing keeps it past its
-	// end, and its 700 bytes on the stack of the agent's connection would
+	// end, and its kilobyte on the stack of the agent's connection would
 	// take that goroutine's stack past 8 KiB, doubling it for every call
 	// in flight.
 	cl := calls.Get().(*Call)

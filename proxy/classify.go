@@ -306,7 +306,7 @@ func declaresJSON(h http.Header) bool {
 // headerMediaType is the essence of a Content-Type header (type/subtype
 // in lower case, parameters dropped); "" without the header.
 func headerMediaType(h http.Header) string {
-	v, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	v, _, _ := strings.Cut(headerValue(h, headerContentType), ";")
 	return strings.ToLower(strings.TrimSpace(v))
 }
 
@@ -348,7 +348,7 @@ const maxRetryAfter = 24 * time.Hour
 // retryAfter parses a Retry-After header (seconds or an HTTP date),
 // clamped to maxRetryAfter.
 func retryAfter(h http.Header, now time.Time) time.Duration {
-	v := h.Get("Retry-After")
+	v := headerValue(h, headerRetryAfter)
 	if v == "" {
 		return 0
 	}

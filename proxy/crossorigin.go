@@ -64,18 +64,18 @@ func (g *BrowserGuard) refusal(r *http.Request, srv *policy.Server) string {
 	if !g.hostAllowed(r, srv) {
 		return fmt.Sprintf("Host %q is not a name of this server", r.Host)
 	}
-	switch r.Header.Get("Sec-Fetch-Site") {
+	switch headerValue(r.Header, headerSecFetchSite) {
 	case "same-origin", "none": // the page's own origin, or the user typed the URL
 		return ""
 	case "same-site", "cross-site":
 		// The Host is the one the browser was sent to; only an origin
 		// trusted by configuration (or a local one) may call it.
-		if o := r.Header.Get("Origin"); o != "" && g.trustedOrigin(o, srv) {
+		if o := headerValue(r.Header, headerOrigin); o != "" && g.trustedOrigin(o, srv) {
 			return ""
 		}
 		return "cross-site browser requests are not served"
 	}
-	origin := r.Header.Get("Origin")
+	origin := headerValue(r.Header, headerOrigin)
 	if origin == "" {
 		return ""
 	}
@@ -255,7 +255,7 @@ func refuseCrossSite(w http.ResponseWriter, r *http.Request, v View, why string)
 	res := v.withoutTool(r.Context(), &Request{
 		Tool:     calledTool(r.URL.Path),
 		Caller:   v.Identify(r.Header),
-		CallID:   r.Header.Get("X-Request-Id"),
+		CallID:   headerValue(r.Header, headerRequestID),
 		Front:    "http",
 		LogAttrs: []slog.Attr{slog.String("refused", why)},
 	}, routeLabel(r.Method, r.URL.Path), contracts.Reject(contracts.ReasonDenied))

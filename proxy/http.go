@@ -79,13 +79,39 @@ func requestFrom(r *http.Request, v View, tool, front string) *Request {
 	return &Request{
 		Tool:           tool,
 		Caller:         v.Identify(r.Header),
-		CallID:         r.Header.Get("X-Request-Id"),
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
+		CallID:         headerValue(r.Header, headerRequestID),
+		IdempotencyKey: headerValue(r.Header, headerIdempotencyKey),
 		Front:          front,
-		TraceParent:    r.Header.Get("Traceparent"),
-		TraceState:     r.Header.Get("Tracestate"),
+		TraceParent:    headerValue(r.Header, headerTraceParent),
+		TraceState:     headerValue(r.Header, headerTraceState),
 		Header:         r.Header,
 	}
+}
+
+// The names of the request and answer headers read (or written) on every
+// call, in canonical form (TestHeaderNamesAreCanonical), for headerValue.
+const (
+	headerRequestID      = "X-Request-Id"
+	headerIdempotencyKey = "Idempotency-Key"
+	headerTraceParent    = "Traceparent"
+	headerTraceState     = "Tracestate"
+	headerOrigin         = "Origin"
+	headerSecFetchSite   = "Sec-Fetch-Site"
+	headerSecFetchMode   = "Sec-Fetch-Mode"
+	headerContentType    = "Content-Type"
+	headerRetryAfter     = "Retry-After"
+	headerContentLength  = "Content-Length"
+)
+
+// headerValue is h.Get(name) for a name in canonical form: the first
+// value of the header, or "". h.Get canonicalizes the name it is given on
+// every call, which was most of what reading a call's headers cost; a
+// constant name needs it once, when it is written.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // jsonBody reports whether a call's body may be read as JSON: its
@@ -97,7 +123,8 @@ func jsonBody(r *http.Request) bool {
 	if mt == "application/json" || strings.HasSuffix(mt, "+json") {
 		return true
 	}
-	browser := r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Sec-Fetch-Mode") != ""
+	browser := headerValue(r.Header, headerOrigin) != "" || headerValue(r.Header, headerSecFetchSite) != "" ||
+		headerValue(r.Header, headerSecFetchMode) != ""
 	return !browser && (mt == "" || mt == "application/x-www-form-urlencoded")
 }
 
@@ -146,7 +173,7 @@ func (c *Core) serveOther(w http.ResponseWriter, r *http.Request, v View) {
 func serveNoRoute(w http.ResponseWriter, r *http.Request, v View) {
 	res := v.NoRoute(r.Context(), &Request{
 		Caller: v.Identify(r.Header),
-		CallID: r.Header.Get("X-Request-Id"),
+		CallID: headerValue(r.Header, headerRequestID),
 		Front:  "http",
 	}, r.Method, r.URL.Path)
 	writeResult(w, res)

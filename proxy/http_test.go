@@ -189,3 +189,28 @@ func TestAdminHandler(t *testing.T) {
 		t.Errorf("/-/reload: %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestHeaderNamesAreCanonical: headerValue reads what h.Get reads only for
+// a name in canonical form, so every name it is given is one, and it
+// agrees with h.Get on headers present, repeated, empty and absent.
+func TestHeaderNamesAreCanonical(t *testing.T) {
+	names := []string{headerRequestID, headerIdempotencyKey, headerTraceParent, headerTraceState,
+		headerOrigin, headerSecFetchSite, headerSecFetchMode, headerContentType, headerRetryAfter, headerContentLength}
+	for _, name := range names {
+		if canonical := http.CanonicalHeaderKey(name); canonical != name {
+			t.Errorf("header name %q is not canonical (%q)", name, canonical)
+		}
+		for _, h := range []http.Header{
+			{},
+			{name: {"one"}},
+			{name: {"first", "second"}},
+			{name: {}},
+			{name: {""}},
+			{strings.ToLower(name): {"lower case, not read by Get"}},
+		} {
+			if got, want := headerValue(h, name), h.Get(name); got != want {
+				t.Errorf("headerValue(%v, %q) = %q, h.Get %q", h, name, got, want)
+			}
+		}
+	}
+}

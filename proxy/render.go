@@ -33,7 +33,7 @@ func (r *Result) Render() Rendered {
 	b := append(r.Envelope.AppendJSON((*p)[:0]), '\n')
 	body := append([]byte(nil), b...)
 	putOut(p, b)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	setContentLength(h, len(body))
 	return Rendered{Code: code, Header: h, Body: body}
 }
 
@@ -72,7 +72,7 @@ func writeResult(w http.ResponseWriter, res *Result) {
 	if len(data) < splitDataBytes {
 		b := res.Envelope.AppendJSON((*p)[:0])
 		b = append(b, '\n')
-		h.Set("Content-Length", strconv.Itoa(len(b)))
+		setContentLength(h, len(b))
 		w.WriteHeader(code)
 		_, _ = w.Write(b)
 		putOut(p, b)
@@ -80,7 +80,7 @@ func writeResult(w http.ResponseWriter, res *Result) {
 	}
 	b, at := res.Envelope.AppendJSONAround((*p)[:0])
 	b = append(b, '\n')
-	h.Set("Content-Length", strconv.Itoa(len(b)+len(data)))
+	setContentLength(h, len(b)+len(data))
 	w.WriteHeader(code)
 	if _, err := w.Write(b[:at]); err == nil {
 		if _, err = w.Write(data); err == nil {
@@ -88,6 +88,12 @@ func writeResult(w http.ResponseWriter, res *Result) {
 		}
 	}
 	putOut(p, b)
+}
+
+// setContentLength sets the answer's Content-Length, as h.Set does
+// without canonicalizing the name again.
+func setContentLength(h http.Header, n int) {
+	h[headerContentLength] = []string{strconv.Itoa(n)}
 }
 
 // splitDataBytes is the size of data from which writeResult writes it

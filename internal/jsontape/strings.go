@@ -10,26 +10,45 @@ import (
 // AppendString appends s as a JSON string, as encoding/json writes it
 // without HTML escaping: invalid UTF-8 becomes U+FFFD, so the output is
 // always valid JSON and valid UTF-8, and U+2028 and U+2029 are escaped.
-func AppendString(dst []byte, s string) []byte { return appendString(dst, s, &plain) }
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s, &plain, false) }
 
 // AppendHTMLString appends s as a JSON string, as json.Marshal writes it
 // (with HTML escaping): as AppendString, and <, > and & as \u003c,
 // \u003e and \u0026.
-func AppendHTMLString(dst []byte, s string) []byte { return appendString(dst, s, &plainHTML) }
+func AppendHTMLString(dst []byte, s string) []byte { return appendString(dst, s, &plainHTML, true) }
 
 // appendString appends s as a JSON string, escaping the ASCII bytes not
 // marked in asIs as \u00XX (or shorter where JSON has a shorter escape).
-func appendString(dst []byte, s string, asIs *[256]bool) []byte {
+// html says asIs is plainHTML. It runs on every string of every envelope,
+// an observation of a kilobyte or more among them, so the text that needs
+// nothing is stepped over eight bytes at a time and a two- or three-byte
+// sequence that is certainly valid (and not U+2028 or U+2029) is stepped
+// over without decoding it. FuzzAppendString and
+// TestAppendStringEveryByteEverywhere hold the result to encoding/json's.
+func appendString(dst []byte, s string, asIs *[256]bool, html bool) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		// Runs of bytes that need nothing are copied in one append.
-		for i < len(s) && asIs[s[i]] {
+		// Bytes that need nothing are stepped over, eight at a time
+		// while eight are left, and copied by the append of the next
+		// escape or the last one.
+		if i+8 <= len(s) {
+			x := stringWord(s[i : i+8])
+			flagged := unplainBytes(x)
+			if html {
+				flagged |= htmlBytes(x)
+			}
+			if flagged == 0 {
+				i += 8
+				continue
+			}
+			// The lowest flagged byte is a true one (see
+			// unplainBytes); those above it are read again.
+			i += bits.TrailingZeros64(flagged) >> 3
+		} else if asIs[s[i]] {
 			i++
-		}
-		if i == len(s) {
-			break
+			continue
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
@@ -54,6 +73,19 @@ func appendString(dst []byte, s string, asIs *[256]bool) []byte {
 			start = i
 			continue
 		}
+		// Two- and three-byte sequences whose lead byte admits any
+		// continuation byte are valid when their continuation bytes are;
+		// 0xe2 leads U+2028 and U+2029, so it is decoded below.
+		if c >= 0xc2 && c <= 0xdf && i+1 < len(s) && s[i+1]&0xc0 == 0x80 {
+			i += 2
+			continue
+		}
+		if threeByteRune(s, i) {
+			// Text past ASCII comes in runs (a sentence in Chinese).
+			for i += 3; i < len(s) && threeByteRune(s, i); i += 3 {
+			}
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && size == 1:
@@ -71,6 +103,46 @@ func appendString(dst []byte, s string, asIs *[256]bool) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// stringWord is the eight bytes of s (len(s) == 8) as a little-endian word;
+// the compiler loads it at once.
+func stringWord(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// threeByteRune reports whether s holds at i a three-byte sequence that
+// is certainly valid and not U+2028 or U+2029: a lead byte that admits any
+// continuation byte (0xe2, which leads those two, is left out) and two
+// continuation bytes.
+func threeByteRune(s string, i int) bool {
+	c := s[i]
+	return (c >= 0xe3 && c <= 0xec || c == 0xe1 || c == 0xee || c == 0xef) && i+2 < len(s) &&
+		s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80
+}
+
+// unplainBytes has the high bit set in each byte of x that a JSON string
+// does not hold as it is (not marked in plain): a control byte, a quote,
+// a backslash, a byte past ASCII. The borrows of the subtractions may also
+// flag a byte above a flagged one, never below, so the lowest flagged byte
+// is always a true one.
+func unplainBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	flagged := (x - ones*0x20) &^ x
+	flagged |= (quote - ones) &^ quote
+	flagged |= (backslash - ones) &^ backslash
+	return (flagged | x) & highs
+}
+
+// htmlBytes flags, as unplainBytes does, the bytes of x that plainHTML
+// adds: <, > and &.
+func htmlBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	lt, gt, amp := x^(ones*'<'), x^(ones*'>'), x^(ones*'&')
+	return ((lt-ones)&^lt | (gt-ones)&^gt | (amp-ones)&^amp) & highs
 }
 
 // PlainASCII reports whether every byte of b is printable ASCII other than

@@ -113,3 +113,64 @@ func BenchmarkValidUTF8(b *testing.B) {
 		}
 	}
 }
+
+// TestAppendStringEveryByteEverywhere holds AppendString and
+// AppendHTMLString to encoding/json for every byte value at every offset
+// of a string that spans the eight-byte steps of the plain-text loop, and
+// for every lead byte past ASCII followed by continuation bytes and their
+// near misses, whole and cut short, so each fast path meets the bytes it
+// must stop at in every position it checks.
+func TestAppendStringEveryByteEverywhere(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(AppendString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
+			t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want.String())
+		}
+		html, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(AppendHTMLString(nil, s)); got != string(html) {
+			t.Fatalf("AppendHTMLString(%q) = %s, json.Marshal %s", s, got, html)
+		}
+	}
+	base := []byte("abcdefghijklmnopqrstuvwx")
+	for n := 15; n <= len(base); n++ {
+		for at := range n {
+			for v := range 256 {
+				s := bytes.Clone(base[:n])
+				s[at] = byte(v)
+				check(string(s))
+			}
+		}
+	}
+	near := []byte{0x00, 0x1f, '"', '\\', '<', 'a', 0x7f, 0x80, 0x9f, 0xa0, 0xa8, 0xa9, 0xbf, 0xc0, 0xff}
+	for lead := 0x80; lead <= 0xff; lead++ {
+		for _, b := range near {
+			for _, c := range near {
+				seq := string([]byte{byte(lead), b, c})
+				for _, s := range []string{seq, seq[:2], seq[:1], "12345678" + seq, "1234567" + seq + "z", "量" + seq + "子"} {
+					check(s)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAppendString escapes an envelope's observation: a message, then
+// the data as compact JSON with Chinese text in it, as the example search
+// tool answers.
+func BenchmarkAppendString(b *testing.B) {
+	obs := "[OK] 命中 6 条。\n" + strings.Repeat(`{"id":"kb-1001","title":"Go concurrency patterns","snippet":"Goroutines, channels and select: pipelines, fan-out and fan-in.","url":"https://kb.example.com/articles/go-concurrency-patterns"},{"id":"kb-2002","title":"Go 语言并发编程实战","snippet":"goroutine 与 channel 的常见用法，用 context 控制超时与取消。"},`, 4)
+	buf := make([]byte, 0, 2*len(obs))
+	b.SetBytes(int64(len(obs)))
+	for b.Loop() {
+		buf = AppendString(buf[:0], obs)
+	}
+}
