@@ -134,6 +134,17 @@ func AnswerCut(code int, sideEffect bool) Outcome {
 	return o
 }
 
+// AnswerAbandoned is the outcome of a 2xx answer whose reading stopped
+// because the caller went away: the action ran, and nobody is left to
+// read its result. Like a cut answer it was the call's end, not the
+// backend's fault.
+func AnswerAbandoned(code int, sideEffect, dedupes bool) Outcome {
+	o := row(ReasonCanceled).outcome(code, true, sideEffect, dedupes, 0)
+	o.Effect = SideEffectDone
+	o.Retryable = row(ReasonCanceled).retryable(o.Effect, sideEffect, dedupes)
+	return o
+}
+
 // BadResponse is the outcome of a 2xx answer that cannot be read: the action
 // ran, but its result is lost, so it must not be repeated.
 func BadResponse(code int) Outcome {

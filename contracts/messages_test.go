@@ -152,7 +152,8 @@ func producedOutcomes() []producedOutcome {
 				if code >= 200 && code < 300 {
 					empty := Answered(code)
 					empty.Empty()
-					answers = []Outcome{Answered(code), empty, BadResponse(code), Unreadable(code, Outcome{}), AnswerCut(code, se)}
+					answers = []Outcome{Answered(code), empty, BadResponse(code), Unreadable(code, Outcome{}), AnswerCut(code, se),
+						AnswerAbandoned(code, se, dedupes)}
 				} else {
 					for _, wait := range []time.Duration{0, 7 * time.Second, time.Hour} {
 						table := ClassifyHTTP(code, se, dedupes, wait)

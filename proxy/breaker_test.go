@@ -131,3 +131,35 @@ func TestBreakerSettingsTripOnRatio(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentsThatLeaveDuringTheAnswerDoNotOpenTheBreaker: an agent that
+// hangs up while a 2xx answer is being read ends its own call (canceled),
+// and is no failure of the backend's. It was counted
+// as one (bad_response): agents that left together at the end of a load
+// run opened the breaker for every other agent.
+func TestAgentsThatLeaveDuringTheAnswerDoNotOpenTheBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fb := &fakeBackend{}
+		core, _ := newFakeCore(t, breakerPolicy, fb)
+		state := func() float64 { return testutil.ToFloat64(core.Metrics().CircuitState.WithLabelValues("legacy")) }
+
+		fb.cut.Store(true)
+		for i := range 5 {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(10*time.Millisecond, cancel)
+			res := core.Call(ctx, &Request{Tool: "read", Body: []byte(`{}`), Front: "test"})
+			cancel()
+			env := res.Envelope
+			if res.Reason != contracts.ReasonCanceled || env.Status != contracts.StatusUpstream || env.SideEffect != contracts.SideEffectNone || !env.Retryable {
+				t.Fatalf("call %d: reason %s, envelope %+v; want canceled, upstream, side_effect none (a read), retryable", i, res.Reason, env)
+			}
+		}
+		if state() != 0 {
+			t.Fatalf("circuit_state = %v after 5 agents left during the answer, want 0 (closed)", state())
+		}
+		fb.cut.Store(false)
+		if res := callRead(core); res.Envelope.Status != contracts.StatusOK {
+			t.Fatalf("the next call: %s %s", res.Envelope.Status, res.Reason)
+		}
+	})
+}

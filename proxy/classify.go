@@ -104,9 +104,19 @@ func (u *upstreamRuntime) answered(ctx context.Context, ans *upstream.Report, si
 		f := transportFailure(ctx, ans.BodyErr, true)
 		if success {
 			// The backend acted; only its answer is lost.
-			a.outcome = contracts.BadResponse(code)
-			if f == contracts.FailDeadline {
+			switch f {
+			case contracts.FailCanceled:
+				// The agent hung up while the answer came: not the
+				// backend's fault, so not a failure of it either (a
+				// load of agents that leave would open the breaker
+				// for every other one).
+				a.outcome = contracts.AnswerAbandoned(code, sideEffect, dedupes)
+				a.verdict = policy.VerdictIgnored
+				return
+			case contracts.FailDeadline:
 				a.outcome = contracts.AnswerCut(code, sideEffect)
+			default:
+				a.outcome = contracts.BadResponse(code)
 			}
 			a.verdict = policy.VerdictFailure
 			return
@@ -149,7 +159,8 @@ func (c *Core) conclude(ctx context.Context, cl *Call, a *attempt) bool {
 	} else {
 		cl.upCode = string(a.outcome.Reason)
 	}
-	if a.code == 0 || a.outcome.Reason == contracts.ReasonBadResponse || a.outcome.Reason == contracts.ReasonDeadline {
+	if a.code == 0 || a.outcome.Reason == contracts.ReasonBadResponse || a.outcome.Reason == contracts.ReasonDeadline ||
+		a.outcome.Reason == contracts.ReasonCanceled {
 		cl.out = a.outcome
 		return false
 	}

@@ -268,6 +268,9 @@ func postCall(t *testing.T, front *httptest.Server, tool, args string, header ma
 type fakeBackend struct {
 	calls atomic.Int64
 	fail  atomic.Bool
+	// cut answers 200 and the start of its body, then stops until the
+	// request's context ends.
+	cut atomic.Bool
 }
 
 func (f *fakeBackend) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -276,8 +279,21 @@ func (f *fakeBackend) RoundTrip(r *http.Request) (*http.Response, error) {
 	if f.fail.Load() {
 		code, body = 500, "boom"
 	}
+	var rd io.Reader = bytes.NewReader([]byte(body))
+	if f.cut.Load() {
+		rd = io.MultiReader(strings.NewReader(`{"results":[`), stalledReader{r.Context()})
+	}
 	return &http.Response{StatusCode: code, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(bytes.NewReader([]byte(body))), Request: r}, nil
+		Body: io.NopCloser(rd), Request: r}, nil
+}
+
+// stalledReader reads nothing until its context ends, then fails with the
+// context's error, as a connection closed under the read does.
+type stalledReader struct{ ctx context.Context }
+
+func (s stalledReader) Read([]byte) (int, error) {
+	<-s.ctx.Done()
+	return 0, s.ctx.Err()
 }
 
 const breakerPolicy = `
