@@ -22,24 +22,7 @@ func FuzzAppendString(f *testing.F) {
 	for _, s := range []string{"plain", "<b>&amp;</b>", "量子 \u2028\u2029 é", "a\"b\\c\n\t\x01", "bad \xff\xfe utf8", "\xe2\x80", "\xe2\x80\xa8"} {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			t.Fatal(err)
-		}
-		if got := string(AppendString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
-			t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want.String())
-		}
-		html, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := string(AppendHTMLString(nil, s)); got != string(html) {
-			t.Fatalf("AppendHTMLString(%q) = %s, json.Marshal %s", s, got, html)
-		}
-	})
+	f.Fuzz(checkAppendString)
 }
 
 // FuzzValidUTF8: validUTF8 agrees with utf8.Valid on any bytes.
@@ -123,22 +106,7 @@ func BenchmarkValidUTF8(b *testing.B) {
 func TestAppendStringEveryByteEverywhere(t *testing.T) {
 	check := func(s string) {
 		t.Helper()
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(s); err != nil {
-			t.Fatal(err)
-		}
-		if got := string(AppendString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
-			t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want.String())
-		}
-		html, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := string(AppendHTMLString(nil, s)); got != string(html) {
-			t.Fatalf("AppendHTMLString(%q) = %s, json.Marshal %s", s, got, html)
-		}
+		checkAppendString(t, s)
 	}
 	base := []byte("abcdefghijklmnopqrstuvwx")
 	for n := 15; n <= len(base); n++ {
@@ -172,5 +140,27 @@ func BenchmarkAppendString(b *testing.B) {
 	b.SetBytes(int64(len(obs)))
 	for b.Loop() {
 		buf = AppendString(buf[:0], obs)
+	}
+}
+
+// checkAppendString holds AppendString to encoding/json (HTML left as it
+// is) and AppendHTMLString to json.Marshal for s.
+func checkAppendString(t *testing.T, s string) {
+	t.Helper()
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(AppendString(nil, s)); got != strings.TrimSuffix(want.String(), "\n") {
+		t.Fatalf("AppendString(%q) = %s, encoding/json %s", s, got, want.String())
+	}
+	html, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(AppendHTMLString(nil, s)); got != string(html) {
+		t.Fatalf("AppendHTMLString(%q) = %s, json.Marshal %s", s, got, html)
 	}
 }
