@@ -115,26 +115,20 @@ func stringWord(s string) uint64 {
 
 // threeByteRune reports whether s holds at i a three-byte sequence that
 // is certainly valid and not U+2028 or U+2029: a lead byte that admits any
-// continuation byte (0xe2, which leads those two, is left out) and two
+// continuation byte (lead3) but 0xe2, which leads those two, and two
 // continuation bytes.
 func threeByteRune(s string, i int) bool {
 	c := s[i]
-	return (c >= 0xe3 && c <= 0xec || c == 0xe1 || c == 0xee || c == 0xef) && i+2 < len(s) &&
-		s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80
+	return lead3[c] && c != 0xe2 && i+2 < len(s) && s[i+1]&0xc0 == 0x80 && s[i+2]&0xc0 == 0x80
 }
 
 // unplainBytes has the high bit set in each byte of x that a JSON string
-// does not hold as it is (not marked in plain): a control byte, a quote,
-// a backslash, a byte past ASCII. The borrows of the subtractions may also
-// flag a byte above a flagged one, never below, so the lowest flagged byte
-// is always a true one.
+// does not hold as it is (not marked in plain): the bytes that end a plain
+// run of text (plainFlags: a control byte, a quote, a backslash) and the
+// bytes past ASCII. The lowest flagged byte of each is exact, so the
+// lowest of both is too.
 func unplainBytes(x uint64) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, backslash := x^(ones*'"'), x^(ones*'\\')
-	flagged := (x - ones*0x20) &^ x
-	flagged |= (quote - ones) &^ quote
-	flagged |= (backslash - ones) &^ backslash
-	return (flagged | x) & highs
+	return plainFlags(x) | x&0x8080808080808080
 }
 
 // htmlBytes flags, as unplainBytes does, the bytes of x that plainHTML
